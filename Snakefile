@@ -1,0 +1,16 @@
+# What abstraction costs in the PyTorch ecosystem: Study A (Levental & Orlova 2021) and Study B (Goldfarb 2024).
+# Run:  snakemake --cores all            (profiles/default is picked up through workflow-profile)
+# Scale is config: config/smoke.yaml (CI), config/gpu-smoke.yaml, config/config.yaml (default), config/paper.yaml.
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/study_a.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        "results/report.html",
+    default_target: True

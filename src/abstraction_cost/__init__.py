@@ -1,0 +1,1 @@
+"""What abstraction costs in the PyTorch ecosystem: the package behind the Snakemake pipeline."""

@@ -1,0 +1,83 @@
+"""Validation of the pipeline's config against workflow/schemas, and typed views of its sections."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import referencing
+import yaml
+
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+ROOT_SCHEMA = "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config value the schema does not allow; the message names the dotted key."""
+
+
+def _registry(schema_dir: Path) -> referencing.Registry:
+    resources = []
+    for path in sorted(schema_dir.glob("*.schema.yaml")):
+        contents = yaml.safe_load(path.read_text())
+        resources.append((path.name, referencing.Resource.from_contents(
+            contents, default_specification=referencing.jsonschema.DRAFT202012)))
+    return referencing.Registry().with_resources(resources)
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    key = ".".join(str(p) for p in error.absolute_path) or "<top level>"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return f"config key '{key}': unknown key(s) {extra}; allowed: {allowed}"
+    if error.validator == "enum":
+        return f"config key '{key}': {error.instance!r} is not one of {error.validator_value}"
+    return f"config key '{key}': {error.message}"
+
+
+def validate(config: dict, schema_dir: Path = SCHEMA_DIR) -> None:
+    """Raise ConfigError listing every violation, each naming its key and what is allowed."""
+    registry = _registry(schema_dir)
+    schema = registry.contents(ROOT_SCHEMA)
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(_describe(e) for e in errors))
+
+
+def load(path: str | Path) -> dict:
+    config = yaml.safe_load(Path(path).read_text())
+    validate(config)
+    return config
+
+
+def config_hash(config: dict) -> str:
+    """Short stable hash of the whole config, recorded with every run."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """Hyperparameters of one Study A training run, shared by every backend."""
+
+    epochs: int
+    batch_size: int
+    eval_batch_size: int
+    lr: float
+    momentum: float
+    weight_decay: float
+
+    @classmethod
+    def from_config(cls, config: dict, dataset: str) -> "TrainingSettings":
+        t = config["study_a"]["training"]
+        return cls(
+            epochs=t["epochs"],
+            batch_size=t["batch_size_overrides"].get(dataset, t["batch_size"]),
+            eval_batch_size=t["eval_batch_size"],
+            lr=t["optimizer"]["lr"],
+            momentum=t["optimizer"]["momentum"],
+            weight_decay=t["optimizer"]["weight_decay"],
+        )

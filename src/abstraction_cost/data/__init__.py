@@ -1,0 +1,1 @@
+"""Datasets: downloads through torchvision, the prepared format every backend reads, offline sources."""

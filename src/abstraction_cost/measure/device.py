@@ -1,0 +1,46 @@
+"""Which device timed work runs on, and the numerics settings every compared run shares."""
+from __future__ import annotations
+
+import torch
+
+
+class DeviceUnavailable(RuntimeError):
+    """The config asks for a GPU this machine does not have."""
+
+
+def select(config: dict) -> torch.device:
+    wanted = config["device"]
+    if wanted == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    if wanted == "cuda":
+        raise DeviceUnavailable("config key 'device' is 'cuda' but torch sees no CUDA GPU")
+    return torch.device("cpu")
+
+
+def apply_numerics(config: dict) -> None:
+    """Set TF32 and cudnn.benchmark from config['numerics'], so that compared runs share them."""
+    tf32 = config["numerics"]["tf32"]
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = config["numerics"]["cudnn_benchmark"]
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def cuda_uuid(device: torch.device) -> str | None:
+    if device.type != "cuda":
+        return None
+    return str(torch.cuda.get_device_properties(device).uuid)
+
+
+def alloc_peak_mib(device: torch.device) -> float | None:
+    """The caching allocator's peak since the last reset, in MiB; None off the GPU."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated(device) / 2**20
+
+
+def reset_alloc_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)

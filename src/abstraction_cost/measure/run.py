@@ -1,0 +1,73 @@
+"""One measuring job: its run_id, device, NVML sampler, phases, and its row of the environment table.
+
+    with measured_run(config, rule="train", job=wildcards, env_path=out.env) as run:
+        with run.phase("train-0"):
+            ...
+        row = {"run_id": run.run_id, **run.measures("train-0"), ...}
+
+Every row the job writes carries run.run_id, which joins results/environment.parquet.
+"""
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+import torch
+
+from .. import tables
+from . import device as devices
+from .environment import capture
+from .nvml import NvmlReader, NvmlSampler
+from .timing import synchronize
+
+
+@dataclass
+class Run:
+    run_id: str
+    device: torch.device
+    sampler: NvmlSampler
+    _alloc_peaks: dict[str, float | None] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str):
+        """Mark a phase for the sampler and measure the allocator's peak within it."""
+        devices.reset_alloc_peak(self.device)
+        with self.sampler.phase(name):
+            yield
+            synchronize(self.device)
+        self._alloc_peaks[name] = devices.alloc_peak_mib(self.device)
+
+    def measures(self, name: str) -> dict:
+        """The phase's PHASE_MEASURES columns (tables.common)."""
+        return {"alloc_peak_mib": self._alloc_peaks.get(name), **self.sampler.summary(name)}
+
+
+def _state_columns(reader: NvmlReader | None, suffix: str) -> dict:
+    keys = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "throttle_reasons")
+    try:
+        state = reader.state() if reader is not None else {}
+    except Exception:
+        state = {}
+    return {f"{k}_{suffix}": state.get(k) for k in keys}
+
+
+@contextmanager
+def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: str,
+                 device: torch.device | None = None) -> Iterator[Run]:
+    """Select the device, apply the numerics settings, sample NVML, and write the environment row at the end."""
+    device = device if device is not None else devices.select(config)
+    devices.apply_numerics(config)
+    env = capture(config, device)
+    reader, status = NvmlReader.open(devices.cuda_uuid(device))
+    before = _state_columns(reader, "before")
+    sampler = NvmlSampler(reader, config["measure"]["nvml_interval_ms"], status)
+    run = Run(run_id=uuid.uuid4().hex[:16], device=device, sampler=sampler)
+    try:
+        with sampler:
+            yield run
+    finally:
+        row = {"run_id": run.run_id, "rule": rule, "job": ",".join(f"{k}={v}" for k, v in job.items()),
+               **env, "nvml_status": sampler.status, **before, **_state_columns(reader, "after")}
+        tables.write("environment", [row], env_path)

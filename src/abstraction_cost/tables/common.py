@@ -1,0 +1,57 @@
+"""Tables every experiment shares."""
+import polars as pl
+
+SCHEMAS = {
+    # One row per measuring job: what the numbers of that job's rows were measured on and with.
+    "environment": {
+        "rule": pl.String,
+        "job": pl.String,              # the job's wildcards, key=value joined by commas
+        "started_at": pl.String,       # ISO 8601, UTC
+        "hostname": pl.String,
+        "device": pl.String,           # cuda | cpu
+        "gpu_name": pl.String,
+        "gpu_uuid": pl.String,
+        "gpu_memory_total_mib": pl.Float64,
+        "driver_version": pl.String,
+        "cuda_version": pl.String,
+        "cudnn_version": pl.String,
+        "torch_version": pl.String,
+        "torchvision_version": pl.String,
+        "triton_version": pl.String,
+        "python_version": pl.String,
+        "cpu_model": pl.String,
+        "cpu_count": pl.Int64,
+        "tf32_matmul": pl.Boolean,
+        "tf32_cudnn": pl.Boolean,
+        "cudnn_benchmark": pl.Boolean,
+        "git_revision": pl.String,
+        "git_dirty": pl.Boolean,
+        "config_hash": pl.String,
+        "nvml_status": pl.String,      # ok, or why NVML columns are null
+        "sm_clock_mhz_before": pl.Float64,
+        "sm_clock_mhz_after": pl.Float64,
+        "mem_clock_mhz_before": pl.Float64,
+        "mem_clock_mhz_after": pl.Float64,
+        "temperature_c_before": pl.Float64,
+        "temperature_c_after": pl.Float64,
+        "power_w_before": pl.Float64,
+        "power_w_after": pl.Float64,
+        "throttle_reasons_before": pl.String,
+        "throttle_reasons_after": pl.String,
+    },
+}
+
+# Columns the NVML sampler and the allocator add to any row summarising one phase of a run.
+PHASE_MEASURES = {
+    "mem_used_mib_max": pl.Float64,    # NVML device memory used, max over the phase's samples
+    "alloc_peak_mib": pl.Float64,      # caching allocator's peak (torch.cuda.max_memory_allocated)
+    "gpu_util_mean_pct": pl.Float64,
+    "gpu_util_max_pct": pl.Float64,
+    "sm_clock_mhz_mean": pl.Float64,
+    "temperature_c_max": pl.Float64,
+    "power_w_mean": pl.Float64,
+    "nvml_samples": pl.Int64,
+}
+
+# Every measured row says whether it was measured: ok, or error / oom / missing / not_run with a message.
+STATUS = {"status": pl.String, "message": pl.String}
