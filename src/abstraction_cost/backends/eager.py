@@ -84,7 +84,7 @@ def evaluate(model, split: Split, batch_size: int, normalise: Normaliser, timer:
     model.eval()
     stats = PhaseStats(normalise.device)
     for part in batches(len(split.labels), batch_size):
-        images, labels = np.asarray(split.images[part]), np.asarray(split.labels[part])
+        images, labels = np.array(split.images[part]), np.array(split.labels[part])  # copies off the map
         timer.start()
         x = normalise(images)
         y = torch.from_numpy(labels).to(normalise.device)

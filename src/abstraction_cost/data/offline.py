@@ -4,7 +4,7 @@
   smooth random pattern; an image is that pattern plus noise, so a network that learns it has really learnt
   something (chance accuracy is 1/classes, a trained ResNet-50 gets far above it).
 - digits: the 1,797 handwritten 8×8 digits bundled with scikit-learn, upsampled bilinearly to the configured
-  resolution, split 80/20 by a fixed permutation (1,437 train, 360 test).
+  resolution, split 80/20 by a fixed permutation (1,438 train, 359 test).
 """
 from __future__ import annotations
 

@@ -135,13 +135,13 @@ class NvmlSampler:
         try:
             yield
         finally:
-            self.phases[name] = (start, time.monotonic())
             if self.reader is not None:
                 # one sample at the end, so that even a phase shorter than the interval has one
                 try:
                     self.samples.append(self.reader.read())
                 except Exception:
                     pass
+            self.phases[name] = (start, time.monotonic())
 
     def summary(self, name: str) -> dict:
         """The phase's samples reduced to the SUMMARY_COLUMNS; nulls where there are none."""

@@ -1,0 +1,62 @@
+import copy
+
+import pytest
+import yaml
+
+from abstraction_cost import config as cfg
+
+from .conftest import REPO
+
+
+@pytest.mark.parametrize("name", ["config", "paper", "smoke", "gpu-smoke"])
+def test_shipped_configs_are_valid(name):
+    cfg.load(REPO / "config" / f"{name}.yaml")
+
+
+def _error(config) -> str:
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.validate(config)
+    return str(info.value)
+
+
+def test_unknown_key_is_named_with_what_is_allowed(smoke_config):
+    smoke_config["study_a"]["training"]["epoch"] = 3
+    message = _error(smoke_config)
+    assert "config key 'study_a.training'" in message
+    assert "['epoch']" in message and "'epochs'" in message
+
+
+def test_bad_values_name_their_keys(smoke_config):
+    bad = copy.deepcopy(smoke_config)
+    bad["study_a"]["training"]["epochs"] = 0
+    bad["device"] = "tpu"
+    bad["study_a"]["training"]["datasets"] = ["imagenet"]
+    message = _error(bad)
+    assert "'study_a.training.epochs': 0 is less than the minimum of 1" in message
+    assert "'device': 'tpu' is not one of ['auto', 'cuda', 'cpu']" in message
+    assert "'study_a.training.datasets.0': 'imagenet' is not one of" in message
+
+
+def test_missing_section_is_named(smoke_config):
+    del smoke_config["numerics"]
+    assert "'numerics' is a required property" in _error(smoke_config)
+
+
+def test_snakemake_stops_before_any_rule_on_a_bad_config(tmp_path):
+    import subprocess
+    import sys
+
+    bad = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    bad["measure"]["repeats"] = -1
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile", str(path)],
+                            cwd=REPO, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "config key 'measure.repeats': -1 is less than the minimum of 1" in result.stdout + result.stderr
+
+
+def test_training_settings_take_the_per_dataset_batch_size(smoke_config):
+    smoke_config["study_a"]["training"]["batch_size_overrides"] = {"digits": 7}
+    assert cfg.TrainingSettings.from_config(smoke_config, "digits").batch_size == 7
+    assert cfg.TrainingSettings.from_config(smoke_config, "synthetic-cifar10").batch_size == 32
