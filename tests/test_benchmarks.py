@@ -1,0 +1,16 @@
+"""The benchmarks run (tiny, on the CPU); their numbers are not asserted here."""
+import json
+import subprocess
+import sys
+
+from .conftest import REPO
+
+
+def test_harness_overhead_benchmark_runs(tmp_path):
+    out = tmp_path / "overhead.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "harness_overhead.py"), "--device", "cpu", "--batch", "2",
+                    "--resolution", "32", "--steps", "2", "--rounds", "2", "--out", str(out)], check=True,
+                   capture_output=True)
+    result = json.loads(out.read_text())
+    assert result["bare_ms_per_step"] > 0 and result["harness_wall_ms_per_step"] > 0
+    assert result["nvml_status"] == "no CUDA device in use"

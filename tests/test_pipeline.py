@@ -1,0 +1,63 @@
+"""The smoke config end to end through Snakemake: every rule runs, every table has its schema, the report renders."""
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from abstraction_cost import tables
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("smoke")
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
+               "--workflow-profile", str(REPO / "profiles" / "default"), "--configfile",
+               str(REPO / "config" / "smoke.yaml"), "--cores", "2"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    (work / "snakemake.out").write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    return work
+
+
+def _table_of(path: Path) -> str:
+    columns = pl.read_parquet_schema(path)
+    names = [name for name, schema in tables.SCHEMAS.items() if list(schema) == list(columns)]
+    assert len(names) == 1, f"{path}: its columns match no declared table schema ({list(columns)[:6]}...)"
+    return names[0]
+
+
+@pytest.mark.slow
+def test_every_table_has_its_declared_schema_and_joins_the_environment(smoke_run):
+    environment = tables.read("environment", smoke_run / "results" / "environment.parquet")
+    known_runs = set(environment["run_id"])
+    found = {}
+    for path in sorted((smoke_run / "results").rglob("*.parquet")):
+        name = _table_of(path)
+        df = tables.read(name, path)
+        found.setdefault(name, []).append(path)
+        if name != "environment" and df.height:
+            assert set(df["run_id"]) <= known_runs or "summary" in name or "curve" in name or name.endswith("speedups"), \
+                f"{path}: run_ids missing from environment.parquet"
+    assert "training" in found and "environment" in found
+
+
+@pytest.mark.slow
+def test_eager_training_on_digits_learns(smoke_run):
+    training = tables.read("training", smoke_run / "results" / "study_a" / "training.parquet")
+    digits = training.filter((pl.col("dataset") == "digits") & (pl.col("phase") == "eval"))
+    assert digits.height == 3 and (digits["status"] == "ok").all()
+    # ten classes: chance is 0.10
+    assert digits["accuracy"].max() > 0.4, digits.select("epoch", "loss", "accuracy")
+    assert (digits["time_per_sample_ms"] > 0).all() and (digits["device"] == "cpu").all()
+
+
+@pytest.mark.slow
+def test_report_is_one_self_contained_file(smoke_run):
+    html = (smoke_run / "results" / "report.html").read_text()
+    assert "<script src=\"http" not in html and "<link href=\"http" not in html
+    log = (smoke_run / "logs" / "report" / "report.log").read_text()
+    assert "renderer" in log.lower()
