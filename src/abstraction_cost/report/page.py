@@ -1,0 +1,234 @@
+"""How the report reaches its tables, and how charts, tables and notes reach the page.
+
+The pipeline passes the report its tables as JSON {table name: parquet path} in the environment variable
+ABSTRACTION_COST_TABLES (rule `report`, scripts/render_report.py). A table that is not registered, not written
+or unreadable loads as an empty frame with its declared columns, and `absent()` says why, so a partial report
+still renders and the "Missing or failed results" section names what is missing.
+
+Charts are altair charts drawn in the browser by vega-embed with the SVG renderer. The vega, vega-lite and
+vega-embed JavaScript is inlined once per page (by `setup()`, or by the first `show()`), so the page needs no
+network; each chart is a <div class="ac-chart"> and a short script that draws its spec into it.
+
+    from abstraction_cost.report import page
+    df = page.load("training_summary")
+    page.show(chart) / page.show_table(df, formats={...}) / page.note("...")
+"""
+from __future__ import annotations
+
+import html
+import itertools
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Callable, Mapping
+
+import altair as alt
+import polars as pl
+
+from .. import tables
+
+TABLES_ENV = "ABSTRACTION_COST_TABLES"
+
+# Every table the page asked for, and why those whose file exists could not be read as their schema.
+_requested: set[str] = set()
+_unreadable: dict[str, str] = {}
+_emitted = False
+_ids = itertools.count()
+_page_token = secrets.token_hex(3)
+
+CSS = """
+.ac-chart { margin: 0.5em 0 1.5em 0; overflow-x: auto; }
+table.ac-table { border-collapse: collapse; margin: 0.5em 0 1.5em 0; font-size: 0.85em; }
+/* !important: the renderers' own table styles are more specific (nbconvert's lab CSS right-aligns cells) */
+table.ac-table th, table.ac-table td { border-bottom: 1px solid #ddd; padding: 0.2em 0.6em;
+  text-align: left !important; vertical-align: top; }
+table.ac-table td.num { text-align: right !important; font-variant-numeric: tabular-nums; }
+.ac-table caption { caption-side: top; text-align: left; font-style: italic; padding-bottom: 0.3em; }
+.ac-note { color: #8a4b00; background: #fff7e6; border-left: 4px solid #f0a030; padding: 0.4em 0.8em; }
+"""
+
+# Run by the inlined bundle once vega-embed is loaded: expose it, then draw the charts queued before it loaded
+# (module scripts run after the page is parsed, the charts' classic scripts while it is parsed).
+_BUNDLE_SNIPPET = """
+window.vegaEmbed = vegaEmbed;
+const queued = window.acVegaQueue || [];
+window.acVegaQueue = null;
+for (const [el, spec, opt] of queued) { window.acDrawChart(el, spec, opt); }
+"""
+
+# Defined before any chart script runs; draws now if vega-embed is loaded, else queues for the bundle.
+_DRAW_FUNCTION = """
+window.acDrawChart = function (el, spec, opt) {
+  if (!window.vegaEmbed) { (window.acVegaQueue = window.acVegaQueue || []).push([el, spec, opt]); return; }
+  window.vegaEmbed(el, spec, opt).catch(function (err) {
+    el.textContent = "chart failed to draw: " + err;
+    el.classList.add("ac-chart-failed");
+  });
+};
+"""
+
+EMBED_OPTIONS = {"renderer": "svg", "actions": False}
+
+
+# ----------------------------------------------------------------------------------------------- tables
+def registry() -> dict[str, str]:
+    """The tables the pipeline passed to the report: {name: path}; empty when rendered outside the pipeline."""
+    raw = os.environ.get(TABLES_ENV)
+    if not raw:
+        return {}
+    try:
+        paths = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"environment variable {TABLES_ENV} is not JSON {{table: path}}: {err}") from None
+    if not isinstance(paths, dict):
+        raise ValueError(f"environment variable {TABLES_ENV} must be a JSON object {{table: path}}")
+    return {str(k): str(v) for k, v in paths.items()}
+
+
+def _empty(name: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=tables.SCHEMAS[name]) if name in tables.SCHEMAS else pl.DataFrame()
+
+
+def load(name: str) -> pl.DataFrame:
+    """The table, or an empty frame with its declared columns when it is not there (see absent())."""
+    _requested.add(name)
+    path = registry().get(name)
+    if path is None or not Path(path).is_file():
+        return _empty(name)
+    try:
+        df = tables.read(name, path) if name in tables.SCHEMAS else pl.read_parquet(path)
+    except Exception as err:  # a stale or foreign file must not stop the report; it is listed instead
+        _unreadable[name] = f"{path}: {type(err).__name__}: {err}"
+        return _empty(name)
+    _unreadable.pop(name, None)
+    return df
+
+
+def absent(names: list[str] | None = None) -> dict[str, str]:
+    """{table: why it is missing} for the tables registered or asked for (or `names`) that cannot be read."""
+    paths = registry()
+    reasons = {}
+    for name in (names if names is not None else sorted(set(paths) | _requested)):
+        if name not in paths:
+            reasons[name] = "not passed to the report (not registered in TABLES, or rendered outside the pipeline)"
+        elif not Path(paths[name]).is_file():
+            reasons[name] = f"file not found: {paths[name]}"
+        elif name in _unreadable:
+            reasons[name] = f"unreadable: {_unreadable[name]}"
+    return reasons
+
+
+def load_all() -> dict[str, pl.DataFrame]:
+    """Every registered table by name (empty frames for those that cannot be read)."""
+    return {name: load(name) for name in sorted(registry())}
+
+
+# ------------------------------------------------------------------------------------------- rendering
+def _vega_lite_version() -> str | None:
+    """The bundle's vega-lite version: altair's major.minor when vl-convert ships it, else its newest."""
+    import vl_convert
+
+    wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    return wanted if wanted in vl_convert.get_vegalite_versions() else None
+
+
+def javascript_html() -> str:
+    """The vega / vega-lite / vega-embed bundle (about 0.9 MB) as inline scripts: once per page."""
+    import vl_convert
+
+    bundle = vl_convert.javascript_bundle(_BUNDLE_SNIPPET, vl_version=_vega_lite_version())
+    if "</script" in bundle.lower():  # would end the inline script early; escaping could break its regexes
+        raise RuntimeError(f"vl-convert {vl_convert.__version__}: its JavaScript bundle holds '</script' "
+                           "and cannot be inlined")
+    return (f"<style>{CSS}</style>\n<script>{_DRAW_FUNCTION}</script>\n"
+            f"<script type=\"module\">{bundle}</script>")
+
+
+def _json_in_script(value) -> str:
+    # "</script" or "<!--" inside an inline script would end or derail it; "<" only occurs in JSON strings,
+    # where "\\u003c" is the same character.
+    return json.dumps(value).replace("<", "\\u003c")
+
+
+def chart_html(chart: alt.TopLevelMixin) -> str:
+    """One chart: its container and the script that draws its spec (data inline) with the SVG renderer."""
+    spec = chart.to_dict()
+    element_id = f"ac-chart-{_page_token}-{next(_ids)}"
+    return (f'<div class="ac-chart" id="{element_id}"></div>\n<script>window.acDrawChart('
+            f'document.getElementById("{element_id}"), {_json_in_script(spec)}, '
+            f'{json.dumps(EMBED_OPTIONS)});</script>')
+
+
+def _display_html(text: str) -> None:
+    from IPython.display import HTML, display
+
+    display(HTML(text))
+
+
+def setup() -> None:
+    """Put the page's styles and the charts' JavaScript on the page (once; later calls do nothing)."""
+    global _emitted
+    if not _emitted:
+        _display_html(javascript_html())
+        _emitted = True
+
+
+def show(chart: alt.TopLevelMixin | None, empty_message: str = "No data to draw.") -> None:
+    """Draw a chart, or say why there is none (chart is None)."""
+    if chart is None:
+        note(empty_message)
+        return
+    setup()
+    _display_html(chart_html(chart))
+
+
+def note(text: str) -> None:
+    """A visible remark on the page: why a figure or table is empty, or what a result means."""
+    setup()
+    _display_html(f'<p class="ac-note">{html.escape(text)}</p>')
+
+
+def _cell(value, fmt: str | Callable | None) -> tuple[str, bool]:
+    if value is None:
+        return "", False
+    if callable(fmt):
+        return html.escape(str(fmt(value))), isinstance(value, (int, float))
+    if fmt is not None:
+        return html.escape(fmt.format(value)), isinstance(value, (int, float))
+    if isinstance(value, float):
+        return f"{value:.4g}", True
+    return html.escape(str(value)), isinstance(value, int) and not isinstance(value, bool)
+
+
+def table_html(df: pl.DataFrame, formats: Mapping[str, str | Callable] | None = None,
+               caption: str | None = None, raw_html: tuple[str, ...] = ()) -> str:
+    """An HTML table of df; formats maps a column to a format string ("{:.2f}") or a function.
+
+    Columns named in raw_html hold HTML already (escaped by whoever built it) and are inserted as they are."""
+    formats = formats or {}
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    rows = []
+    for row in df.iter_rows(named=True):
+        cells = []
+        for column, value in row.items():
+            if column in raw_html:
+                cells.append(f"<td>{'' if value is None else value}</td>")
+                continue
+            text, numeric = _cell(value, formats.get(column))
+            cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    caption_html = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (f'<table class="ac-table">{caption_html}<thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def show_table(df: pl.DataFrame, formats: Mapping[str, str | Callable] | None = None,
+               caption: str | None = None, empty_message: str = "No rows.",
+               raw_html: tuple[str, ...] = ()) -> None:
+    """Show df as an HTML table, or say why there is none (no rows)."""
+    if df.is_empty():
+        note(empty_message)
+        return
+    setup()
+    _display_html(table_html(df, formats, caption, raw_html))

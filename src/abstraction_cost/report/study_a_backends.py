@@ -1,0 +1,83 @@
+"""Study A's backend comparison in evaluation (table backend_comparison, computed by rule compare_backends):
+a chart of time per sample with bootstrap intervals, and the table with memory and parity errors beside it."""
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti"]
+
+
+def time_chart(comparison: pl.DataFrame, width: int = 420) -> alt.Chart | None:
+    """Median time per sample per implementation, with its 95% interval; None when nothing was measured."""
+    ok = comparison.filter((pl.col("status") == "ok") & pl.col("time_per_sample_ms").is_not_null())
+    if ok.is_empty():
+        return None
+    data = ok.select("implementation", "runtime", "method", "device", "batch_size", "resolution",
+                     "time_per_sample_ms", "time_per_sample_ms_low", "time_per_sample_ms_high", "speedup_vs_eager")
+    order = [i for i in ORDER if i in data["implementation"].to_list()]
+    y = alt.Y("implementation:N", sort=order, title=None)
+    tooltip = [alt.Tooltip(c) for c in data.columns]
+    bars = alt.Chart().mark_bar().encode(
+        x=alt.X("time_per_sample_ms:Q", title="eval time per sample (ms), median", scale=alt.Scale(zero=True)),
+        y=y, color=alt.Color("runtime:N", title="runs from"), tooltip=tooltip)
+    interval = alt.Chart().mark_rule(color="black").encode(
+        x="time_per_sample_ms_low:Q", x2="time_per_sample_ms_high:Q", y=y)
+    return alt.layer(bars, interval, data=data).properties(width=width, height=28 * len(order))
+
+
+def _interval(estimate, low, high, digits: int = 3) -> str | None:
+    if estimate is None:
+        return None
+    return f"{estimate:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _speedup(estimate, low, high, includes_one) -> str | None:
+    text = _interval(estimate, low, high, 2)
+    if text is None:
+        return None
+    return text + (" (interval includes 1)" if includes_one else "")
+
+
+def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
+    """backend_comparison with readable columns: intervals as 'median [low, high]', parity as a verdict."""
+    rows = comparison.iter_rows(named=True)
+    out = []
+    for r in rows:
+        parity = None
+        if r["max_abs_logit_diff"] is not None:
+            verdict = "same" if r["parity_ok"] else "DIFFERENT"
+            parity = f"{verdict}: {r['max_abs_logit_diff']:.2e} ({r['max_rel_logit_diff']:.1e} rel.)"
+        elif r["status"] == "ok":
+            parity = r["parity_message"]
+        out.append({
+            "implementation": r["implementation"], "made by": r["method"], "device": r["device"],
+            "status": r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}",
+            "ms/sample [95% CI]": _interval(r["time_per_sample_ms"], r["time_per_sample_ms_low"],
+                                            r["time_per_sample_ms_high"]),
+            "speedup vs eager": _speedup(r["speedup_vs_eager"], r["speedup_vs_eager_low"],
+                                         r["speedup_vs_eager_high"], r["speedup_vs_eager_includes_one"]),
+            "device memory (MiB, NVML)": r["mem_used_mib_max"], "allocator peak (MiB)": r["alloc_peak_mib"],
+            "max |Δlogit| vs eager": parity, "same argmax": r["argmax_agreement"],
+            "prepare (s)": r["prepare_s"],
+        })
+    columns = ["implementation", "made by", "device", "status", "ms/sample [95% CI]", "speedup vs eager",
+               "device memory (MiB, NVML)", "allocator peak (MiB)", "max |Δlogit| vs eager", "same argmax",
+               "prepare (s)"]
+    schema = {c: (pl.Float64 if c in ("device memory (MiB, NVML)", "allocator peak (MiB)", "same argmax",
+                                      "prepare (s)") else pl.String) for c in columns}
+    order = {name: i for i, name in enumerate(ORDER)}
+    out.sort(key=lambda r: order.get(r["implementation"], len(ORDER)))
+    return pl.DataFrame(out, schema=schema)
+
+
+FORMATS = {"device memory (MiB, NVML)": "{:.0f}", "allocator peak (MiB)": "{:.0f}", "same argmax": "{:.0%}",
+           "prepare (s)": "{:.1f}"}
+
+
+def setting(comparison: pl.DataFrame) -> str | None:
+    """'batch 32 at 224×224 on cuda' from the table, or None when it is empty."""
+    if comparison.is_empty():
+        return None
+    r = comparison.row(0, named=True)
+    return f"batch {r['batch_size']} at {r['resolution']}×{r['resolution']} on {r['device']}"

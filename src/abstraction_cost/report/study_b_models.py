@@ -1,0 +1,188 @@
+"""Study B vision models in the report: counterparts of Goldfarb's Fig. 5.6, 5.7, 5.8, 5.10, 5.11, Table 5.1
+and predicted against realised selective compilation. Every number drawn comes from a summary table computed by
+rule vision_summaries or vision_oracles; these functions only select, rename and draw.
+"""
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+PAIR_LABEL = {"cpu": "CPU (interp → cpp)", "gpu": "GPU (cuda → triton)"}
+
+
+def _speedup_axis(title: str = "speedup (eager / variant)") -> alt.Y:
+    return alt.Y("speedup:Q", title=title, scale=alt.Scale(type="log", zero=False))
+
+
+def _rule_at_one() -> alt.Chart:
+    return alt.Chart(pl.DataFrame({"one": [1.0]})).mark_rule(color="red", strokeDash=[4, 3]).encode(y="one:Q")
+
+
+def e2e_figure(speedups: pl.DataFrame) -> alt.TopLevelMixin | None:
+    """Fig. 5.6: speedup over eager per model and variant (bars: bootstrap intervals; black ticks: the study)."""
+    ok = speedups.filter(pl.col("status") == "ok")
+    if ok.is_empty():
+        return None
+    data = ok.with_columns(pl.format("{} / {}", "pair", "mode").alias("run"),
+                           pl.when(pl.col("speedup_includes_one")).then(pl.lit("interval includes 1"))
+                           .otherwise(pl.lit("clear")).alias("verdict"))
+    base = alt.Chart(data).encode(x=alt.X("variant:N", title=None), color=alt.Color("variant:N"))
+    points = base.mark_point(filled=True, size=60).encode(
+        y=_speedup_axis(), shape=alt.Shape("verdict:N", title=None),
+        tooltip=["model", "pair", "mode", "variant", "eager_ms", "time_ms", "speedup", "speedup_low",
+                 "speedup_high", "samples"])
+    bars = base.mark_rule().encode(y="speedup_low:Q", y2="speedup_high:Q")
+    study = alt.Chart(data.filter(pl.col("study_speedup").is_not_null())).mark_tick(
+        color="black", thickness=2, size=18).encode(x="variant:N", y="study_speedup:Q",
+                                                    tooltip=["model", "study_speedup"])
+    return (alt.layer(bars, points, study, _rule_at_one()).properties(width=150, height=180)
+            .facet(column=alt.Column("model:N", title=None), row=alt.Row("run:N", title=None)))
+
+
+def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
+    """vision_speedups beside what building each variant cost (vision_builds of the e2e jobs)."""
+    keys = ["model", "pair", "mode", "batch_size", "resolution", "variant"]
+    built = builds.select(*keys, "first_call_ms", "graphs", "graph_breaks", "recompiles", "alloc_peak_mib",
+                          "mem_used_mib_max").unique(keys, keep="first")
+    return (speedups.join(built, on=keys, how="left")
+            .select("model", "pair", "mode", "variant", pl.col("eager_ms").alias("eager ms"),
+                    pl.col("time_ms").alias("variant ms"),
+                    pl.format("{} [{}–{}]", pl.col("speedup").round(3), pl.col("speedup_low").round(3),
+                              pl.col("speedup_high").round(3)).alias("speedup [95% CI]"),
+                    pl.col("speedup_includes_one").alias("CI includes 1"),
+                    pl.col("study_speedup").alias("study"),
+                    (pl.col("first_call_ms") / 1000).alias("first call (s, compile)"),
+                    "graphs", "graph_breaks", "recompiles", pl.col("alloc_peak_mib").alias("allocator peak MiB"),
+                    pl.col("mem_used_mib_max").alias("NVML MiB"), "status")
+            .sort("model", "pair", "mode", "variant"))
+
+
+def timing_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
+    """Fig. 5.7: each timing variant's median (with interval), per configuration, metric and profiler."""
+    if summary.is_empty():
+        return None
+    data = summary.with_columns(pl.format("{}{}", "metric", pl.when(pl.col("profiled")).then(pl.lit(" (profiled)"))
+                                          .otherwise(pl.lit(" (unprofiled)"))).alias("measure"),
+                                pl.format("{}_{}", "timing", "configuration").alias("run"))
+    base = alt.Chart(data).encode(y=alt.Y("run:N", title=None), color=alt.Color("measure:N", title=None),
+                                  yOffset="measure:N")
+    bars = base.mark_bar().encode(x=alt.X("time_ms:Q", title="time per call (ms, median)"),
+                                  tooltip=["model", "run", "measure", "time_ms", "time_ms_low", "time_ms_high",
+                                           "samples"])
+    err = base.mark_rule(color="black").encode(x="time_ms_low:Q", x2="time_ms_high:Q")
+    return (alt.layer(bars, err).properties(width=320)
+            .facet(row=alt.Row("model:N", title=None), column=alt.Column("pair:N", title=None))
+            .resolve_scale(x="independent", y="independent"))
+
+
+def layer_density_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
+    """Fig. 5.8: density of per-layer speedups (eager / compiled) per model; right of the red line: faster
+    compiled."""
+    data = layers.filter(pl.col("speedup").is_not_null() & (pl.col("speedup") > 0))
+    if data.is_empty():
+        return None
+    data = data.with_columns(pl.col("speedup").log(10).alias("log10_speedup"))
+    density = alt.Chart(data).transform_density(
+        "log10_speedup", groupby=["model", "pair", "method"], as_=["log10_speedup", "density"]
+    ).mark_line().encode(x=alt.X("log10_speedup:Q", title="log10 per-layer speedup"), y="density:Q",
+                         color="method:N")
+    one = alt.Chart(pl.DataFrame({"x": [0.0]})).mark_rule(color="red", strokeDash=[4, 3]).encode(x="x:Q")
+    return (alt.layer(density, one).properties(width=180, height=120)
+            .facet(column=alt.Column("model:N", title=None), row=alt.Row("pair:N", title=None)))
+
+
+def subtraction_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
+    """Fig. 5.10: per-layer times by layer subtraction, eager and compiled, with the blocks the dynamic
+    programme compiles marked (the study's "custom" configuration)."""
+    sub = layers.filter(pl.col("method") == "subtraction")
+    if sub.is_empty():
+        return None
+    long = pl.concat([
+        sub.select("model", "pair", "block", "block_name", pl.lit("eager").alias("state"),
+                   pl.col("eager_ms").alias("time_ms"), pl.col("eager_ms_low").alias("low"),
+                   pl.col("eager_ms_high").alias("high"), "dp_compiled"),
+        sub.select("model", "pair", "block", "block_name", pl.lit("compiled").alias("state"),
+                   pl.col("compiled_ms").alias("time_ms"), pl.col("compiled_ms_low").alias("low"),
+                   pl.col("compiled_ms_high").alias("high"), "dp_compiled"),
+    ])
+    x = alt.X("block:O", title="block")
+    lines = alt.Chart(long).mark_line(point=True).encode(
+        x=x, y=alt.Y("time_ms:Q", title="time by subtraction (ms)"), color="state:N",
+        tooltip=["block_name", "state", "time_ms", "low", "high", "dp_compiled"])
+    band = alt.Chart(long).mark_rule(opacity=0.5).encode(x=x, y="low:Q", y2="high:Q", color="state:N")
+    chosen = alt.Chart(long.filter(pl.col("dp_compiled") & (pl.col("state") == "compiled"))).mark_point(
+        shape="diamond", size=90, color="green", filled=True).encode(x=x, y="time_ms:Q",
+                                                                     tooltip=["block_name"])
+    return (alt.layer(band, lines, chosen).properties(width=420, height=160)
+            .facet(row=alt.Row("model:N", title=None), column=alt.Column("pair:N", title=None))
+            .resolve_scale(y="independent"))
+
+
+def configurations_figure(layers: pl.DataFrame, method: str = "timer") -> alt.TopLevelMixin | None:
+    """Fig. 5.11: per-layer times of each model in all four configurations (interp, cpp, cuda, triton)."""
+    part = layers.filter(pl.col("method") == method)
+    if part.is_empty():
+        return None
+    eager_name = {"cpu": "interp", "gpu": "cuda"}
+    long = pl.concat([
+        part.select("model", "block", "block_name",
+                    pl.col("pair").replace_strict(eager_name, default=None).alias("configuration"),
+                    pl.col("eager_ms").alias("time_ms")),
+        part.select("model", "block", "block_name", "configuration", pl.col("compiled_ms").alias("time_ms")),
+    ])
+    return (alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("block:O"), y=alt.Y("time_ms:Q", title=f"block time by {method} (ms)",
+                                    scale=alt.Scale(type="log")),
+        color=alt.Color("configuration:N", scale=alt.Scale(domain=["interp", "cpp", "cuda", "triton"],
+                                                           range=["#2ca02c", "#1f77b4", "#d62728", "black"])),
+        tooltip=["block_name", "configuration", "time_ms"])
+        .properties(width=420, height=160).facet(row=alt.Row("model:N", title=None))
+        .resolve_scale(y="independent"))
+
+
+def oracles_display(oracles: pl.DataFrame) -> pl.DataFrame:
+    """Table 5.1 and beyond: every oracle's predicted speedup with its interval, beside the study."""
+    return (oracles.filter(pl.col("choice").is_not_null())
+            .select("model", "pair", "oracle", "blocks", "compiled_blocks", "choice",
+                    pl.col("reference_ms").alias("eager ms"), pl.col("predicted_ms").alias("predicted ms"),
+                    pl.format("{} [{}–{}]", pl.col("predicted_speedup").round(3),
+                              pl.col("predicted_speedup_low").round(3),
+                              pl.col("predicted_speedup_high").round(3)).alias("predicted speedup [95% CI]"),
+                    pl.col("study_speedup").alias("study (Table 5.1)"),
+                    pl.col("switch_model_ms").alias("with switch costs ms"),
+                    pl.col("dp_matches_exhaustive").alias("DP = exhaustive"))
+            .sort("model", "pair", "oracle"))
+
+
+def selective_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
+    """Predicted against realised selective compilation: realised speedups (intervals), predicted (crosses), the
+    study's realised and full-compile speedups (black ticks)."""
+    ok = summary.filter(pl.col("status") == "ok")
+    if ok.is_empty():
+        return None
+    base = alt.Chart(ok).encode(x=alt.X("variant:N", title=None, sort=["compiled", "all_blocks", "btr_blocks",
+                                                                        "dp_blocks", "dp_segments"]))
+    realised = base.mark_point(filled=True, size=60).encode(
+        y=_speedup_axis("speedup over eager"), color="variant:N",
+        tooltip=["model", "pair", "variant", "choice", "time_ms", "speedup", "speedup_low", "speedup_high",
+                 "predicted_speedup", "study_speedup"])
+    interval = base.mark_rule().encode(y="speedup_low:Q", y2="speedup_high:Q", color="variant:N")
+    predicted = base.mark_point(shape="cross", size=80, color="gray").encode(y="predicted_speedup:Q")
+    study = base.mark_tick(color="black", thickness=2, size=18).encode(y="study_speedup:Q")
+    return (alt.layer(interval, realised, predicted, study, _rule_at_one()).properties(width=200, height=180)
+            .facet(column=alt.Column("model:N", title=None), row=alt.Row("pair:N", title=None)))
+
+
+def selective_display(summary: pl.DataFrame) -> pl.DataFrame:
+    return (summary.select("model", "pair", "variant", "choice", pl.col("predicted_ms").alias("predicted ms"),
+                           pl.col("predicted_speedup").alias("predicted speedup"),
+                           pl.col("time_ms").alias("realised ms"),
+                           pl.format("{} [{}–{}]", pl.col("speedup").round(3), pl.col("speedup_low").round(3),
+                                     pl.col("speedup_high").round(3)).alias("realised speedup [95% CI]"),
+                           pl.col("speedup_includes_one").alias("CI includes 1"),
+                           pl.col("study_speedup").alias("study"), "status")
+            .sort("model", "pair", "variant"))
+
+
+FORMATS = {c: "{:.3f}" for c in ("eager ms", "variant ms", "predicted ms", "realised ms", "with switch costs ms",
+                                 "predicted speedup", "first call (s, compile)", "allocator peak MiB", "NVML MiB")}

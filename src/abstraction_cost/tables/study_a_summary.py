@@ -1,0 +1,42 @@
+"""Study A tables computed from the measured training table (rule summarise_training), for the report.
+
+Rows aggregate repeats, so their run_id lists the run_ids of every job aggregated, comma-separated and sorted.
+"""
+import polars as pl
+
+SCHEMAS = {
+    # Study A Fig. 4/7/15: eval accuracy over repeats against time = (epoch + 1) × mean training-epoch time.
+    # One row per (backend, dataset, init, epoch); only ok rows count.
+    "training_curve": {
+        "backend": pl.String,
+        "dataset": pl.String,
+        "init": pl.String,
+        "epoch": pl.Int64,                  # 0-based, as in the training table: accuracy after epoch + 1 epochs
+        "repeats": pl.Int64,                # repeats with an ok eval row at this epoch
+        "epoch_time_s_mean": pl.Float64,    # training phase's timed steps, mean over every epoch and repeat
+        "time_s": pl.Float64,               # (epoch + 1) × epoch_time_s_mean
+        "accuracy_mean": pl.Float64,
+        "accuracy_min": pl.Float64,
+        "accuracy_max": pl.Float64,
+        "loss_mean": pl.Float64,
+    },
+    # One row per (backend, dataset, init): the last epoch's eval accuracy, speed, memory and GPU use.
+    "training_summary": {
+        "backend": pl.String,
+        "dataset": pl.String,
+        "init": pl.String,
+        "repeats_ok": pl.Int64,             # repeats with ok rows
+        "repeats_failed": pl.Int64,         # repeats with a row whose status is not ok (listed in the report)
+        "epochs": pl.Int64,                 # last epoch + 1 among ok eval rows
+        "final_accuracy_mean": pl.Float64,  # eval accuracy after the last epoch, over repeats
+        "final_accuracy_min": pl.Float64,
+        "final_accuracy_max": pl.Float64,
+        "final_loss_mean": pl.Float64,
+        "train_time_per_sample_ms_median": pl.Float64,  # median over (repeat, epoch) of the train phase's value
+        "eval_time_per_sample_ms_median": pl.Float64,
+        "epoch_time_s_mean": pl.Float64,
+        "mem_used_mib_max": pl.Float64,     # NVML, max over every phase
+        "alloc_peak_mib_max": pl.Float64,   # allocator peak, max over every phase
+        "gpu_util_train_mean_pct": pl.Float64,  # NVML utilisation, mean over the train phases' means
+    },
+}
