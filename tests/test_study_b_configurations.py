@@ -76,11 +76,30 @@ def test_interleaved_alternates_and_counts_warmup_recompiles():
     assert all(t >= 0 for _, _, t in times[1])
 
 
+SCALE = 2.0
+
+
+def _scaled(x):
+    return x * SCALE
+
+
 def test_interleaved_rejects_recompile_in_timed_loop():
-    inputs = [(torch.randn(4),), (torch.randn(5),)]     # rotating inputs of two shapes: a recompile per shape
-    p = cf.prepare(torch.sin, cf.configuration("cpp"), "default", inputs[0], CPU, backend="eager")
-    with pytest.raises(cf.Recompiled):
-        interleaved([p], inputs, device=CPU, warmup=0, rounds=2, repeats_per_round=2)
+    global SCALE
+    SCALE = 2.0
+    x = torch.randn(4)
+    p = cf.prepare(_scaled, cf.configuration("cpp"), "default", (x,), CPU, backend="eager")
+    compiled, calls = p.fn, []
+
+    def drifting(*args):          # after warm-up a global the graph guards on changes: dynamo recompiles
+        global SCALE
+        calls.append(1)
+        if len(calls) == 2:
+            SCALE = 3.0
+        return compiled(*args)
+    p.fn = drifting
+    with pytest.raises(cf.Recompiled, match="inside the timed loop"):
+        interleaved([p], [(x,)], device=CPU, warmup=1, rounds=2, repeats_per_round=2)
+    assert p.recompiles == 0
 
 
 def test_inductor_cpp_compiles_and_matches_eager():

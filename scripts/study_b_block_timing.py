@@ -1,0 +1,20 @@
+"""Rule study_b_block_timing: one building-block experiment, one device pair, one compile mode."""
+import torch
+
+from abstraction_cost import tables
+from abstraction_cost.compiler.cases import TimingSettings, pair_device
+from abstraction_cost.compiler.experiments import experiment, run_timing
+from abstraction_cost.measure.run import measured_run
+from abstraction_cost.workflow import setup_logging
+
+log = setup_logging(snakemake)
+config = snakemake.config
+w = snakemake.wildcards
+device, _ = pair_device(w.pair, TimingSettings.from_config(config))
+with measured_run(config, rule=snakemake.rule, job=dict(w), env_path=snakemake.output.env, device=device) as run:
+    rows = run_timing(w.experiment, config, w.pair, w.mode, run.run_id,
+                      require_gpu=config["study_b"]["blocks"]["require_gpu"],
+                      cuda_available=torch.cuda.is_available())
+df = tables.write(experiment(w.experiment).table, rows, snakemake.output.table)
+log.info("%s %s/%s: %d rows, status %s", w.experiment, w.pair, w.mode, df.height,
+         dict(df.group_by("status").len().iter_rows()))

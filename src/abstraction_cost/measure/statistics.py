@@ -1,0 +1,92 @@
+"""Medians with bootstrap 95% intervals, and speedups as ratios of medians with the same intervals.
+
+    s = speedup(eager_ms, compiled_ms, resamples=10_000, confidence=0.95, seed=0)
+    s.estimate, s.low, s.high, s.includes_one     # estimate = median(eager) / median(compiled)
+
+Intervals are percentile bootstrap intervals: both samples are resampled with replacement, independently (they
+are separate measurements, not pairs), the statistic is recomputed on each resample, and the interval is the
+(1-c)/2 and (1+c)/2 quantiles of those. A fixed seed makes every interval reproducible from the table it was
+computed from. `includes_one` says that the data cannot tell a speedup from a slowdown at that confidence; the
+report marks such speedups.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+
+    def includes(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
+class Speedup(Interval):
+    @property
+    def includes_one(self) -> bool:
+        return self.includes(1.0)
+
+    def columns(self, prefix: str = "speedup") -> dict:
+        """As table columns: <prefix>, <prefix>_low, <prefix>_high, <prefix>_includes_one."""
+        return {prefix: self.estimate, f"{prefix}_low": self.low, f"{prefix}_high": self.high,
+                f"{prefix}_includes_one": self.includes_one}
+
+
+def _sample(values: Sequence[float], name: str) -> np.ndarray:
+    a = np.asarray(values, dtype=np.float64)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError(f"{name}: need a non-empty 1-d sample, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name}: sample has non-finite values")
+    return a
+
+
+def _check(resamples: int, confidence: float) -> None:
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+
+
+def _resampled_medians(a: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    idx = rng.integers(0, a.size, size=(resamples, a.size))
+    return np.median(a[idx], axis=1)
+
+
+def median(values: Sequence[float]) -> float:
+    return float(np.median(_sample(values, "median")))
+
+
+def median_interval(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
+                    confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> Interval:
+    """The sample's median and its percentile-bootstrap interval."""
+    _check(resamples, confidence)
+    a = _sample(values, "median_interval")
+    meds = _resampled_medians(a, resamples, np.random.default_rng(seed))
+    q = (1 - confidence) / 2
+    return Interval(float(np.median(a)), float(np.quantile(meds, q)), float(np.quantile(meds, 1 - q)))
+
+
+def speedup(baseline: Sequence[float], treatment: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
+            confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> Speedup:
+    """median(baseline) / median(treatment) (times: above 1 means the treatment is faster), with its interval."""
+    _check(resamples, confidence)
+    b = _sample(baseline, "speedup baseline")
+    t = _sample(treatment, "speedup treatment")
+    if np.any(t <= 0) or np.any(b <= 0):
+        raise ValueError("speedup: times must be positive")
+    rng = np.random.default_rng(seed)
+    ratios = _resampled_medians(b, resamples, rng) / _resampled_medians(t, resamples, rng)
+    q = (1 - confidence) / 2
+    return Speedup(float(np.median(b) / np.median(t)), float(np.quantile(ratios, q)),
+                   float(np.quantile(ratios, 1 - q)))

@@ -1,0 +1,91 @@
+# Study B building blocks (Goldfarb 2024, Fig. 5.1, 5.3, 5.4, 5.5): matmul, convolution ablation, ResNet-50's
+# convolutions (isolated and inside the model) and convolution blocks, eager against torch.compile.
+# One timing job per experiment × device pair (cpu: interp vs cpp, gpu: cuda vs triton) × compile mode.
+from abstraction_cost.compiler.configurations import COMPILE_MODES
+from abstraction_cost.compiler.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
+
+BLOCKS = config["study_b"]["blocks"]
+BLOCK_DIR = "results/study_b/blocks"
+# wildcard patterns, written into every output of a rule (an inline constraint binds only where it is written)
+MODE_PATTERN = "|".join(COMPILE_MODES)
+EXPERIMENT_PATTERN = "|".join(BLOCK_EXPERIMENTS)
+SPEEDUP_PATTERN = "|".join(n for n, e in BLOCK_EXPERIMENTS.items() if e.speedup_table)
+
+
+def block_parts(experiment, kind):
+    section = BLOCKS[BLOCK_EXPERIMENTS[experiment].config_key]
+    return expand(f"{BLOCK_DIR}/{experiment}/{{pair}}-{{mode}}.{kind}.parquet",
+                  pair=section["pairs"], mode=section["modes"])
+
+
+rule study_b_block_timing:
+    output:
+        table=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}/{{pair,cpu|gpu}}-{{mode,{MODE_PATTERN}}}.rows.parquet",
+        env=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}/{{pair,cpu|gpu}}-{{mode,{MODE_PATTERN}}}.env.parquet",
+    log:
+        "logs/study_b/blocks/{experiment}-{pair}-{mode}.log",
+    resources:
+        timing=1,
+    script:
+        "../../scripts/study_b_block_timing.py"
+
+
+rule concat_study_b_blocks:
+    input:
+        tables=lambda w: block_parts(w.experiment, "rows"),
+        envs=lambda w: block_parts(w.experiment, "env"),
+    output:
+        table=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}.parquet",
+        env=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}.env.parquet",
+    log:
+        "logs/study_b/blocks/concat-{experiment}.log",
+    params:
+        table=lambda w: BLOCK_EXPERIMENTS[w.experiment].table,
+    script:
+        "../../scripts/concat_table.py"
+
+
+rule study_b_block_speedups:
+    input:
+        table=f"{BLOCK_DIR}/{{experiment}}.parquet",
+        envs=[f"{BLOCK_DIR}/{{experiment}}.env.parquet"],
+    output:
+        table=f"{BLOCK_DIR}/{{experiment,{SPEEDUP_PATTERN}}}.speedups.parquet",
+        env=f"{BLOCK_DIR}/{{experiment,{SPEEDUP_PATTERN}}}.speedups.env.parquet",
+    log:
+        "logs/study_b/blocks/speedups-{experiment}.log",
+    params:
+        experiment=lambda w: w.experiment,
+    script:
+        "../../scripts/study_b_block_speedups.py"
+
+
+rule study_b_resnet50_conv_speedups:
+    input:
+        isolated=f"{BLOCK_DIR}/resnet50_convs.parquet",
+        in_model=f"{BLOCK_DIR}/resnet50_in_model.parquet",
+        envs=[f"{BLOCK_DIR}/resnet50_convs.env.parquet", f"{BLOCK_DIR}/resnet50_in_model.env.parquet"],
+    output:
+        table=f"{BLOCK_DIR}/resnet50_convs.speedups.parquet",
+        env=f"{BLOCK_DIR}/resnet50_convs.speedups.env.parquet",
+    log:
+        "logs/study_b/blocks/speedups-resnet50_convs.log",
+    params:
+        experiment="resnet50_convs",
+    script:
+        "../../scripts/study_b_block_speedups.py"
+
+
+for _name, _exp in BLOCK_EXPERIMENTS.items():
+    TABLES[_exp.table] = f"{BLOCK_DIR}/{_name}.parquet"
+    if _exp.speedup_table is not None:
+        TABLES[_exp.speedup_table] = f"{BLOCK_DIR}/{_name}.speedups.parquet"
+TABLES["study_b_resnet50_conv_speedups"] = f"{BLOCK_DIR}/resnet50_convs.speedups.parquet"
+
+
+# Target: every building-block table (`snakemake study_b_blocks`).
+rule study_b_blocks:
+    input:
+        [TABLES[exp.table] for exp in BLOCK_EXPERIMENTS.values()],
+        [TABLES[exp.speedup_table] for exp in BLOCK_EXPERIMENTS.values() if exp.speedup_table],
+        TABLES["study_b_resnet50_conv_speedups"],
