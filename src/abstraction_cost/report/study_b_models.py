@@ -15,7 +15,7 @@ def _speedup_axis(title: str = "speedup (eager / variant)") -> alt.Y:
 
 
 def _rule_at_one() -> alt.Chart:
-    return alt.Chart(pl.DataFrame({"one": [1.0]})).mark_rule(color="red", strokeDash=[4, 3]).encode(y="one:Q")
+    return alt.Chart().mark_rule(color="red", strokeDash=[4, 3]).encode(y=alt.datum(1.0))
 
 
 def e2e_figure(speedups: pl.DataFrame) -> alt.TopLevelMixin | None:
@@ -26,16 +26,16 @@ def e2e_figure(speedups: pl.DataFrame) -> alt.TopLevelMixin | None:
     data = ok.with_columns(pl.format("{} / {}", "pair", "mode").alias("run"),
                            pl.when(pl.col("speedup_includes_one")).then(pl.lit("interval includes 1"))
                            .otherwise(pl.lit("clear")).alias("verdict"))
-    base = alt.Chart(data).encode(x=alt.X("variant:N", title=None), color=alt.Color("variant:N"))
+    base = alt.Chart().encode(x=alt.X("variant:N", title=None), color=alt.Color("variant:N"))
     points = base.mark_point(filled=True, size=60).encode(
         y=_speedup_axis(), shape=alt.Shape("verdict:N", title=None),
         tooltip=["model", "pair", "mode", "variant", "eager_ms", "time_ms", "speedup", "speedup_low",
                  "speedup_high", "samples"])
     bars = base.mark_rule().encode(y="speedup_low:Q", y2="speedup_high:Q")
-    study = alt.Chart(data.filter(pl.col("study_speedup").is_not_null())).mark_tick(
+    study = alt.Chart().transform_filter("isValid(datum.study_speedup)").mark_tick(
         color="black", thickness=2, size=18).encode(x="variant:N", y="study_speedup:Q",
                                                     tooltip=["model", "study_speedup"])
-    return (alt.layer(bars, points, study, _rule_at_one()).properties(width=150, height=180)
+    return (alt.layer(bars, points, study, _rule_at_one(), data=data).properties(width=150, height=180)
             .facet(column=alt.Column("model:N", title=None), row=alt.Row("run:N", title=None)))
 
 
@@ -64,13 +64,13 @@ def timing_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
     data = summary.with_columns(pl.format("{}{}", "metric", pl.when(pl.col("profiled")).then(pl.lit(" (profiled)"))
                                           .otherwise(pl.lit(" (unprofiled)"))).alias("measure"),
                                 pl.format("{}_{}", "timing", "configuration").alias("run"))
-    base = alt.Chart(data).encode(y=alt.Y("run:N", title=None), color=alt.Color("measure:N", title=None),
+    base = alt.Chart().encode(y=alt.Y("run:N", title=None), color=alt.Color("measure:N", title=None),
                                   yOffset="measure:N")
     bars = base.mark_bar().encode(x=alt.X("time_ms:Q", title="time per call (ms, median)"),
                                   tooltip=["model", "run", "measure", "time_ms", "time_ms_low", "time_ms_high",
                                            "samples"])
     err = base.mark_rule(color="black").encode(x="time_ms_low:Q", x2="time_ms_high:Q")
-    return (alt.layer(bars, err).properties(width=320)
+    return (alt.layer(bars, err, data=data).properties(width=320)
             .facet(row=alt.Row("model:N", title=None), column=alt.Column("pair:N", title=None))
             .resolve_scale(x="independent", y="independent"))
 
@@ -82,12 +82,12 @@ def layer_density_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
     if data.is_empty():
         return None
     data = data.with_columns(pl.col("speedup").log(10).alias("log10_speedup"))
-    density = alt.Chart(data).transform_density(
+    density = alt.Chart().transform_density(
         "log10_speedup", groupby=["model", "pair", "method"], as_=["log10_speedup", "density"]
     ).mark_line().encode(x=alt.X("log10_speedup:Q", title="log10 per-layer speedup"), y="density:Q",
                          color="method:N")
-    one = alt.Chart(pl.DataFrame({"x": [0.0]})).mark_rule(color="red", strokeDash=[4, 3]).encode(x="x:Q")
-    return (alt.layer(density, one).properties(width=180, height=120)
+    one = alt.Chart().mark_rule(color="red", strokeDash=[4, 3]).encode(x=alt.datum(0.0))
+    return (alt.layer(density, one, data=data).properties(width=180, height=120)
             .facet(column=alt.Column("model:N", title=None), row=alt.Row("pair:N", title=None)))
 
 
@@ -106,14 +106,14 @@ def subtraction_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
                    pl.col("compiled_ms_high").alias("high"), "dp_compiled"),
     ])
     x = alt.X("block:O", title="block")
-    lines = alt.Chart(long).mark_line(point=True).encode(
+    lines = alt.Chart().mark_line(point=True).encode(
         x=x, y=alt.Y("time_ms:Q", title="time by subtraction (ms)"), color="state:N",
         tooltip=["block_name", "state", "time_ms", "low", "high", "dp_compiled"])
-    band = alt.Chart(long).mark_rule(opacity=0.5).encode(x=x, y="low:Q", y2="high:Q", color="state:N")
-    chosen = alt.Chart(long.filter(pl.col("dp_compiled") & (pl.col("state") == "compiled"))).mark_point(
+    band = alt.Chart().mark_rule(opacity=0.5).encode(x=x, y="low:Q", y2="high:Q", color="state:N")
+    chosen = alt.Chart().transform_filter("datum.dp_compiled && datum.state == 'compiled'").mark_point(
         shape="diamond", size=90, color="green", filled=True).encode(x=x, y="time_ms:Q",
                                                                      tooltip=["block_name"])
-    return (alt.layer(band, lines, chosen).properties(width=420, height=160)
+    return (alt.layer(band, lines, chosen, data=long).properties(width=420, height=160)
             .facet(row=alt.Row("model:N", title=None), column=alt.Column("pair:N", title=None))
             .resolve_scale(y="independent"))
 
@@ -160,7 +160,7 @@ def selective_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
     ok = summary.filter(pl.col("status") == "ok")
     if ok.is_empty():
         return None
-    base = alt.Chart(ok).encode(x=alt.X("variant:N", title=None, sort=["compiled", "all_blocks", "btr_blocks",
+    base = alt.Chart().encode(x=alt.X("variant:N", title=None, sort=["compiled", "all_blocks", "btr_blocks",
                                                                         "dp_blocks", "dp_segments"]))
     realised = base.mark_point(filled=True, size=60).encode(
         y=_speedup_axis("speedup over eager"), color="variant:N",
@@ -169,7 +169,7 @@ def selective_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
     interval = base.mark_rule().encode(y="speedup_low:Q", y2="speedup_high:Q", color="variant:N")
     predicted = base.mark_point(shape="cross", size=80, color="gray").encode(y="predicted_speedup:Q")
     study = base.mark_tick(color="black", thickness=2, size=18).encode(y="study_speedup:Q")
-    return (alt.layer(interval, realised, predicted, study, _rule_at_one()).properties(width=200, height=180)
+    return (alt.layer(interval, realised, predicted, study, _rule_at_one(), data=ok).properties(width=200, height=180)
             .facet(column=alt.Column("model:N", title=None), row=alt.Row("pair:N", title=None)))
 
 

@@ -1,0 +1,115 @@
+"""Selective compilation: the model with only the oracle's chosen blocks compiled, measured end to end.
+
+Two constructions of one choice (a string with one character per block, e eager, c compiled; oracles.py):
+
+- `blocks`: every compiled block is its own graph (vision_models.compile_unit). This is the construction the
+  oracles' cost model describes (layers.py measured each block compiled alone), so its realised time tests the
+  prediction.
+- `segments`: each maximal run of consecutive compiled blocks is compiled as one graph, so Inductor may fuse
+  across the run's inner boundaries. This is how one would ship the choice; the gap to `blocks` is what the
+  block-by-block cost model cannot see.
+
+The job (one per model and pair) times, interleaved in the same rounds: eager, the whole model compiled
+(`compiled`), every block compiled alone (`all_blocks`), the dynamic programme's choice in both constructions
+(`dp_blocks`, `dp_segments`) and the best-of-two-runs choice from the layer timers (`btr_blocks`, the study's
+construction). Each variant compiles its own units, so its build row says what that variant costs to compile
+(the Inductor cache on disk may still serve graphs another job compiled). predicted_ms on a row is the oracle's
+prediction of that variant's end-to-end time (vision_oracles), where there is one.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import polars as pl
+import torch
+
+from . import vision_models as vm
+from .layers import chain
+from .oracles import COMPILED, parse_choice
+
+# variant -> (oracle row it takes the choice from, construction); eager and compiled take none
+VARIANTS = {"all_blocks": (None, "blocks"), "dp_blocks": ("dp", "blocks"), "dp_segments": ("dp", "segments"),
+            "btr_blocks": ("btr_timers", "blocks")}
+
+
+def segments(choice: tuple[int, ...]) -> list[tuple[int, int, bool]]:
+    """Maximal runs of one state: (start, stop, compiled) with blocks start..stop-1."""
+    runs, start = [], 0
+    for i in range(1, len(choice) + 1):
+        if i == len(choice) or choice[i] != choice[start]:
+            runs.append((start, i, choice[start] == COMPILED))
+            start = i
+    return runs
+
+
+def build(parts, choice: tuple[int, ...], construction: str, mode: str, label: str) -> Callable:
+    """The model as `choice` compiles it, in `construction` (blocks | segments)."""
+    if len(choice) != len(parts):
+        raise ValueError(f"{label}: choice has {len(choice)} blocks, the model {len(parts)}")
+    fns: list[Callable] = []
+    for start, stop, compiled in segments(choice):
+        modules = [b.module for b in parts[start:stop]]
+        if not compiled:
+            fns.extend(modules)
+        elif construction == "blocks":
+            fns.extend(vm.compile_unit(m, mode, f"{label}.{b.name}") for m, b in zip(modules, parts[start:stop]))
+        elif construction == "segments":
+            fns.append(vm.compile_unit(torch.nn.Sequential(*modules), mode, f"{label}.{start}-{stop - 1}"))
+        else:
+            raise ValueError(f"unknown construction {construction!r}; allowed: blocks, segments")
+    return chain(fns)
+
+
+def choices_from_oracles(oracles: pl.DataFrame, n: int) -> dict[str, tuple[str, float | None]]:
+    """variant -> (choice string, predicted_ms) from one (model, pair)'s vision_oracles rows."""
+    by_oracle = {r["oracle"]: r for r in oracles.iter_rows(named=True)}
+    out = {}
+    for variant, (oracle, _) in VARIANTS.items():
+        if oracle is None:
+            out[variant] = ("c" * n, None)
+            continue
+        row = by_oracle.get(oracle)
+        if row is None or row["choice"] is None:
+            raise ValueError(f"vision_oracles has no {oracle!r} row with a choice for this model and pair")
+        out[variant] = (row["choice"], row["predicted_ms"])
+    return out
+
+
+def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run) -> tuple[list[dict], list[dict]]:
+    """(vision_selective rows, vision_builds rows) for one (model, pair)."""
+    names = ["eager", "compiled", *VARIANTS]
+    configuration = {"eager": case.eager}
+
+    def cfg_of(v):
+        return configuration.get(v, case.compiled)
+
+    reason = vm.not_run_reason(case, config)
+    if reason is None and oracles.filter(pl.col("choice").is_not_null()).is_empty():
+        reason = "no oracle choice: the layer measurements of this model and pair did not run or failed"
+        status = "missing"
+    else:
+        status = "not_run"
+    if reason is not None:
+        extra = {"choice": None, "predicted_ms": None}
+        return ([vm.missing_row(case, v, cfg_of(v), status, reason, extra) for v in names],
+                vm.fill_measures([vm.build_row(case, v, None, cfg_of(v), {}, status, reason) for v in names]))
+    device = vm.device_of(case)
+    with torch.no_grad():
+        model, parts = vm.load(case, device)
+        inputs = vm.make_inputs(case, device)
+        chosen = choices_from_oracles(oracles, len(parts))
+        extra = {"eager": {"choice": "e" * len(parts), "predicted_ms": None},
+                 "compiled": {"choice": None, "predicted_ms": None},
+                 **{v: {"choice": c, "predicted_ms": p} for v, (c, p) in chosen.items()}}
+        builders = {
+            "eager": (case.eager, lambda: vm.prepare_timed(model, case.eager, case.mode, inputs[0], device)),
+            # first compiled build: prepare() resets dynamo, which would drop units built before it
+            "compiled": (case.compiled, lambda: vm.prepare_whole(model, case, inputs[0], device)),
+        }
+        for variant, (_, construction) in VARIANTS.items():
+            choice = parse_choice(chosen[variant][0])
+            builders[variant] = (case.compiled, lambda choice=choice, construction=construction, variant=variant:
+                                 vm.prepare_timed(build(parts, choice, construction, case.mode,
+                                                        f"{case.model}.{variant}"),
+                                                  case.compiled, case.mode, inputs[0], device))
+        return vm.measure_variants(case, builders, run, device, inputs, extra)

@@ -1,0 +1,331 @@
+"""Study B's vision models end to end (Fig. 5.6): eager against compiled, with eager baselines, interleaved.
+
+A *case* is one (model, pair, mode) at one batch size and resolution; its job times, interleaved in rounds
+(compiler/interleaved.py), the model eager, the model compiled whole in `mode`, and the extra eager baselines:
+
+- `eager_channels_last`: a copy of the model in channels-last memory format; the call converts its NCHW input,
+  so the conversion Inductor also does inside its graph is paid here too. Runs on the CPU as well.
+- `eager_cuda_graphs`: the eager model captured once into a CUDA graph (torch.cuda.graph); a call copies its
+  input into the graph's static input and replays it. Without a GPU: not_run, with the reason.
+
+Compilation is timed apart (first_call_ms, vision_builds), after a dynamo reset, before any timed round.
+Inference runs under eval() and no_grad(), as in the study. Failures become rows: a variant that fails to build
+is `error` (or `oom`) with the exception's message and the others are still timed; a recompile inside the
+timed rounds makes every variant of that loop `error`, because its times would include compilation.
+
+Blocks compiled one by one (layers.py, selective.py) go through `compile_unit`, which gives every block a
+function of its own: dynamo caches compiled code per code object, and every nn.Module instance of one class
+shares one forward, so compiling seventeen InvertedResiduals as themselves would pile seventeen cache entries
+(and guard checks) onto one code object and, past the cache-size limit, silently run the rest eager.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+from torch import nn
+
+from ..measure.timing import synchronize
+from ..models import blocks as model_blocks
+from ..tables.common import PHASE_MEASURES
+from . import configurations as cfgs
+from .configurations import Configuration, Prepared
+from .interleaved import interleaved
+
+VARIANTS = ("eager", "compiled")
+# The torch.compile backend of every compiled variant; tests set "eager" (dynamo without code generation).
+BACKEND = "inductor"
+BASELINES = ("channels_last", "cuda_graphs")
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    pair: str                 # cpu | gpu
+    mode: str                 # compile mode of the compiled side
+    batch_size: int
+    resolution: int
+    seed: int
+    warmup: int
+    rounds: int
+    repeats_per_round: int
+    inputs: int               # distinct input tensors the calls rotate through
+    flush_l2: bool
+
+    @property
+    def eager(self) -> Configuration:
+        return cfgs.configuration(cfgs.PAIRS[self.pair][0])
+
+    @property
+    def compiled(self) -> Configuration:
+        return cfgs.configuration(cfgs.PAIRS[self.pair][1])
+
+    def columns(self, configuration: Configuration | str) -> dict:
+        """The case columns of every row (tables.study_b_models._CASE)."""
+        name = configuration if isinstance(configuration, str) else configuration.name
+        return {"model": self.model, "pair": self.pair, "configuration": name, "mode": self.mode,
+                "batch_size": self.batch_size, "resolution": self.resolution}
+
+
+def case_from_config(config: dict, model: str, pair: str, mode: str) -> Case:
+    """The case of study_b.models for one (model, pair, mode); names the config key that is at fault."""
+    section = config["study_b"]["models"]
+    if pair not in cfgs.PAIRS:
+        raise ValueError(f"pair {pair!r}: expected one of {sorted(cfgs.PAIRS)} (config key study_b.models.models)")
+    if model not in section["models"].get(pair, []):
+        raise ValueError(f"model {model!r} is not listed under config key study_b.models.models.{pair}")
+    t = section["timing"]
+    return Case(model=model, pair=pair, mode=cfgs.check_mode(mode), batch_size=section["batch_size"],
+                resolution=section["resolution"], seed=config["seed"], warmup=t["warmup"], rounds=t["rounds"],
+                repeats_per_round=t["repeats_per_round"], inputs=t["inputs"], flush_l2=t["flush_l2"])
+
+
+def not_run_reason(case: Case, config: dict) -> str | None:
+    """Why this case cannot run here (no GPU for the gpu pair, a CUDA-graph mode on the CPU, require_gpu on a
+    machine without one), or None."""
+    if config["study_b"]["models"]["require_gpu"] and not torch.cuda.is_available():
+        return ("config key study_b.models.require_gpu is true and torch sees no CUDA GPU on this machine "
+                "(the cpu pair runs on the GPU machine, beside the gpu pair)")
+    return cfgs.not_run_reason(case.compiled, case.mode, config["device"])
+
+
+def device_of(case: Case) -> torch.device:
+    return cfgs.device_for(case.compiled)
+
+
+def run_device(case: Case, config: dict) -> torch.device:
+    """The device the job's measured_run samples: the pair's, or the CPU where the case cannot run here."""
+    return device_of(case) if not_run_reason(case, config) is None else torch.device("cpu")
+
+
+def load(case: Case, device: torch.device) -> tuple[nn.Module, list[model_blocks.Block]]:
+    """The model with the case's seed, on the device in eval mode, and its blocks."""
+    model = model_blocks.build(case.model, case.seed).to(device).eval()
+    return model, model_blocks.blocks(case.model, model)
+
+
+def make_inputs(case: Case, device: torch.device) -> list[tuple[torch.Tensor]]:
+    """`case.inputs` distinct NCHW inputs drawn from the seed (contiguous, as a user passes them)."""
+    g = torch.Generator().manual_seed(case.seed)
+    shape = model_blocks.input_shape(case.batch_size, case.resolution)
+    return [(torch.randn(shape, generator=g).to(device),) for _ in range(case.inputs)]
+
+
+_unit_ids = itertools.count()
+log = logging.getLogger(__name__)
+
+
+def compile_unit(module: Callable, mode: str, label: str) -> Callable:
+    """torch.compile of `module` called through a fresh function, so that its compiled code has its own cache.
+
+    No dynamo reset here (it would drop the other units' code); dynamic=False as in configurations.compile_fn.
+    """
+    name = f"unit_{next(_unit_ids)}_{re.sub(r'[^0-9A-Za-z_]', '_', label)}"
+    namespace = {"module": module}
+    exec(compile(f"def {name}(x):\n    return module(x)\n", f"<vision unit {label}>", "exec"), namespace)
+    if BACKEND != "inductor":
+        return torch.compile(namespace[name], backend=BACKEND, dynamic=False)
+    return torch.compile(namespace[name], mode=mode, dynamic=False)
+
+
+def prepare_whole(model: nn.Module, case: Case, example: tuple, device: torch.device) -> Prepared:
+    """The whole model compiled in the case's mode (configurations.prepare: dynamo reset, first call timed)."""
+    return cfgs.prepare(model, case.compiled, case.mode, example, device, backend=BACKEND)
+
+
+@contextmanager
+def refuse_compilation(what: str) -> Iterator[None]:
+    """Raise configurations.Recompiled if dynamo compiles any frame inside (a timed loop of compiled units)."""
+    before = cfgs.compile_counters()
+    yield
+    grown = (cfgs.compile_counters() - before).frames
+    if grown:
+        raise cfgs.Recompiled(f"{grown} frame(s) compiled inside the timed loop of {what}; "
+                              "its times would include compilation")
+
+
+def channels_last(model: nn.Module) -> Callable:
+    cl = copy.deepcopy(model).to(memory_format=torch.channels_last)
+
+    def call(x):
+        return cl(x.contiguous(memory_format=torch.channels_last))
+    return call
+
+
+def cuda_graphed(model: nn.Module, example: torch.Tensor) -> Callable:
+    """The eager model captured into one CUDA graph; calls copy their input in and replay it."""
+    static_in = example.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):            # warm-up off the capture: cuDNN and allocator pick their paths
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = model(static_in)
+
+    def call(x):
+        static_in.copy_(x)
+        graph.replay()
+        return static_out
+    return call
+
+
+def status_of(err: BaseException) -> str:
+    return "oom" if isinstance(err, torch.cuda.OutOfMemoryError) else "error"
+
+
+def message_of(err: BaseException) -> str:
+    """The row's message for a failure; the traceback goes to the rule's log."""
+    log.error("recorded as a failed row", exc_info=err)
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
+
+
+def prepare_timed(fn: Callable, configuration: Configuration, mode: str, example: tuple,
+                  device: torch.device) -> Prepared:
+    """An already-built callable (compiled units inside, or none) as a Prepared, its first call timed."""
+    before = cfgs.compile_counters()
+    synchronize(device)
+    t0 = time.perf_counter_ns()
+    fn(*example)
+    synchronize(device)
+    first_ms = (time.perf_counter_ns() - t0) / 1e6
+    after = cfgs.compile_counters()
+    grown = after - before
+    return Prepared(fn=fn, configuration=configuration, mode=mode, first_call_ms=first_ms, frames=grown.frames,
+                    graphs=grown.graphs, graph_breaks=grown.graph_breaks, _after_first=after)
+
+
+def build_row(case: Case, variant: str, prepared: Prepared | None, configuration: Configuration,
+              measures: dict, status: str = "ok", message: str | None = None) -> dict:
+    cols = prepared.compile_columns() if prepared is not None else dict.fromkeys(cfgs.COMPILE_COLUMNS)
+    return {**case.columns(configuration), "variant": variant, **cols, **measures, "status": status,
+            "message": message}
+
+
+def time_rows(case: Case, variant: str, configuration: Configuration, samples, extra: dict | None = None) -> list:
+    return [{**case.columns(configuration), "variant": variant, **(extra or {}), "round": r, "repeat": k,
+             "time_ms": t, "status": "ok", "message": None} for r, k, t in samples]
+
+
+def missing_row(case: Case, variant: str, configuration: Configuration, status: str, message: str,
+                extra: dict | None = None) -> dict:
+    return {**case.columns(configuration), "variant": variant, **(extra or {}), "round": None, "repeat": None,
+            "time_ms": None, "status": status, "message": message}
+
+
+def measure_variants(case: Case, builders: dict[str, tuple[Configuration, Callable[[], Prepared]]],
+                     run, device: torch.device, inputs, extra: dict[str, dict] | None = None):
+    """Build every variant (each in its own phase), then time the built ones interleaved.
+
+    builders: variant -> (configuration, build function returning a Prepared). Returns (time rows, build rows)
+    with a status row for every variant that failed to build or whose timed loop failed.
+    """
+    extra = extra or {}
+    prepared: dict[str, Prepared] = {}
+    time_out, build_out = [], []
+    for variant, (configuration, build) in builders.items():
+        try:
+            with run.phase(f"build-{variant}"):
+                prepared[variant] = build()
+        except Exception as err:  # a failed build is a row, and the other variants still run
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            status, message = status_of(err), message_of(err)
+            time_out.append(missing_row(case, variant, configuration, status, message, extra.get(variant)))
+            build_out.append(build_row(case, variant, None, configuration, run.measures(f"build-{variant}")
+                                       if f"build-{variant}" in run.sampler.phases else {}, status, message))
+            continue
+        build_out.append(build_row(case, variant, prepared[variant], configuration,
+                                   run.measures(f"build-{variant}")))
+    names = list(prepared)
+    if names:
+        try:
+            with run.phase("timed"):
+                samples = interleaved([prepared[v] for v in names], inputs, device=device, warmup=case.warmup,
+                                      rounds=case.rounds, repeats_per_round=case.repeats_per_round,
+                                      flush_l2=case.flush_l2)
+            for v, s in zip(names, samples):
+                time_out.extend(time_rows(case, v, prepared[v].configuration, s, extra.get(v)))
+            for row in build_out:     # warm-up recompiles were noted by interleaved()
+                if row["variant"] in prepared:
+                    row["recompiles"] = prepared[row["variant"]].recompiles
+        except Exception as err:
+            status, message = status_of(err), message_of(err)
+            for v in names:
+                time_out.append(missing_row(case, v, prepared[v].configuration, status, message, extra.get(v)))
+    return time_out, fill_measures(build_out)
+
+
+def fill_measures(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        for column in PHASE_MEASURES:
+            row.setdefault(column, 0 if column == "nvml_samples" else None)
+    return rows
+
+
+def end_to_end(case: Case, config: dict, run) -> tuple[list[dict], list[dict]]:
+    """(vision_e2e rows, vision_builds rows) for one case; not_run rows where the case cannot run here."""
+    baselines = config["study_b"]["models"]["baselines"]
+    variants = {"eager": case.eager, "compiled": case.compiled,
+                **{f"eager_{b}": case.eager for b in baselines}}
+    reason = not_run_reason(case, config)
+    if reason is not None:
+        return ([missing_row(case, v, c, "not_run", reason) for v, c in variants.items()],
+                fill_measures([build_row(case, v, None, c, {}, "not_run", reason) for v, c in variants.items()]))
+    device = device_of(case)
+    time_out, build_out = [], []
+    with torch.no_grad():
+        model, _ = load(case, device)
+        inputs = make_inputs(case, device)
+        builders = {
+            "eager": (case.eager, lambda: prepare_timed(model, case.eager, case.mode, inputs[0], device)),
+            # prepare() resets dynamo and compiles the whole model in `mode`, timing the first call
+            "compiled": (case.compiled, lambda: prepare_whole(model, case, inputs[0], device)),
+        }
+        if "channels_last" in baselines:
+            builders["eager_channels_last"] = (case.eager, lambda: prepare_timed(
+                channels_last(model), case.eager, case.mode, inputs[0], device))
+        if "cuda_graphs" in baselines:
+            if device.type != "cuda":
+                why = "eager CUDA graphs need a CUDA device; this pair runs on the CPU"
+                time_out.append(missing_row(case, "eager_cuda_graphs", case.eager, "not_run", why))
+                build_out.append(build_row(case, "eager_cuda_graphs", None, case.eager, {}, "not_run", why))
+            else:
+                builders["eager_cuda_graphs"] = (case.eager, lambda: prepare_timed(
+                    cuda_graphed(model, inputs[0][0]), case.eager, case.mode, inputs[0], device))
+        t, b = measure_variants(case, builders, run, device, inputs)
+    return time_out + t, fill_measures(build_out + b)
+
+
+@contextmanager
+def compile_cache(config: dict) -> Iterator[str | None]:
+    """With study_b.models.fresh_compile_cache, an empty Inductor and Triton cache for this job (cold compile
+    times, as a first run sees them); otherwise the machine's shared cache (graphs compiled by earlier jobs are
+    served from disk, and first_call_ms is the warm compile time)."""
+    if not config["study_b"]["models"]["fresh_compile_cache"]:
+        yield None
+        return
+    import os
+    import tempfile
+    saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    with tempfile.TemporaryDirectory(prefix="vision-inductor-") as tmp:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton")
+        try:
+            yield tmp
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v

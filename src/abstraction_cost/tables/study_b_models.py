@@ -1,0 +1,75 @@
+"""Study B vision-model tables: end to end, timing methods, per-layer times, oracles, selective compilation.
+
+Measured tables have one row per timed call (round, repeat) or, for a variant that did not run, one row with
+null times whose status says why. Every job pairs an eager configuration with a compiled one on one device
+(`pair` cpu: interp/cpp, gpu: cuda/triton) and times them interleaved. Summary tables (vision_speedups,
+vision_timing_summary, vision_layer_summary, vision_oracles, vision_selective_summary) are computed by rules;
+their run_id lists every run_id they were computed from, comma-separated and sorted.
+"""
+import polars as pl
+
+from .common import PHASE_MEASURES, STATUS
+
+_CASE = {
+    "model": pl.String,
+    "pair": pl.String,            # cpu | gpu
+    "configuration": pl.String,   # interp | cpp | cuda | triton
+    "mode": pl.String,            # compile mode of the compiled side of the job (eager rows: the mode they pair)
+    "batch_size": pl.Int64,
+    "resolution": pl.Int64,
+}
+_SAMPLE = {"round": pl.Int64, "repeat": pl.Int64, "time_ms": pl.Float64}
+_INTERVAL = lambda name: {name: pl.Float64, f"{name}_low": pl.Float64, f"{name}_high": pl.Float64}  # noqa: E731
+_SPEEDUP = {**_INTERVAL("speedup"), "speedup_includes_one": pl.Boolean}
+
+SCHEMAS = {
+    # Fig. 5.6: the whole model per call. variant: eager, compiled (torch.compile of the whole model),
+    # eager_channels_last (model and input converted inside the call), eager_cuda_graphs (one captured graph).
+    "vision_e2e": {**_CASE, "variant": pl.String, **_SAMPLE, **STATUS},
+    # One row per (job, variant) of vision_e2e and vision_selective: what building it cost and compiled.
+    # first_call_ms includes compilation; graphs / graph_breaks / frames_compiled from dynamo's counters;
+    # recompiles counts frames compiled by warm-up calls (a recompile in the timed loop is status error).
+    "vision_builds": {**_CASE, "variant": pl.String, "first_call_ms": pl.Float64, "frames_compiled": pl.Int64,
+                      "graphs": pl.Int64, "graph_breaks": pl.Int64, "recompiles": pl.Int64,
+                      **PHASE_MEASURES, **STATUS},
+    # Fig. 5.7: timing variants. timing: pure | sync | timed | timed_sync; profiled: inside torch.profiler;
+    # metric: e2e (per call) | arr_sum (sum of the block timers of one call; timed variants only).
+    "vision_timing_methods": {**_CASE, "timing": pl.String, "profiled": pl.Boolean, "metric": pl.String,
+                              **_SAMPLE, **STATUS},
+    # Per-layer raw times (compiler/layers.py). measure: timer (block `block` timed with synchronisation,
+    # configuration eager or compiled), prefix (blocks 0..block-1, block = 0 .. n), mixed_to_compiled /
+    # mixed_to_eager (blocks 0..block-1 in one state, block `block` in the other; configuration = the compiled one).
+    "vision_layer_times": {**_CASE, "measure": pl.String, "block": pl.Int64, "block_name": pl.String,
+                           "block_kind": pl.String, **_SAMPLE, **STATUS},
+    # Selective compilation measured end to end beside eager and the whole model compiled. variant: eager,
+    # compiled, all_blocks (every block its own graph), dp_blocks / dp_segments (the programme's choice, each
+    # compiled block its own graph / each run of compiled blocks one graph), btr_blocks (best of two runs).
+    "vision_selective": {**_CASE, "variant": pl.String, "choice": pl.String, "predicted_ms": pl.Float64,
+                         **_SAMPLE, **STATUS},
+
+    # Speedup of each variant over eager in the same job: median ratio with bootstrap interval; the study's
+    # number where it gives one (Fig. 5.6: GPU, default mode, compiled).
+    "vision_speedups": {**_CASE, "variant": pl.String, "eager_ms": pl.Float64, **_INTERVAL("time_ms"),
+                        **_SPEEDUP, "study_speedup": pl.Float64, "samples": pl.Int64, **STATUS},
+    "vision_timing_summary": {**_CASE, "timing": pl.String, "profiled": pl.Boolean, "metric": pl.String,
+                              **_INTERVAL("time_ms"), "samples": pl.Int64},
+    # Per block, by method timer (medians of synchronised block timers) or subtraction (differences of prefix
+    # medians); speedup = eager / compiled with a bootstrap interval over rounds. Switch costs: subtraction only.
+    "vision_layer_summary": {**_CASE, "method": pl.String, "block": pl.Int64, "block_name": pl.String,
+                             "block_kind": pl.String, **_INTERVAL("eager_ms"), **_INTERVAL("compiled_ms"),
+                             **_SPEEDUP, "to_compiled_ms": pl.Float64, "to_eager_ms": pl.Float64,
+                             "dp_compiled": pl.Boolean},   # the dynamic programme compiles this block
+    # Oracles per (model, pair): btr_timers (Table 5.1), btr_subtraction, dp (switch costs charged).
+    # predicted_ms is the end-to-end time the choice predicts, comparable with reference_ms (eager, same method);
+    # switch_model_ms: the choice's cost under the switch-cost model; exhaustive_*: the 2^n check (dp rows).
+    "vision_oracles": {**_CASE, "oracle": pl.String, "blocks": pl.Int64, "choice": pl.String,
+                       "compiled_blocks": pl.Int64, "reference_ms": pl.Float64, **_INTERVAL("predicted_ms"),
+                       **_INTERVAL("predicted_speedup"), "switch_model_ms": pl.Float64,
+                       "exhaustive_ms": pl.Float64, "exhaustive_choice": pl.String,
+                       "dp_matches_exhaustive": pl.Boolean, "study_speedup": pl.Float64, "resamples": pl.Int64},
+    # Predicted against realised, per selective variant: realised speedup over eager in the same rounds.
+    "vision_selective_summary": {**_CASE, "variant": pl.String, "choice": pl.String, "predicted_ms": pl.Float64,
+                                 "predicted_speedup": pl.Float64, "eager_ms": pl.Float64,
+                                 **_INTERVAL("time_ms"), **_SPEEDUP, "study_speedup": pl.Float64,
+                                 "samples": pl.Int64, **STATUS},
+}

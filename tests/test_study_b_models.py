@@ -1,0 +1,251 @@
+"""Study B vision-model jobs on the CPU: rows that say why they did not run, the whole chain of jobs on a small
+model (dynamo's eager backend stands in for Inductor, to keep the test fast; the smoke config runs Inductor),
+oracles from hand-made layer rows with a known answer, and the refusal of recompiles in timed loops."""
+import copy
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from abstraction_cost import config as config_module
+from abstraction_cost import tables
+from abstraction_cost.compiler import configurations as cfgs
+from abstraction_cost.compiler import layers, selective, timing_methods, vision_summary
+from abstraction_cost.compiler import vision_models as vm
+from abstraction_cost.compiler.oracles import CostModel, dynamic_programme
+from abstraction_cost.measure.run import measured_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def smoke_config(**models_overrides):
+    config = copy.deepcopy(config_module.load(ROOT / "config" / "smoke.yaml"))
+    config["study_b"]["models"].update(models_overrides)
+    config["study_b"]["models"]["timing"].update(warmup=1, rounds=2, repeats_per_round=2, inputs=2)
+    config["study_b"]["models"]["timing_methods"].update(calls=2)
+    config["study_b"]["models"]["bootstrap"].update(resamples=50)
+    return config
+
+
+@pytest.fixture
+def eager_backend(monkeypatch):
+    monkeypatch.setattr(vm, "BACKEND", "eager")
+
+
+def test_smoke_config_runs_two_models_on_the_cpu_pair():
+    section = config_module.load(ROOT / "config" / "smoke.yaml")["study_b"]["models"]
+    assert len(section["models"]["cpu"]) >= 2 and not section["require_gpu"]
+    for name in ("gpu-smoke", "config", "paper"):
+        config_module.load(ROOT / "config" / f"{name}.yaml")   # every config validates
+
+
+def test_unknown_key_is_named():
+    config = smoke_config()
+    config["study_b"]["models"]["timing"]["round"] = 3
+    with pytest.raises(config_module.ConfigError, match=r"study_b\.models\.timing.*round"):
+        config_module.validate(config)
+
+
+def test_case_names_the_config_key_at_fault():
+    with pytest.raises(ValueError, match=r"study_b\.models\.models\.cpu"):
+        vm.case_from_config(smoke_config(), "densenet121", "cpu", "default")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the rows written on a machine without a GPU")
+def test_gpu_pair_without_gpu_is_not_run_in_every_table(tmp_path):
+    config = smoke_config()
+    case = vm.case_from_config(config, "squeezenet1_1", "gpu", "default")
+    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet",
+                      device=vm.run_device(case, config)) as run:
+        e2e, builds = vm.end_to_end(case, config, run)
+        timing = timing_methods.timing_methods(case, config, run)
+        layer_rows = layers.layer_times(case, config, run)
+        oracle_rows = vision_summary.oracle_rows(tables.frame("vision_layer_times", _with_id(layer_rows)),
+                                                 50, 0.95, 0, 20)
+        sel, sel_builds = selective.selective(case, config, tables.frame("vision_oracles", oracle_rows), run)
+    for name, rows in [("vision_e2e", e2e), ("vision_builds", builds + sel_builds),
+                       ("vision_timing_methods", timing), ("vision_layer_times", layer_rows),
+                       ("vision_selective", sel)]:
+        df = tables.frame(name, _with_id(rows))
+        assert set(df["status"]) == {"not_run"}, name
+        assert df["message"].str.contains("configuration .triton. needs").all(), name
+    assert {r["variant"] for r in e2e} == {"eager", "compiled", "eager_channels_last", "eager_cuda_graphs"}
+    assert all(r["choice"] is None for r in oracle_rows)
+
+
+def test_require_gpu_makes_the_cpu_pair_not_run_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = smoke_config(require_gpu=True)
+    case = vm.case_from_config(config, "squeezenet1_1", "cpu", "default")
+    assert "study_b.models.require_gpu" in vm.not_run_reason(case, config)
+
+
+def test_cuda_graph_mode_on_the_cpu_is_not_run():
+    config = smoke_config()
+    case = vm.case_from_config(config, "alexnet", "cpu", "reduce-overhead")
+    assert "CUDA graphs" in vm.not_run_reason(case, config)
+
+
+def _with_id(rows, run_id="r0"):
+    return [{**r, "run_id": r.get("run_id") or run_id} for r in rows]
+
+
+def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend):
+    config = smoke_config()
+    case = vm.case_from_config(config, "squeezenet1_1", "cpu", "default")
+    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet") as run:
+        e2e, builds = vm.end_to_end(case, config, run)
+        timing = timing_methods.timing_methods(case, config, run)
+        layer_rows = layers.layer_times(case, config, run)
+    e2e_df = tables.frame("vision_e2e", _with_id(e2e))
+    ok = e2e_df.filter(pl.col("status") == "ok")
+    assert set(ok["variant"]) == {"eager", "compiled", "eager_channels_last"}
+    assert ok.height == 3 * 2 * 2 and (ok["time_ms"] > 0).all()
+    assert e2e_df.filter(pl.col("variant") == "eager_cuda_graphs")["status"].to_list() == ["not_run"]
+    built = {r["variant"]: r for r in builds}
+    assert built["compiled"]["graphs"] >= 1 and built["compiled"]["recompiles"] == 0
+
+    timing_df = tables.frame("vision_timing_methods", _with_id(timing))
+    assert set(timing_df["status"]) == {"ok"}
+    assert set(timing_df["timing"]) == {"pure", "sync", "timed", "timed_sync"}
+    assert set(timing_df.filter(pl.col("metric") == "arr_sum")["timing"]) == {"timed", "timed_sync"}
+    assert set(timing_df["profiled"]) == {True, False}
+
+    layer_df = tables.frame("vision_layer_times", _with_id(layer_rows))
+    assert set(layer_df["status"]) == {"ok"}
+    n = 14
+    prefixes = layer_df.filter(pl.col("measure") == "prefix")
+    assert sorted(set(prefixes["block"])) == list(range(n + 1))
+    assert sorted(set(layer_df.filter(pl.col("measure") == "mixed_to_eager")["block"])) == list(range(1, n))
+
+    oracle_df = tables.frame("vision_oracles", vision_summary.oracle_rows(layer_df, 50, 0.95, 0, 20))
+    dp = oracle_df.filter(pl.col("oracle") == "dp").row(0, named=True)
+    assert len(dp["choice"]) == n and dp["dp_matches_exhaustive"] is True
+    assert dp["predicted_ms_low"] <= dp["predicted_ms"] <= dp["predicted_ms_high"]
+
+    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env2.parquet") as run:
+        sel, sel_builds = selective.selective(case, config, oracle_df, run)
+    sel_df = tables.frame("vision_selective", _with_id(sel))
+    assert set(sel_df["status"]) == {"ok"}, sel_df.filter(pl.col("status") != "ok")["message"].to_list()
+    assert set(sel_df["variant"]) == {"eager", "compiled", "all_blocks", "dp_blocks", "dp_segments", "btr_blocks"}
+    assert sel_df.filter(pl.col("variant") == "dp_blocks")["choice"][0] == dp["choice"]
+
+    summary = vision_summary.selective_summary_rows(sel_df, oracle_df, 50, 0.95, 0)
+    tables.frame("vision_selective_summary", summary)
+    tables.frame("vision_speedups", vision_summary.speedup_rows(e2e_df, 50, 0.95, 0))
+    tables.frame("vision_timing_summary", vision_summary.timing_summary_rows(timing_df, 50, 0.95, 0))
+    layer_summary = tables.frame("vision_layer_summary",
+                                 vision_summary.layer_summary_rows(layer_df, oracle_df, 50, 0.95, 0))
+    assert layer_summary.height == 2 * n
+
+
+def test_selective_builds_compute_the_models_forward(eager_backend):
+    config = smoke_config()
+    case = vm.case_from_config(config, "squeezenet1_1", "cpu", "default")
+    model, parts = vm.load(case, torch.device("cpu"))
+    (x,) = vm.make_inputs(case, torch.device("cpu"))[0]
+    choice = tuple([0, 1, 1, 0, 1] + [0] * 8 + [1])
+    assert selective.segments(choice) == [(0, 1, False), (1, 3, True), (3, 4, False), (4, 5, True),
+                                          (5, 13, False), (13, 14, True)]
+    with torch.no_grad():
+        want = model(x)
+        for construction in ("blocks", "segments"):
+            got = selective.build(parts, choice, construction, "default", "t")(x)
+            torch.testing.assert_close(got, want)
+
+
+def _synthetic_layer_rows(truth: CostModel, empty_ms=0.01, rounds=3, repeats=2):
+    """Layer rows whose medians are exactly those the cost model implies (noise-free)."""
+    case = vm.Case("alexnet", "gpu", "default", 1, 64, 0, 0, rounds, repeats, 1, False)
+    n = truth.n
+    pe = empty_ms + np.concatenate([[0], np.cumsum(truth.eager)])
+    pc = empty_ms + np.concatenate([[0], np.cumsum(truth.compiled)])
+    rows = []
+
+    def add(configuration, measure, block, t):
+        for r in range(rounds):
+            for k in range(repeats):
+                rows.append({**case.columns(configuration), "measure": measure, "block": block,
+                             "block_name": f"b{block}", "block_kind": "Conv2d", "round": r, "repeat": k,
+                             "time_ms": float(t), "status": "ok", "message": None, "run_id": "r1"})
+    for i in range(n):
+        add("cuda", "timer", i, truth.eager[i])
+        add("triton", "timer", i, truth.compiled[i])
+    for k in range(n + 1):
+        add("cuda", "prefix", k, pe[k])
+        add("triton", "prefix", k, pc[k])
+    for i in range(1, n):
+        add("triton", "mixed_to_compiled", i, pe[i] + truth.compiled[i] + truth.to_compiled[i])
+        add("triton", "mixed_to_eager", i, pc[i] + truth.eager[i] + truth.to_eager[i])
+    return tables.frame("vision_layer_times", rows)
+
+
+def test_oracles_from_layer_rows_with_a_known_answer():
+    truth = CostModel(np.array([10.0, 10.0, 10.0, 10.0]), np.array([9.0, 11.0, 9.0, 5.0]),
+                      np.array([0.0, 1.5, 1.5, 1.5]), np.array([0.0, 0.5, 0.5, 0.5]))
+    rows = {r["oracle"]: r for r in vision_summary.oracle_rows(_synthetic_layer_rows(truth), 20, 0.95, 0, 20)}
+    assert rows["btr_timers"]["choice"] == "cecc"
+    assert rows["btr_timers"]["predicted_ms"] == pytest.approx(9 + 10 + 9 + 5)
+    assert rows["btr_timers"]["predicted_speedup"] == pytest.approx(40 / 33)
+    assert rows["btr_timers"]["study_speedup"] == pytest.approx(1.043)      # Table 5.1, AlexNet
+    best = dynamic_programme(truth)
+    assert rows["dp"]["choice"] == "cccc" == "".join("c" if s else "e" for s in best.choice)
+    assert rows["dp"]["predicted_ms"] == pytest.approx(34 + 0.01)         # + the empty call
+    assert rows["dp"]["reference_ms"] == pytest.approx(40 + 0.01)
+    assert rows["dp"]["dp_matches_exhaustive"] is True
+    # noise-free rows: every bootstrap resample gives the same answer
+    assert rows["dp"]["predicted_speedup_low"] == pytest.approx(rows["dp"]["predicted_speedup_high"])
+    # best of two runs by subtraction ignores the two switches its choice pays
+    assert rows["btr_subtraction"]["switch_model_ms"] == pytest.approx(33 + 0.5 + 1.5 + 0.01)
+
+
+def test_incomplete_layer_rows_give_oracle_rows_without_a_choice():
+    truth = CostModel.without_switch_costs([1.0, 2.0], [2.0, 1.0])
+    df = _synthetic_layer_rows(truth).filter(~((pl.col("measure") == "prefix") & (pl.col("block") == 2)))
+    rows = vision_summary.oracle_rows(df, 20, 0.95, 0, 20)
+    assert [r["choice"] for r in rows] == [None, None, None]
+
+
+def test_a_compile_inside_a_timed_loop_is_refused():
+    f = torch.compile(lambda x: x.relu() + 1, backend="eager", dynamic=False)
+    f(torch.ones(2))
+    with vm.refuse_compilation("a test loop"):
+        f(torch.ones(2))          # cached: allowed
+    with pytest.raises(cfgs.Recompiled, match="a test loop"):
+        with vm.refuse_compilation("a test loop"):
+            f(torch.ones(3))      # new shape: compiles
+
+
+def test_compiled_units_keep_their_own_cache(eager_backend):
+    """Seventeen instances of one class compiled as units: each its own code, none falls back to eager."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    units = [vm.compile_unit(torch.nn.ReLU(), "default", f"relu{i}") for i in range(17)]
+    x = torch.randn(4)
+    for u in units:
+        u(x)
+    assert counters["frames"]["total"] == 17 and counters["stats"]["unique_graphs"] == 17
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_baselines_compute_the_forward_and_every_variant_runs(tmp_path):
+    config = smoke_config(models={"gpu": ["squeezenet1_1"]})
+    config["device"] = "cuda"
+    case = vm.case_from_config(config, "squeezenet1_1", "gpu", "default")
+    device = vm.device_of(case)
+    with torch.no_grad():
+        model, _ = vm.load(case, device)
+        (x,) = vm.make_inputs(case, device)[0]
+        want = model(x)
+        torch.testing.assert_close(vm.cuda_graphed(model, x)(x.clone()), want)
+        torch.testing.assert_close(vm.channels_last(model)(x), want, rtol=1e-4, atol=1e-4)
+    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet", device=device) as run:
+        e2e, builds = vm.end_to_end(case, config, run)
+    df = tables.frame("vision_e2e", _with_id(e2e))
+    assert set(df["status"]) == {"ok"}, df.filter(pl.col("status") != "ok")["message"].to_list()
+    assert set(df["variant"]) == {"eager", "compiled", "eager_channels_last", "eager_cuda_graphs"}
+    assert {r["variant"]: r["alloc_peak_mib"] is not None for r in builds} == dict.fromkeys(set(df["variant"]), True)
