@@ -7,6 +7,9 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/study_a.smk"
+include: "workflow/rules/study_b_models.smk"
+include: "workflow/rules/study_b_blocks.smk"
+include: "workflow/rules/native.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,18 @@
+"""Rule train_libtorch: ResNet-50 written with the LibTorch C++ frontend, one (dataset, init, seed).
+
+The program (native/libtorch, `ac_libtorch train`) trains with eager's semantics and times its own steps; this
+process launches it inside measured_run, so the same NVML sampler as for eager measures the device.
+"""
+from abstraction_cost.backends import native, training_job
+from abstraction_cost.workflow import setup_logging
+
+log = setup_logging(snakemake)
+
+
+def trainer(run, data, order, weights_path, settings):
+    command = native.train_command(snakemake.input.program, snakemake.input.data, data.manifest, weights_path,
+                                   snakemake.input.order, settings, snakemake.config, run.device)
+    return native.training_rows(run, native.launch(command, logger=log))
+
+
+training_job.run(snakemake, "libtorch", trainer)

@@ -1,0 +1,94 @@
+"""The backend comparison table (rule compare_backends): per implementation, the median time per sample with its
+bootstrap interval, the speedup over eager, peak memory, and parity errors of its logits against eager's.
+
+Parity compares the logits each implementation computed on the same batch from the same weights on the same
+device (fp32, TF32 as configured: off in every shipped config). Bitwise equality is not expected: TorchScript's
+fusions, AOTInductor's generated kernels and a different process's choice of convolution algorithm all reorder
+floating-point sums. `parity_ok` applies study_a.backends.logit_tolerance to max |Δlogit| / max |eager logit|, so
+that the verdict does not depend on the logits' scale (large with untrained weights in eval mode).
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+import numpy as np
+import polars as pl
+
+from ..measure import statistics
+from .eval_job import IMPLEMENTATIONS
+
+BASELINE = "eager"
+
+
+def read_logits(path: str | os.PathLike, batch_size: int) -> np.ndarray | None:
+    """batch × classes float32 logits, or None when the job left none (an empty file)."""
+    data = np.fromfile(path, dtype="<f4")
+    if data.size == 0:
+        return None
+    if data.size % batch_size:
+        raise ValueError(f"{path}: {data.size} floats is not a multiple of the batch size {batch_size}")
+    return data.reshape(batch_size, -1)
+
+
+def parity(logits: np.ndarray | None, baseline: np.ndarray | None, tolerance: float) -> dict:
+    """Parity columns of one implementation against the baseline's logits."""
+    empty = {"max_abs_logit_diff": None, "max_rel_logit_diff": None, "argmax_agreement": None,
+             "parity_tolerance": tolerance, "parity_ok": None}
+    if baseline is None:
+        return {**empty, "parity_message": f"no {BASELINE} logits to compare with"}
+    if logits is None:
+        return {**empty, "parity_message": "this implementation produced no logits"}
+    if logits.shape != baseline.shape:
+        return {**empty, "parity_message": f"logits shape {logits.shape} differs from {BASELINE}'s {baseline.shape}"}
+    diff = float(np.max(np.abs(logits.astype(np.float64) - baseline.astype(np.float64))))
+    scale = float(np.max(np.abs(baseline)))
+    relative = diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
+    return {"max_abs_logit_diff": diff, "max_rel_logit_diff": relative,
+            "argmax_agreement": float(np.mean(logits.argmax(axis=1) == baseline.argmax(axis=1))),
+            "parity_tolerance": tolerance, "parity_ok": relative <= tolerance, "parity_message": None}
+
+
+def _status(rows: pl.DataFrame) -> tuple[str, str | None]:
+    bad = rows.filter(pl.col("status") != "ok")
+    if bad.height:
+        return bad["status"][0], bad["message"][0]
+    return "ok", None
+
+
+def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], tolerance: float,
+            seed: int) -> list[dict]:
+    """One backend_comparison row per implementation in logits_paths (in its order)."""
+    ok = evals.filter(pl.col("status") == "ok")
+    baseline_times = ok.filter(pl.col("implementation") == BASELINE)["time_per_sample_ms"].to_list()
+    logits = {}
+    for name, path in logits_paths.items():
+        rows = evals.filter(pl.col("implementation") == name)
+        batch = rows["batch_size"][0] if rows.height else None
+        logits[name] = read_logits(path, batch) if batch else None
+    out = []
+    for name in logits_paths:
+        rows = evals.filter(pl.col("implementation") == name)
+        impl = IMPLEMENTATIONS[name]
+        first = rows.row(0, named=True) if rows.height else {}
+        status, message = _status(rows)
+        row = {"run_id": first.get("run_id"), "implementation": name, "backend": impl.backend,
+               "runtime": impl.runtime, "method": first.get("method"), "device": first.get("device"),
+               "batch_size": first.get("batch_size"), "resolution": first.get("resolution"),
+               "status": status, "message": message, "repeats": 0, "load_s": first.get("load_s"),
+               "prepare_s": first.get("prepare_s"), "mem_used_mib_max": first.get("mem_used_mib_max"),
+               "alloc_peak_mib": first.get("alloc_peak_mib")}
+        times = rows.filter(pl.col("status") == "ok")["time_per_sample_ms"].to_list()
+        if status == "ok" and times:
+            interval = statistics.median_interval(times, seed=seed)
+            row.update(repeats=len(times), time_per_sample_ms=interval.estimate,
+                       time_per_sample_ms_low=interval.low, time_per_sample_ms_high=interval.high)
+            if name == BASELINE:  # against itself: exactly 1, no interval to estimate
+                row.update(statistics.Speedup(1.0, 1.0, 1.0).columns("speedup_vs_eager"))
+            elif baseline_times:
+                row.update(statistics.speedup(baseline_times, times, seed=seed).columns("speedup_vs_eager"))
+        row.update(parity(logits.get(name), logits.get(BASELINE), tolerance))
+        if row["run_id"] is None:  # every eval job writes at least one row, so its part is missing
+            raise ValueError(f"backend_eval has no rows for implementation {name!r}")
+        out.append(row)
+    return out

@@ -1,0 +1,230 @@
+"""One job of Study A's backend comparison in evaluation: one implementation of ResNet-50, one batch, timed.
+
+Every implementation loads the same init-weights file and evaluates the same uint8 batch (the first batch_size
+images of the test split of results/study_a/backends/input, a prepared directory), normalised on the device,
+in eval mode without gradients. Timing is measure/timing.benchmark()'s, in Python and in C++ alike: `warmup`
+untimed calls, then `repeats` calls, each synchronised before it starts and timed from the host-to-device copy
+to the logits. The job writes one backend_eval row per timed call (one row with the status when it could not
+run) and the last call's logits (float32, batch × classes; an empty file when there are none) for parity.
+
+    implementation       backend      runtime  the model
+    eager                eager        python   models.resnet.resnet50 (nn.Module)
+    torchscript-python   torchscript  python   torch.jit.load of the scripted module
+    torchscript-cpp      torchscript  cpp      ac_libtorch eval --model torchscript (torch::jit::load)
+    libtorch             libtorch     cpp      ac_libtorch eval --model libtorch (torch::nn, native/libtorch)
+    aoti                 aoti         cpp      ac_libtorch eval --model aoti (AOTIModelPackageLoader)
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import tables
+from ..data import prepared
+from ..data.specs import spec
+from ..measure import device as devices
+from ..measure.run import Run, measured_run
+from ..measure.timing import benchmark
+from ..models import resnet, weights_file
+from . import aoti, native, torchscript
+from .eager import Normaliser
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    backend: str
+    runtime: str
+
+
+IMPLEMENTATIONS = {
+    "eager": Implementation("eager", "python"),
+    "torchscript-python": Implementation("torchscript", "python"),
+    "torchscript-cpp": Implementation("torchscript", "cpp"),
+    "libtorch": Implementation("libtorch", "cpp"),
+    "aoti": Implementation("aoti", "cpp"),
+}
+
+
+# implementation -> `ac_libtorch eval --model` for those that run in C++
+NATIVE_MODELS = {"torchscript-cpp": "torchscript", "libtorch": "libtorch", "aoti": "aoti"}
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """study_a.backends, with the measurement settings every timed callable shares (measure.*)."""
+    dataset: str
+    init: str
+    seed: int
+    batch_size: int
+    resolution: int
+    warmup: int
+    repeats: int
+    require_gpu: bool
+    logit_tolerance: float
+
+    @classmethod
+    def from_config(cls, config: dict) -> "EvalSettings":
+        b = config["study_a"]["backends"]
+        return cls(dataset=b["dataset"], init=b["init"], seed=config["seed"], batch_size=b["batch_size"],
+                   resolution=b["resolution"], warmup=config["measure"]["warmup"],
+                   repeats=config["measure"]["repeats"], require_gpu=b["require_gpu"],
+                   logit_tolerance=b["logit_tolerance"])
+
+
+@dataclass
+class Timed:
+    """What one implementation's eval produced."""
+    times_ms: list[float]
+    logits: np.ndarray
+    load_s: float
+    measures: dict
+
+
+def input_batch(prepared_dir: str | os.PathLike, batch_size: int) -> tuple[np.ndarray, prepared.Prepared]:
+    data = prepared.load(prepared_dir)
+    if len(data.test.labels) < batch_size:
+        raise ValueError(f"{prepared_dir}: {len(data.test.labels)} test images, batch_size {batch_size} needs more")
+    return np.array(data.test.images[:batch_size], copy=True), data  # a writable copy in memory, not the map
+
+
+def time_python(forward, images: np.ndarray, mean, std, run: Run, warmup: int, repeats: int) -> tuple[list, np.ndarray]:
+    """benchmark() of H2D copy + normalisation + forward, inside the run's `eval` phase; the last logits."""
+    normalise = Normaliser(mean, std, run.device)
+    out = {}
+
+    def call():
+        out["logits"] = forward(normalise(images))
+
+    with torch.no_grad(), run.phase("eval"):
+        times = benchmark(call, device=run.device, warmup=warmup, repeats=repeats)
+    return times, out["logits"].float().cpu().numpy()
+
+
+def eval_python(implementation: str, inputs, settings: EvalSettings, classes: int, run: Run) -> Timed:
+    images, data = input_batch(inputs.input, settings.batch_size)
+    started = time.perf_counter()
+    if implementation == "eager":
+        model = weights_file.load_into(resnet.resnet50(data.manifest["channels"], classes), inputs.weights)
+        model = model.eval().to(run.device)
+    else:
+        model = torchscript.load(inputs.module, run.device)
+    load_s = time.perf_counter() - started
+    times, logits = time_python(model, images, data.mean, data.std, run, settings.warmup, settings.repeats)
+    return Timed(times, logits, load_s, run.measures("eval"))
+
+
+def eval_native(implementation: str, inputs, settings: EvalSettings, classes: int, config: dict, run: Run,
+                logits_path: Path) -> Timed:
+    manifest = prepared.read_manifest(inputs.input)
+    model = NATIVE_MODELS[implementation]
+    if model == "libtorch":
+        what = {"weights": inputs.weights, "classes": classes}
+    elif model == "torchscript":
+        what = {"module": inputs.module}
+    else:
+        what = {"module": Path(inputs.package) / aoti.PACKAGE}
+    command = native.eval_command(inputs.program, model, inputs.input, manifest, settings.batch_size,
+                                  settings.warmup, settings.repeats, config, run.device, logits_out=logits_path,
+                                  **what)
+    result = native.launch(command, logger=log)
+    failure = result.failure()
+    records = result.of_kind("eval")
+    if failure is not None or not records:
+        status, message = failure or ("error", "the program wrote no eval record")
+        raise NativeFailure(status, message)
+    record = records[-1]
+    native.mark_phase(run, "eval", record)
+    logits = np.fromfile(logits_path, dtype="<f4").reshape(settings.batch_size, -1)
+    return Timed(list(record["times_ms"]), logits, float(record["load_s"]),
+                 native.phase_measures(run, "eval", record))
+
+
+class NativeFailure(RuntimeError):
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _artifact(implementation: str, inputs) -> dict:
+    """The artifact's metadata (how it was made, how long that took), or {} for implementations without one."""
+    if implementation.startswith("torchscript"):
+        return torchscript.read_meta(inputs.meta)
+    if implementation == "aoti":
+        return aoti.read_meta(inputs.package)
+    return {}
+
+
+def _method(implementation: str, artifact: dict) -> str:
+    return {"eager": "module", "libtorch": "torch::nn"}.get(implementation) or artifact.get("method") or "unknown"
+
+
+def run(snakemake, implementation: str) -> None:
+    """Rule eval_backend: measure one implementation and write its rows and logits."""
+    config, inputs, out = snakemake.config, snakemake.input, snakemake.output
+    settings = EvalSettings.from_config(config)
+    ds = spec(settings.dataset, config)
+    impl = IMPLEMENTATIONS[implementation]
+    device = devices.select(config)
+    artifact = _artifact(implementation, inputs)
+    base = {"implementation": implementation, "backend": impl.backend, "runtime": impl.runtime,
+            "method": _method(implementation, artifact), "device": device.type, "batch_size": settings.batch_size,
+            "resolution": settings.resolution, "dataset": settings.dataset, "init": settings.init,
+            "seed": settings.seed, "channels": ds.channels, "prepare_s": artifact.get("prepare_s")}
+    logits_path = Path(out.logits)
+    logits_path.unlink(missing_ok=True)
+    with measured_run(config, rule=snakemake.rule, job={"implementation": implementation}, env_path=out.env,
+                      device=device) as measured:
+        rows = _measure(implementation, inputs, settings, ds.classes, config, measured, artifact, logits_path)
+        defaults = dict.fromkeys(tables.schema("backend_eval"))
+        table = [{**defaults, **base, "run_id": measured.run_id, **row} for row in rows]
+    tables.write("backend_eval", table, out.table)
+    ok = [r["time_ms"] for r in table if r["status"] == "ok"]
+    if ok:
+        log.info("%s on %s: %d timed calls, median %.3f ms per batch of %d", implementation, device, len(ok),
+                 float(np.median(ok)), settings.batch_size)
+    if not logits_path.exists():
+        logits_path.write_bytes(b"")  # no logits: the comparison reads an empty file as "no parity error"
+
+
+def _measure(implementation, inputs, settings, classes, config, run, artifact, logits_path) -> list[dict]:
+    def failed(status: str, message: str) -> list[dict]:
+        log.warning("%s %s: %s", implementation, status, message)
+        return [{"status": status, "message": message}]
+
+    if settings.require_gpu and run.device.type != "cuda":
+        return failed("not_run", "no CUDA GPU on this machine and study_a.backends.require_gpu is true")
+    if artifact.get("status", "ok") != "ok":
+        return failed(artifact["status"], artifact.get("message") or "the artifact could not be made")
+    try:
+        if IMPLEMENTATIONS[implementation].runtime == "python":
+            timed = eval_python(implementation, inputs, settings, classes, run)
+            _write_logits(logits_path, timed.logits)
+        else:
+            timed = eval_native(implementation, inputs, settings, classes, config, run, logits_path)
+    except NativeFailure as err:
+        return failed(err.status, str(err))
+    except prepared.MissingDataset as err:
+        return failed("missing", str(err))
+    except torch.OutOfMemoryError as err:
+        return failed("oom", str(err).splitlines()[0])
+    except Exception as err:
+        log.error("%s failed:\n%s", implementation, traceback.format_exc())
+        return failed("error", f"{type(err).__name__}: {err}")
+    return [{"repeat": i, "status": "ok", "message": None, "time_ms": ms,
+             "time_per_sample_ms": ms / settings.batch_size, "load_s": timed.load_s, **timed.measures}
+            for i, ms in enumerate(timed.times_ms)]
+
+
+def _write_logits(path: Path, logits: np.ndarray) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    np.ascontiguousarray(logits, dtype="<f4").tofile(tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,174 @@
+"""Study A's backend comparison without the C++ programs: eval jobs' failure rows, the comparison table (medians,
+speedups, parity) and its report display; the config section's validation."""
+import copy
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from abstraction_cost import config as config_module
+from abstraction_cost import tables
+from abstraction_cost.backends import aoti, comparison, eval_job
+from abstraction_cost.data import offline, prepared
+from abstraction_cost.data.specs import spec
+from abstraction_cost.measure.nvml import NvmlSampler
+from abstraction_cost.models import init, resnet, weights_file
+from abstraction_cost.report import study_a_backends
+
+
+def test_parity_of_identical_logits_is_exact_and_ok():
+    a = np.array([[1.0, -2.0], [3.0, 0.5]], dtype=np.float32)
+    p = comparison.parity(a.copy(), a, 1e-4)
+    assert p["max_abs_logit_diff"] == 0 and p["parity_ok"] and p["argmax_agreement"] == 1.0
+
+
+def test_parity_is_relative_to_the_largest_eager_logit():
+    base = np.array([[1000.0, -2000.0]], dtype=np.float32)
+    off = base + np.array([[0.1, 0.0]], dtype=np.float32)  # 0.1 absolute is 5e-5 of 2000
+    p = comparison.parity(off, base, 1e-4)
+    assert p["max_abs_logit_diff"] == pytest.approx(0.1, rel=1e-3) and p["parity_ok"]
+    assert not comparison.parity(off, base, 1e-5)["parity_ok"]
+
+
+def test_parity_without_logits_says_why():
+    a = np.zeros((2, 3), np.float32)
+    assert comparison.parity(None, a, 1e-4)["parity_message"] == "this implementation produced no logits"
+    assert "no eager logits" in comparison.parity(a, None, 1e-4)["parity_message"]
+    p = comparison.parity(np.zeros((2, 4), np.float32), a, 1e-4)
+    assert p["parity_ok"] is None and "shape (2, 4) differs" in p["parity_message"]
+
+
+def _eval_rows(name, times_ms, status="ok", message=None, batch=2):
+    base = {**dict.fromkeys(tables.schema("backend_eval")), "run_id": f"run-{name}", "implementation": name,
+            "backend": eval_job.IMPLEMENTATIONS[name].backend, "runtime": eval_job.IMPLEMENTATIONS[name].runtime,
+            "method": "m", "device": "cpu", "batch_size": batch, "resolution": 32, "status": status,
+            "message": message, "mem_used_mib_max": 900.0, "alloc_peak_mib": 100.0}
+    if status != "ok":
+        return [base]
+    return [{**base, "repeat": i, "time_ms": t, "time_per_sample_ms": t / batch} for i, t in enumerate(times_ms)]
+
+
+def test_compare_gives_medians_speedups_and_parity_and_keeps_failures(tmp_path):
+    rows = (_eval_rows("eager", [10.0, 11.0, 12.0, 10.5]) + _eval_rows("libtorch", [5.0, 5.5, 6.0, 5.2])
+            + _eval_rows("aoti", [], status="error", message="compile failed: no C++ compiler")
+            + _eval_rows("torchscript-cpp", [9.0, 9.5, 9.2]))
+    evals = tables.frame("backend_eval", rows)
+    logits = np.arange(8, dtype="<f4").reshape(2, 4)
+    paths = {}
+    for name, data in (("eager", logits), ("libtorch", logits + 1e-6), ("aoti", None),
+                       ("torchscript-cpp", logits[:, ::-1])):
+        paths[name] = tmp_path / f"{name}.f32"
+        (np.ascontiguousarray(data).tofile(paths[name]) if data is not None else paths[name].write_bytes(b""))
+    out = tables.write("backend_comparison", comparison.compare(evals, paths, 1e-4, seed=0),
+                       tmp_path / "comparison.parquet")
+    by = {r["implementation"]: r for r in out.iter_rows(named=True)}
+    assert list(by) == ["eager", "libtorch", "aoti", "torchscript-cpp"]
+    assert by["eager"]["speedup_vs_eager"] == 1.0 and by["eager"]["max_abs_logit_diff"] == 0.0
+    lib = by["libtorch"]
+    assert lib["time_per_sample_ms"] == pytest.approx(np.median([5.0, 5.5, 6.0, 5.2]) / 2)
+    assert lib["time_per_sample_ms_low"] <= lib["time_per_sample_ms"] <= lib["time_per_sample_ms_high"]
+    expected = np.median([10.0, 11.0, 12.0, 10.5]) / np.median([5.0, 5.5, 6.0, 5.2])
+    assert lib["speedup_vs_eager"] == pytest.approx(expected)
+    assert lib["speedup_vs_eager_includes_one"] is False and lib["parity_ok"] and lib["repeats"] == 4
+    failed = by["aoti"]
+    assert failed["status"] == "error" and failed["message"] == "compile failed: no C++ compiler"
+    assert failed["time_per_sample_ms"] is None and failed["parity_message"] == "this implementation produced no logits"
+    flipped = by["torchscript-cpp"]
+    assert flipped["parity_ok"] is False and flipped["argmax_agreement"] == 0.0  # a different network shows
+    display = study_a_backends.comparison_display(out)
+    assert display["implementation"].to_list() == ["eager", "torchscript-cpp", "libtorch", "aoti"]
+    assert display.filter(pl.col("implementation") == "aoti")["status"][0].startswith("error: compile failed")
+    assert "DIFFERENT" in display.filter(pl.col("implementation") == "torchscript-cpp")["max |Δlogit| vs eager"][0]
+    chart = study_a_backends.time_chart(out)
+    assert chart is not None and len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 3
+
+
+def test_report_functions_on_an_empty_table():
+    empty = pl.DataFrame(schema=tables.schema("backend_comparison"))
+    assert study_a_backends.time_chart(empty) is None
+    assert study_a_backends.comparison_display(empty).is_empty() and study_a_backends.setting(empty) is None
+
+
+class _Run:
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.sampler = NvmlSampler(None)
+
+
+def _settings(**kw):
+    return eval_job.EvalSettings(**{"dataset": "synthetic-cifar10", "init": "kaiming-normal-fan-out", "seed": 0,
+                                    "batch_size": 2, "resolution": 32, "warmup": 0, "repeats": 2,
+                                    "require_gpu": False, "logit_tolerance": 1e-4, **kw})
+
+
+def test_without_a_gpu_require_gpu_gives_one_not_run_row(tmp_path):
+    rows = eval_job._measure("libtorch", None, _settings(require_gpu=True), 10, {}, _Run("cpu"), {}, tmp_path / "l")
+    assert rows == [{"status": "not_run",
+                     "message": "no CUDA GPU on this machine and study_a.backends.require_gpu is true"}]
+
+
+def test_a_failed_artifact_becomes_the_rows_status(tmp_path):
+    meta = aoti.not_run(tmp_path / "aoti", "needs a GPU")
+    rows = eval_job._measure("aoti", None, _settings(), 10, {}, _Run("cpu"), meta, tmp_path / "l")
+    assert rows == [{"status": "not_run", "message": "needs a GPU"}]
+    assert aoti.read_meta(tmp_path / "aoti")["status"] == "not_run"
+
+
+def test_a_missing_program_becomes_an_error_row(tmp_path, smoke_config):
+    inputs = _inputs(tmp_path, smoke_config)
+    inputs.program = str(tmp_path / "no" / "ac_libtorch")
+    rows = eval_job._measure("libtorch", inputs, _settings(), 10, smoke_config, _Run("cpu"), {}, tmp_path / "l.f32")
+    assert rows[0]["status"] == "error" and "cannot start" in rows[0]["message"]
+
+
+def _inputs(tmp_path, config) -> SimpleNamespace:
+    ds = spec("synthetic-cifar10", config)
+    shape = type(ds)(ds.name, ds.channels, 32, 32, ds.class_names)
+    prepared.write(tmp_path / "input", "backend-eval-input", offline.synthetic(shape, 2, 2), list(ds.class_names), [])
+    model = init.initialise(resnet.resnet50(3, 10), "kaiming-normal-fan-out", 0)
+    weights_file.save(model.state_dict(), tmp_path / "w.weights")
+    return SimpleNamespace(input=str(tmp_path / "input"), weights=str(tmp_path / "w.weights"))
+
+
+def test_eager_eval_job_writes_rows_environment_and_logits(tmp_path, smoke_config):
+    config = copy.deepcopy(smoke_config)
+    config["measure"].update(warmup=0, repeats=2)
+    config["study_a"]["backends"].update(batch_size=2, resolution=32, dataset="synthetic-cifar10")
+    out = SimpleNamespace(table=str(tmp_path / "eager.rows.parquet"), env=str(tmp_path / "eager.env.parquet"),
+                          logits=str(tmp_path / "eager.logits.f32"))
+    job = SimpleNamespace(config=config, input=_inputs(tmp_path, config), output=out, rule="eval_backend")
+    eval_job.run(job, "eager")
+    rows = tables.read("backend_eval", out.table)
+    assert rows["repeat"].to_list() == [0, 1] and (rows["status"] == "ok").all()
+    assert (rows["time_per_sample_ms"] * 2 == rows["time_ms"]).all() and rows["method"][0] == "module"
+    env = tables.read("environment", out.env)
+    assert env["run_id"].to_list() == rows["run_id"].unique().to_list()
+    assert np.fromfile(out.logits, "<f4").shape == (2 * 10,)
+
+
+def test_the_config_section_requires_eager_as_baseline(smoke_config):
+    config = copy.deepcopy(smoke_config)
+    config["study_a"]["backends"]["implementations"] = ["libtorch", "aoti"]
+    with pytest.raises(config_module.ConfigError, match="study_a.backends.implementations"):
+        config_module.validate(config)
+    config["study_a"]["backends"]["implementations"] = ["eager", "onnx"]
+    with pytest.raises(config_module.ConfigError, match="'onnx' is not one of"):
+        config_module.validate(config)
+
+
+def test_libtorch_is_a_training_backend(smoke_config):
+    config = copy.deepcopy(smoke_config)
+    config["study_a"]["training"]["backends"] = ["eager", "libtorch"]
+    config_module.validate(config)
+
+
+@pytest.mark.parametrize("name", ["smoke", "gpu-smoke", "config", "paper"])
+def test_every_shipped_config_has_the_section(name):
+    config = config_module.load(Path(__file__).resolve().parents[1] / "config" / f"{name}.yaml")
+    b = config["study_a"]["backends"]
+    assert "eager" in b["implementations"] and "libtorch" in config["study_a"]["training"]["backends"]
+    if name != "smoke":
+        assert (b["batch_size"], b["resolution"], b["require_gpu"]) == (32, 224, True)
