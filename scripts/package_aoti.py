@@ -1,5 +1,10 @@
 """Rule package_aoti: torch.export + AOTInductor package of the eval ResNet-50, for this machine's device and
 the comparison's batch and resolution. A failure is recorded in meta.json (the eval job turns it into a row)."""
+import os
+
+# Inductor compiles with as many workers as the rule's threads, so that timing jobs beside it keep their cores.
+os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(snakemake.threads)
+
 from abstraction_cost.backends import aoti
 from abstraction_cost.data.specs import spec
 from abstraction_cost.measure import device as devices
