@@ -63,3 +63,15 @@ def test_a_device_that_stops_answering_ends_sampling_with_a_reason():
     with NvmlSampler(Failing(), interval_ms=5) as sampler:
         time.sleep(0.02)
     assert sampler.status == "sampling stopped: RuntimeError: GPU is lost"
+
+
+def test_a_phase_marked_from_timestamps_takes_the_next_sample_within_one_interval():
+    device = FakeDevice()
+    with NvmlSampler(device, interval_ms=50) as sampler:
+        time.sleep(0.06)
+        now = time.monotonic()
+        sampler.phases["short"] = (now - 0.002, now - 0.001)  # between two samples, as a C++ phase record
+        sampler.phases["long_ago"] = (now - 10.0, now - 9.0)
+        time.sleep(0.06)
+    assert sampler.summary("short")["nvml_samples"] == 1
+    assert sampler.summary("long_ago")["nvml_samples"] == 0

@@ -2,7 +2,8 @@
 
 Every `interval_ms` a thread reads the device's memory used, GPU utilisation, SM clock, temperature and power.
 The caller marks phases (`with sampler.phase("train-3"): ...`); `summary(phase)` reduces the samples taken
-between the phase's start and end (monotonic clock). Without NVML or an NVIDIA GPU the sampler still works:
+between the phase's start and end (monotonic clock); a phase shorter than the interval gets the sample taken at
+its end, or the first one after it within one interval. Without NVML or an NVIDIA GPU the sampler still works:
 it takes no samples, every summary column is null, and `status` says why.
 """
 from __future__ import annotations
@@ -146,7 +147,12 @@ class NvmlSampler:
     def summary(self, name: str) -> dict:
         """The phase's samples reduced to the SUMMARY_COLUMNS; nulls where there are none."""
         start, end = self.phases[name]
-        inside = [s for s in list(self.samples) if start <= s.t <= end]
+        samples = list(self.samples)
+        inside = [s for s in samples if start <= s.t <= end]
+        if not inside:
+            # a phase shorter than the interval whose end was not sampled (one marked from a C++ program's
+            # timestamps) takes the first sample after it, if that came within one interval
+            inside = [s for s in samples if end < s.t <= end + self.interval_s][:1]
         if not inside:
             return {c: (0 if c == "nvml_samples" else None) for c in SUMMARY_COLUMNS}
         return {
