@@ -49,6 +49,19 @@ def _first_failure(df: pl.DataFrame) -> tuple[str, str | None]:
     return bad["status"][0], bad["message"][0]
 
 
+def _against_eager(part: pl.DataFrame, ok: np.ndarray, eager: pl.DataFrame, eager_ok: np.ndarray,
+                   resamples: int, confidence: float, seed: int) -> dict:
+    """A variant's median time and speedup over eager with bootstrap intervals, or the first failure's status."""
+    if len(ok) and len(eager_ok):
+        s = statistics.speedup(eager_ok, ok, resamples=resamples, confidence=confidence, seed=seed)
+        t = statistics.median_interval(ok, resamples=resamples, confidence=confidence, seed=seed)
+        return dict(eager_ms=float(np.median(eager_ok)), time_ms=t.estimate, time_ms_low=t.low, time_ms_high=t.high,
+                    **s.columns(), status="ok", message=None)
+    status, message = _first_failure(part if not len(ok) else eager)
+    return dict(eager_ms=None, time_ms=None, time_ms_low=None, time_ms_high=None, speedup=None, speedup_low=None,
+                speedup_high=None, speedup_includes_one=None, status=status, message=message)
+
+
 def speedup_rows(e2e: pl.DataFrame, resamples: int, confidence: float, seed: int) -> list[dict]:
     rows = []
     for key, group in e2e.group_by(CASE, maintain_order=True):
@@ -62,16 +75,7 @@ def speedup_rows(e2e: pl.DataFrame, resamples: int, confidence: float, seed: int
                      and variant == "compiled" else None)
             row = {"run_id": run_ids(part.vstack(eager)), **case, "configuration": part["configuration"][0],
                    "variant": variant, "study_speedup": study, "samples": len(ok)}
-            if len(ok) and len(eager_ok):
-                s = statistics.speedup(eager_ok, ok, resamples=resamples, confidence=confidence, seed=seed)
-                t = statistics.median_interval(ok, resamples=resamples, confidence=confidence, seed=seed)
-                row.update(eager_ms=float(np.median(eager_ok)), time_ms=t.estimate, time_ms_low=t.low,
-                           time_ms_high=t.high, **s.columns(), status="ok", message=None)
-            else:
-                status, message = _first_failure(part if not len(ok) else eager)
-                row.update(eager_ms=None, time_ms=None, time_ms_low=None, time_ms_high=None, speedup=None,
-                           speedup_low=None, speedup_high=None, speedup_includes_one=None, status=status,
-                           message=message)
+            row.update(_against_eager(part, ok, eager, eager_ok, resamples, confidence, seed))
             rows.append(row)
     return rows
 
@@ -220,15 +224,7 @@ def selective_summary_rows(selective: pl.DataFrame, oracle_table: pl.DataFrame, 
                    "choice": part["choice"][0], "predicted_ms": predicted,
                    "predicted_speedup": o_row["predicted_speedup"][0] if o_row.height else None,
                    "study_speedup": study, "samples": len(ok)}
-            if len(ok) and len(eager_ok):
-                s = statistics.speedup(eager_ok, ok, resamples=resamples, confidence=confidence, seed=seed)
-                t = statistics.median_interval(ok, resamples=resamples, confidence=confidence, seed=seed)
-                row.update(eager_ms=float(np.median(eager_ok)), time_ms=t.estimate, time_ms_low=t.low,
-                           time_ms_high=t.high, **s.columns(), status="ok", message=None)
-            else:
-                status, message = _first_failure(part if not len(ok) else group.filter(pl.col("variant") == "eager"))
-                row.update(eager_ms=None, time_ms=None, time_ms_low=None, time_ms_high=None, speedup=None,
-                           speedup_low=None, speedup_high=None, speedup_includes_one=None, status=status,
-                           message=message)
+            row.update(_against_eager(part, ok, group.filter(pl.col("variant") == "eager"), eager_ok, resamples,
+                                      confidence, seed))
             rows.append(row)
     return rows
