@@ -146,21 +146,39 @@ def layer_summary_rows(layers: pl.DataFrame, oracle_table: pl.DataFrame, resampl
     return rows
 
 
-def _oracle_point(s: layer_data.LayerSamples, rounds: np.ndarray | None, max_exhaustive: int, exhaustive: bool):
-    """{oracle: (choice, predicted_ms, reference_ms, switch_model_ms, exhaustive decision)} for one resample."""
-    model = layer_data.cost_model(s, rounds)
-    empty = float(layer_data.medians(s.prefix_eager[:1], rounds)[0])     # P_e[0]: the empty call
-    reference = float(layer_data.medians(s.prefix_eager[-1:], rounds)[0])  # P_e[n]: eager end to end
-    te, tc = layer_data.medians(s.timer_eager, rounds), layer_data.medians(s.timer_compiled, rounds)
+def _oracle_point(s: layer_data.LayerSamples, max_exhaustive: int):
+    """{oracle: (choice, predicted_ms, reference_ms, switch_model_ms, exhaustive decision)} from all rounds."""
+    model = layer_data.cost_model(s, None)
+    empty = float(layer_data.medians(s.prefix_eager[:1], None)[0])     # P_e[0]: the empty call
+    reference = float(layer_data.medians(s.prefix_eager[-1:], None)[0])  # P_e[n]: eager end to end
+    te, tc = layer_data.medians(s.timer_eager, None), layer_data.medians(s.timer_compiled, None)
     dp = oracles.dynamic_programme(model)
     btr_sub = oracles.best_of_two_runs(model.eager, model.compiled)
     btr_tim = oracles.best_of_two_runs(te, tc)
-    ex = oracles.exhaustive(model) if exhaustive and model.n <= max_exhaustive else None
+    ex = oracles.exhaustive(model) if model.n <= max_exhaustive else None
     return {
         "btr_timers": (btr_tim, btr_tim.predicted_ms, float(te.sum()), model.cost(btr_tim.choice) + empty, None),
         "btr_subtraction": (btr_sub, btr_sub.predicted_ms + empty, reference,
                             model.cost(btr_sub.choice) + empty, None),
         "dp": (dp, dp.predicted_ms + empty, reference, dp.predicted_ms + empty, ex),
+    }
+
+
+def _plan_resample(s: layer_data.LayerSamples, rounds: np.ndarray, point: dict) -> dict:
+    """{oracle: (predicted_ms, reference_ms)} of each oracle's chosen plan under one resample of the rounds.
+
+    The interval of a prediction is that of the chosen plan's time; re-optimising on every resample would pick
+    whichever plan the resample's noise flatters most, and subtraction noise can make that time negative.
+    """
+    model = layer_data.cost_model(s, rounds)
+    empty = float(layer_data.medians(s.prefix_eager[:1], rounds)[0])
+    reference = float(layer_data.medians(s.prefix_eager[-1:], rounds)[0])
+    te, tc = layer_data.medians(s.timer_eager, rounds), layer_data.medians(s.timer_compiled, rounds)
+    timers = np.asarray(point["btr_timers"][0].choice, bool)
+    return {
+        "btr_timers": (float(np.where(timers, tc, te).sum()), float(te.sum())),
+        "btr_subtraction": (model.cost(point["btr_subtraction"][0].choice) + empty, reference),
+        "dp": (model.cost(point["dp"][0].choice) + empty, reference),
     }
 
 
@@ -177,11 +195,11 @@ def oracle_rows(layers: pl.DataFrame, resamples: int, confidence: float, seed: i
                          "exhaustive_choice": None, "dp_matches_exhaustive": None, "study_speedup": None,
                          "resamples": 0} for o in ("btr_timers", "btr_subtraction", "dp"))
             continue
-        point = _oracle_point(s, None, max_exhaustive, exhaustive=True)
+        point = _oracle_point(s, max_exhaustive)
         idx = layer_data.round_resamples(s.timer_eager.shape[1], resamples, seed)
         boot = {o: ([], []) for o in point}
         for rounds in idx:
-            for o, (_, predicted, reference, _, _) in _oracle_point(s, rounds, max_exhaustive, False).items():
+            for o, (predicted, reference) in _plan_resample(s, rounds, point).items():
                 boot[o][0].append(predicted)
                 boot[o][1].append(reference / predicted if predicted > 0 else np.nan)
         for o, (decision, predicted, reference, switch_ms, ex) in point.items():
