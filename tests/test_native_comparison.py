@@ -86,6 +86,21 @@ def test_compare_gives_medians_speedups_and_parity_and_keeps_failures(tmp_path):
     assert chart is not None and len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 3
 
 
+def test_compare_when_nothing_was_run_writes_not_run_rows(tmp_path):
+    """The default config on a machine without a GPU: every implementation not_run, no time anywhere."""
+    names = ("eager", "libtorch", "aoti")
+    evals = tables.frame("backend_eval", [r for n in names for r in _eval_rows(n, [], status="not_run",
+                                                                              message="needs a GPU")])
+    paths = {}
+    for name in names:
+        paths[name] = tmp_path / f"{name}.f32"
+        paths[name].write_bytes(b"")
+    out = tables.write("backend_comparison", comparison.compare(evals, paths, 1e-4, seed=0),
+                       tmp_path / "comparison.parquet")
+    assert out["status"].to_list() == ["not_run"] * 3 and out["message"].to_list() == ["needs a GPU"] * 3
+    assert out["time_per_sample_ms"].null_count() == 3 and out["speedup_vs_eager"].null_count() == 3
+
+
 def test_report_functions_on_an_empty_table():
     empty = pl.DataFrame(schema=tables.schema("backend_comparison"))
     assert study_a_backends.time_chart(empty) is None
