@@ -20,3 +20,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def smoke_config() -> dict:
     return yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def program():
+    """The LibTorch program, built against this machine's torch on first use."""
+    from abstraction_cost.backends import native
+
+    return native.ensure_built("libtorch")

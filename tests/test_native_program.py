@@ -10,27 +10,18 @@ import torch
 
 from abstraction_cost.backends import native
 from abstraction_cost.config import TrainingSettings
-from abstraction_cost.data import order, prepared
+from abstraction_cost.data import offline, order, prepared
+from abstraction_cost.data.specs import spec
 from abstraction_cost.models import init, resnet, weights_file
 
 CHANNELS, SIZE, CLASSES = 3, 32, 10
-
-
-@pytest.fixture(scope="module")
-def program():
-    return native.ensure_built("libtorch")
+SPEC_CONFIG = {"data": {"voc_resolution": SIZE, "digits": {"resolution": SIZE}}}  # synthetic-cifar10: 3×32×32, 10 classes
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("native_program")
-    rng = np.random.default_rng(0)
-    patterns = rng.normal(size=(CLASSES, CHANNELS, SIZE, SIZE))
-    splits = {}
-    for name, n in (("train", 6), ("test", 3)):
-        labels = rng.integers(0, CLASSES, n).astype(np.int64)
-        pixels = 128 + 40 * patterns[labels] + 20 * rng.normal(size=(n, CHANNELS, SIZE, SIZE))
-        splits[name] = (np.clip(pixels, 0, 255).astype(np.uint8), labels)
+    splits = offline.synthetic(spec("synthetic-cifar10", SPEC_CONFIG), 6, 3)
     manifest = prepared.write(root / "data", "synthetic-cifar10", splits, [str(i) for i in range(CLASSES)], [])
     # zero-gamma: with torchvision's init, eval after a couple of steps overflows (running statistics have barely
     # moved from mean 0, variance 1), and the phase records' losses would be NaN

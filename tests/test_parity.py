@@ -19,7 +19,8 @@ import torch
 from abstraction_cost.backends import aoti, eager, eval_job, native, torchscript
 from abstraction_cost.config import TrainingSettings
 from abstraction_cost.data import order as orders
-from abstraction_cost.data import prepared
+from abstraction_cost.data import offline, prepared
+from abstraction_cost.data.specs import spec
 from abstraction_cost.measure import device as devices
 from abstraction_cost.measure.run import measured_run
 from abstraction_cost.models import init, resnet, weights_file
@@ -29,6 +30,7 @@ LOSS_RTOL = 1e-4
 WEIGHT_RTOL, WEIGHT_ATOL = 1e-3, 1e-5
 
 CHANNELS, SIZE, CLASSES = 3, 32, 10
+SPEC_CONFIG = {"data": {"voc_resolution": SIZE, "digits": {"resolution": SIZE}}}  # synthetic-cifar10: 3×32×32, 10 classes
 BATCH = 4
 TRAIN, TEST = 12, 5
 SETTINGS = TrainingSettings(epochs=2, batch_size=4, eval_batch_size=2, lr=0.01, momentum=0.9, weight_decay=1e-4)
@@ -42,21 +44,10 @@ def _config(device: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def program():
-    return native.ensure_built("libtorch")
-
-
-@pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """A small prepared dataset with a learnable signal, init weights, and a sample order for SETTINGS."""
     root = tmp_path_factory.mktemp("parity")
-    rng = np.random.default_rng(1)
-    patterns = rng.normal(size=(CLASSES, CHANNELS, SIZE, SIZE))
-    splits = {}
-    for name, n in (("train", TRAIN), ("test", TEST)):
-        labels = rng.integers(0, CLASSES, n).astype(np.int64)
-        pixels = 128 + 40 * patterns[labels] + 20 * rng.normal(size=(n, CHANNELS, SIZE, SIZE))
-        splits[name] = (np.clip(pixels, 0, 255).astype(np.uint8), labels)
+    splits = offline.synthetic(spec("synthetic-cifar10", SPEC_CONFIG), TRAIN, TEST)
     manifest = prepared.write(root / "data", "synthetic-cifar10", splits, [str(i) for i in range(CLASSES)], [])
     model = init.initialise(resnet.resnet50(CHANNELS, CLASSES), "kaiming-normal-fan-out", 0)
     weights_file.save(model.state_dict(), root / "init.weights")
