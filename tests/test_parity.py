@@ -10,7 +10,9 @@ fp32 with TF32 off. Tolerances (stated here, checked on the CPU in CI and on the
   a little with every step).
 Seen with torch 2.14 on the CPU: eager, TorchScript and libtorch logits, libtorch's losses and weights are bitwise
 equal to eager's; AOTInductor's logits differ by ~1e-6 of the largest. On a GPU, cuDNN may pick different
-algorithms in different processes, so the tolerances leave room for that.
+algorithms in different processes and its weight gradients sum with atomics in no fixed order, so the weights'
+absolute tolerance there is WEIGHT_ATOL_CUDA (seen on an H100: one zero-gamma batch-norm weight of 256 off by
+2.4e-5 after the test's steps, while every loss agreed within LOSS_RTOL).
 """
 import numpy as np
 import pytest
@@ -27,7 +29,7 @@ from abstraction_cost.models import init, resnet, weights_file
 
 LOGIT_RTOL = {"torchscript-python": 1e-5, "torchscript-cpp": 1e-5, "libtorch": 1e-5, "aoti": 1e-4}
 LOSS_RTOL = 1e-4
-WEIGHT_RTOL, WEIGHT_ATOL = 1e-3, 1e-5
+WEIGHT_RTOL, WEIGHT_ATOL, WEIGHT_ATOL_CUDA = 1e-3, 1e-5, 1e-4
 
 CHANNELS, SIZE, CLASSES = 3, 32, 10
 SPEC_CONFIG = {"data": {"voc_resolution": SIZE, "digits": {"resolution": SIZE}}}  # synthetic-cifar10: 3×32×32, 10 classes
@@ -162,7 +164,8 @@ def _assert_training_agrees(program, files, device, tmp_path, monkeypatch):
     initial = weights_file.load(files[0] / "train.weights")
     moved = 0
     for name, expected in eager_state.items():
-        torch.testing.assert_close(native_state[name], expected, rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL,
+        torch.testing.assert_close(native_state[name], expected, rtol=WEIGHT_RTOL,
+                                   atol=WEIGHT_ATOL_CUDA if device == "cuda" else WEIGHT_ATOL,
                                    msg=lambda m, name=name: f"{name}: {m}")
         moved += not torch.equal(expected, initial[name])
     assert moved > len(eager_state) // 2  # training really changed the weights being compared

@@ -1,4 +1,5 @@
 """The smoke config end to end through Snakemake: every rule runs, every table has its schema, the report renders."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,13 @@ def test_report_is_one_self_contained_file(smoke_run):
     assert "<script src=\"http" not in html and "<link href=\"http" not in html
     log = (smoke_run / "logs" / "report" / "report.log").read_text()
     assert "renderer" in log.lower()
+
+
+@pytest.mark.slow
+def test_compile_cache_compiles_every_vision_model_before_the_jobs(smoke_run):
+    models = smoke_run / "results" / "study_b" / "models"
+    manifest = json.loads((models / "compile-cache.json").read_text())
+    done = {(t["model"], t["pair"], t["mode"], t["what"]): t["status"] for t in manifest["tasks"]}
+    assert done == {(m, "cpu", "default", w): "ok" for m in ("squeezenet1_1", "alexnet") for w in ("whole", "blocks")}
+    assert {t["pair"] for t in manifest["skipped"]} <= {"gpu"}
+    assert any((models / "compile-cache").rglob("*.py")), "no generated code in the pipeline's Inductor cache"

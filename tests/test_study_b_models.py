@@ -2,6 +2,7 @@
 model (dynamo's eager backend stands in for Inductor, to keep the test fast; the smoke config runs Inductor),
 oracles from hand-made layer rows with a known answer, and the refusal of recompiles in timed loops."""
 import copy
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
 from abstraction_cost.compiler import configurations as cfgs
-from abstraction_cost.compiler import layers, selective, timing_methods, vision_summary
+from abstraction_cost.compiler import compile_cache, layers, selective, timing_methods, vision_job, vision_summary
 from abstraction_cost.compiler import vision_models as vm
 from abstraction_cost.compiler.oracles import CostModel, dynamic_programme
 from abstraction_cost.measure.run import measured_run
@@ -48,6 +49,20 @@ def test_unknown_key_is_named():
         config_module.validate(config)
 
 
+def test_compile_cache_tasks_put_the_biggest_models_first_and_skip_what_cannot_run(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = smoke_config(models={"cpu": ["alexnet", "densenet121"], "gpu": ["resnet50"]},
+                          modes=["default", "reduce-overhead"])
+    todo, skipped = compile_cache.tasks(config)
+    assert [(t["model"], t["mode"], t["what"]) for t in todo] == [
+        ("densenet121", "default", "whole"), ("densenet121", "default", "blocks"),
+        ("alexnet", "default", "whole"), ("alexnet", "default", "blocks")]
+    assert {(t["model"], t["pair"], t["mode"]) for t in skipped} == {
+        ("densenet121", "cpu", "reduce-overhead"), ("alexnet", "cpu", "reduce-overhead"),
+        ("resnet50", "gpu", "default"), ("resnet50", "gpu", "reduce-overhead")}
+    assert all(t["reason"] for t in skipped)
+
+
 def test_case_names_the_config_key_at_fault():
     with pytest.raises(ValueError, match=r"study_b\.models\.models\.cpu"):
         vm.case_from_config(smoke_config(), "densenet121", "cpu", "default")
@@ -59,13 +74,14 @@ def test_gpu_pair_without_gpu_is_not_run_in_every_table(tmp_path):
     case = vm.case_from_config(config, "squeezenet1_1", "gpu", "default")
     with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet",
                       device=vm.run_device(case, config)) as run:
-        e2e, builds = vm.end_to_end(case, config, run)
-        timing = timing_methods.timing_methods(case, config, run)
-        layer_rows = layers.layer_times(case, config, run)
+        e2e, builds = vm.end_to_end(case, config, run, None)
+        timing = timing_methods.timing_methods(case, config, run, None)
+        layer_rows = layers.layer_times(case, config, run, None)
         oracle_rows = vision_summary.oracle_rows(tables.frame("vision_layer_times", _with_id(layer_rows)),
                                                  50, 0.95, 0, 20)
-        sel, sel_builds = selective.selective(case, config, tables.frame("vision_oracles", oracle_rows), run)
-    for name, rows in [("vision_e2e", e2e), ("vision_builds", builds + sel_builds),
+        sel, sel_builds = selective.selective(case, config, tables.frame("vision_oracles", oracle_rows), run,
+                                              None)
+    for name, rows in [("vision_e2e", e2e), ("vision_builds", [{**b, "step": "e2e"} for b in builds + sel_builds]),
                        ("vision_timing_methods", timing), ("vision_layer_times", layer_rows),
                        ("vision_selective", sel)]:
         df = tables.frame(name, _with_id(rows))
@@ -92,19 +108,19 @@ def _with_id(rows, run_id="r0"):
     return [{**r, "run_id": r.get("run_id") or run_id} for r in rows]
 
 
-def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend):
+def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
     config = smoke_config()
-    case = vm.case_from_config(config, "squeezenet1_1", "cpu", "default")
     with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet") as run:
-        e2e, builds = vm.end_to_end(case, config, run)
-        timing = timing_methods.timing_methods(case, config, run)
-        layer_rows = layers.layer_times(case, config, run)
+        out = vision_job.run_job(config, "squeezenet1_1", "cpu", run, logging.getLogger("t"))
+    assert {r["run_id"] for rows in out.values() for r in rows} == {run.run_id}
+    e2e, builds, timing, layer_rows = (out[n] for n in ("vision_e2e", "vision_builds", "vision_timing_methods",
+                                                        "vision_layer_times"))
     e2e_df = tables.frame("vision_e2e", _with_id(e2e))
     ok = e2e_df.filter(pl.col("status") == "ok")
     assert set(ok["variant"]) == {"eager", "compiled", "eager_channels_last"}
     assert ok.height == 3 * 2 * 2 and (ok["time_ms"] > 0).all()
     assert e2e_df.filter(pl.col("variant") == "eager_cuda_graphs")["status"].to_list() == ["not_run"]
-    built = {r["variant"]: r for r in builds}
+    built = {r["variant"]: r for r in builds if r["step"] == "e2e"}
     assert built["compiled"]["graphs"] >= 1 and built["compiled"]["recompiles"] == 0
 
     timing_df = tables.frame("vision_timing_methods", _with_id(timing))
@@ -120,17 +136,18 @@ def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend):
     assert sorted(set(prefixes["block"])) == list(range(n + 1))
     assert sorted(set(layer_df.filter(pl.col("measure") == "mixed_to_eager")["block"])) == list(range(1, n))
 
-    oracle_df = tables.frame("vision_oracles", vision_summary.oracle_rows(layer_df, 50, 0.95, 0, 20))
+    oracle_df = tables.frame("vision_oracles", out["vision_oracles"])
     dp = oracle_df.filter(pl.col("oracle") == "dp").row(0, named=True)
     assert len(dp["choice"]) == n and dp["dp_matches_exhaustive"] is True
     assert dp["predicted_ms_low"] <= dp["predicted_ms"] <= dp["predicted_ms_high"]
 
-    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env2.parquet") as run:
-        sel, sel_builds = selective.selective(case, config, oracle_df, run)
-    sel_df = tables.frame("vision_selective", _with_id(sel))
+    sel_df = tables.frame("vision_selective", out["vision_selective"])
     assert set(sel_df["status"]) == {"ok"}, sel_df.filter(pl.col("status") != "ok")["message"].to_list()
     assert set(sel_df["variant"]) == {"eager", "compiled", "all_blocks", "dp_blocks", "dp_segments", "btr_blocks"}
     assert sel_df.filter(pl.col("variant") == "dp_blocks")["choice"][0] == dp["choice"]
+    # the blocks and the whole model were compiled once, by the steps that first needed them
+    sel_builds = {r["variant"]: r for r in builds if r["step"] == "selective"}
+    assert sel_builds["compiled"]["graphs"] == sel_builds["dp_blocks"]["graphs"] == sel_builds["all_blocks"]["graphs"] == 0
 
     summary = vision_summary.selective_summary_rows(sel_df, oracle_df, 50, 0.95, 0)
     tables.frame("vision_selective_summary", summary)
@@ -232,7 +249,7 @@ def test_compiled_units_keep_their_own_cache(eager_backend):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_gpu_baselines_compute_the_forward_and_every_variant_runs(tmp_path):
+def test_gpu_baselines_compute_the_forward_and_every_step_runs(tmp_path):
     config = smoke_config(models={"gpu": ["squeezenet1_1"]})
     config["device"] = "cuda"
     case = vm.case_from_config(config, "squeezenet1_1", "gpu", "default")
@@ -244,8 +261,12 @@ def test_gpu_baselines_compute_the_forward_and_every_variant_runs(tmp_path):
         torch.testing.assert_close(vm.cuda_graphed(model, x)(x.clone()), want)
         torch.testing.assert_close(vm.channels_last(model)(x), want, rtol=1e-4, atol=1e-4)
     with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet", device=device) as run:
-        e2e, builds = vm.end_to_end(case, config, run)
-    df = tables.frame("vision_e2e", _with_id(e2e))
-    assert set(df["status"]) == {"ok"}, df.filter(pl.col("status") != "ok")["message"].to_list()
-    assert set(df["variant"]) == {"eager", "compiled", "eager_channels_last", "eager_cuda_graphs"}
-    assert {r["variant"]: r["alloc_peak_mib"] is not None for r in builds} == dict.fromkeys(set(df["variant"]), True)
+        out = vision_job.run_job(config, "squeezenet1_1", "gpu", run, logging.getLogger("t"))
+    for name in ("vision_e2e", "vision_timing_methods", "vision_layer_times", "vision_selective"):
+        df = tables.frame(name, out[name])
+        assert set(df["status"]) == {"ok"}, (name, df.filter(pl.col("status") != "ok")["message"].to_list())
+    e2e = tables.frame("vision_e2e", out["vision_e2e"])
+    assert set(e2e["variant"]) == {"eager", "compiled", "eager_channels_last", "eager_cuda_graphs"}
+    builds = [r for r in out["vision_builds"] if r["step"] == "e2e"]
+    assert {r["variant"]: r["alloc_peak_mib"] is not None for r in builds} == dict.fromkeys(set(e2e["variant"]), True)
+    assert {r["oracle"] for r in out["vision_oracles"] if r["choice"]} == {"btr_timers", "btr_subtraction", "dp"}

@@ -1,5 +1,10 @@
 # Study B, vision models (Goldfarb 2024, sec. 5.5): end to end, timing methods, per-layer times, oracles and
-# selective compilation, per (model, pair); pair cpu = interp/cpp, gpu = cuda/triton. Config: study_b.models.
+# selective compilation, all in one job per (model, pair) (compiler/vision_job.py); pair cpu = interp/cpp,
+# gpu = cuda/triton. Config: study_b.models.
+import torch as _torch
+
+from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES
+
 VISION = config["study_b"]["models"]
 VISION_DIR = "results/study_b/models"
 
@@ -7,93 +12,57 @@ VISION_DIR = "results/study_b/models"
 wildcard_constraints:
     model="|".join(["alexnet", "resnet50", "mobilenet_v2", "googlenet", "squeezenet1_1", "densenet121"]),
     pair="cpu|gpu",
-    mode="default|reduce-overhead|max-autotune|max-autotune-no-cudagraphs",
 
 
 def vision_cases():
     return [(model, pair) for pair, models in VISION["models"].items() for model in models]
 
 
-def vision_parts(step, kind, modes=None):
-    if modes is None:
-        return [f"{VISION_DIR}/{step}/{pair}/{model}.{kind}.parquet" for model, pair in vision_cases()]
-    return [f"{VISION_DIR}/{step}/{pair}/{mode}/{model}.{kind}.parquet"
-            for model, pair in vision_cases() for mode in modes]
+VISION_JOB_DIR = f"{VISION_DIR}/jobs/{{pair}}/{{model}}"
+# The pipeline's own Inductor cache, filled by vision_compile_cache unless every job compiles cold
+# (study_b.models.fresh_compile_cache).
+VISION_CACHE = None if VISION["fresh_compile_cache"] else f"{VISION_DIR}/compile-cache"
 
 
-rule vision_e2e:
+rule vision_compile_cache:
     output:
-        table=f"{VISION_DIR}/e2e/{{pair}}/{{mode}}/{{model}}.rows.parquet",
-        builds=f"{VISION_DIR}/e2e/{{pair}}/{{mode}}/{{model}}.builds.parquet",
-        env=f"{VISION_DIR}/e2e/{{pair}}/{{mode}}/{{model}}.env.parquet",
+        manifest=f"{VISION_DIR}/compile-cache.json",
     log:
-        "logs/study_b/models/e2e-{pair}-{mode}-{model}.log",
+        "logs/study_b/models/compile-cache.log",
+    params:
+        cache_dir=VISION_CACHE,
+        # what it compiles: a change of these compiles again (a params change is a rerun trigger)
+        cases=(VISION["models"], VISION["modes"], VISION["layer_mode"], VISION["batch_size"],
+               VISION["resolution"], config["numerics"], _torch.__version__),
+    threads: workflow.cores
     resources:
-        timing=1,
+        timing=1,  # its load on every core would disturb anything timed beside it
     script:
-        "../../scripts/vision_e2e.py"
+        "../../scripts/vision_compile_cache.py"
 
 
-rule vision_timing_methods:
-    output:
-        table=f"{VISION_DIR}/timing/{{pair}}/{{model}}.rows.parquet",
-        env=f"{VISION_DIR}/timing/{{pair}}/{{model}}.env.parquet",
-    log:
-        "logs/study_b/models/timing-{pair}-{model}.log",
-    resources:
-        timing=1,
-    script:
-        "../../scripts/vision_timing_methods.py"
-
-
-rule vision_layers:
-    output:
-        table=f"{VISION_DIR}/layers/{{pair}}/{{model}}.rows.parquet",
-        env=f"{VISION_DIR}/layers/{{pair}}/{{model}}.env.parquet",
-    log:
-        "logs/study_b/models/layers-{pair}-{model}.log",
-    resources:
-        timing=1,
-    script:
-        "../../scripts/vision_layers.py"
-
-
-rule vision_oracles:
+rule vision_model:
     input:
-        layers=f"{VISION_DIR}/layers/{{pair}}/{{model}}.rows.parquet",
+        # ancient: the warm-up only orders the jobs; refilling the cache (another model added) reruns no job
+        cache=[] if VISION_CACHE is None else ancient(rules.vision_compile_cache.output.manifest),
     output:
-        table=f"{VISION_DIR}/oracles/{{pair}}/{{model}}.rows.parquet",
+        **{name: f"{VISION_JOB_DIR}/{name}.parquet" for name in VISION_JOB_TABLES},
+        env=f"{VISION_JOB_DIR}/environment.parquet",
     log:
-        "logs/study_b/models/oracles-{pair}-{model}.log",
-    script:
-        "../../scripts/vision_oracles.py"
-
-
-rule vision_selective:
-    input:
-        oracles=f"{VISION_DIR}/oracles/{{pair}}/{{model}}.rows.parquet",
-    output:
-        table=f"{VISION_DIR}/selective/{{pair}}/{{model}}.rows.parquet",
-        builds=f"{VISION_DIR}/selective/{{pair}}/{{model}}.builds.parquet",
-        env=f"{VISION_DIR}/selective/{{pair}}/{{model}}.env.parquet",
-    log:
-        "logs/study_b/models/selective-{pair}-{model}.log",
+        "logs/study_b/models/{pair}-{model}.log",
+    params:
+        cache_dir=VISION_CACHE,
     resources:
         timing=1,
     script:
-        "../../scripts/vision_selective.py"
+        "../../scripts/vision_model.py"
 
 
 # Whole tables: per-job parts joined with their jobs' environment rows (scripts/concat_table.py).
 VISION_TABLES = {
-    "vision_e2e": (vision_parts("e2e", "rows", VISION["modes"]), vision_parts("e2e", "env", VISION["modes"])),
-    "vision_builds": (vision_parts("e2e", "builds", VISION["modes"]) + vision_parts("selective", "builds"),
-                      vision_parts("e2e", "env", VISION["modes"]) + vision_parts("selective", "env")),
-    "vision_timing_methods": (vision_parts("timing", "rows"), vision_parts("timing", "env")),
-    "vision_layer_times": (vision_parts("layers", "rows"), vision_parts("layers", "env")),
-    # computed per (model, pair) from that job's layer rows: their environment is the layer job's
-    "vision_oracles": (vision_parts("oracles", "rows"), vision_parts("layers", "env")),
-    "vision_selective": (vision_parts("selective", "rows"), vision_parts("selective", "env")),
+    name: ([f"{VISION_DIR}/jobs/{pair}/{model}/{name}.parquet" for model, pair in vision_cases()],
+           [f"{VISION_DIR}/jobs/{pair}/{model}/environment.parquet" for model, pair in vision_cases()])
+    for name in VISION_JOB_TABLES
 }
 for _name in VISION_TABLES:
     TABLES[_name] = f"{VISION_DIR}/{_name}.parquet"

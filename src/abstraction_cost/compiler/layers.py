@@ -1,7 +1,7 @@
 """Per-layer times of a vision model, by layer timers and by layer subtraction, eager and compiled (Fig. 5.8-5.11).
 
-One job per (model, pair) builds the model's blocks (models/blocks.py) twice: as themselves (eager) and each
-compiled as its own graph (vision_models.compile_unit). Compiled blocks are separate graphs because that is what
+The job of a (model, pair) has the model's blocks (models/blocks.py) twice: as themselves (eager) and each
+compiled as its own graph (vision_models.compile_unit, built once per job by ensure_compiled). Compiled blocks are separate graphs because that is what
 a timer between two blocks forces on a compiled model (a timer is a graph break), and because selective
 compilation (selective.py) is built from the same units. Interleaved in rounds, with rotating inputs, it times:
 
@@ -30,7 +30,6 @@ import torch
 from ..measure.timing import benchmark, synchronize
 from . import vision_models as vm
 from .vision_models import refuse_compilation
-from .configurations import compile_counters
 from .oracles import CostModel
 
 MEASURES = ("timer", "prefix", "mixed_to_compiled", "mixed_to_eager")
@@ -72,35 +71,26 @@ def _row(case, configuration, measure, block, names, kinds, r, k, t, status="ok"
             "round": r, "repeat": k, "time_ms": t, "status": status, "message": message}
 
 
-def layer_times(case: vm.Case, config: dict, run, log=None) -> list[dict]:
-    """vision_layer_times rows for one (model, pair) in the case's mode."""
+def layer_times(case: vm.Case, config: dict, run, loaded: vm.Loaded | None, log=None) -> list[dict]:
+    """vision_layer_times rows for one (model, pair) in the case's mode, with the job's shared units."""
     reason = vm.not_run_reason(case, config)
     if reason is not None:
         return [{**case.columns(case.compiled), "measure": m, "block": None, "block_name": None,
                  "block_kind": None, "round": None, "repeat": None, "time_ms": None, "status": "not_run",
                  "message": reason} for m in MEASURES]
-    device = vm.device_of(case)
+    device, parts, inputs = loaded.device, loaded.parts, loaded.inputs
     with torch.no_grad():
-        model, parts = vm.load(case, device)
-        inputs = vm.make_inputs(case, device)
         names = [b.name for b in parts]
         kinds = [b.kind for b in parts]
         n = len(parts)
         eager = [b.module for b in parts]
         e, c = case.eager, case.compiled
         try:
-            with run.phase("layers-build"):
-                before = compile_counters()
-                start = time.perf_counter()
-                compiled = [vm.compile_unit(b.module, case.mode, f"{case.model}.{b.name}") for b in parts]
-                chain(compiled)(*inputs[0])
-                synchronize(device)
-            if log:
-                log.info("%s: %d blocks compiled in %.1f s (%d graphs)", case.model, n,
-                         time.perf_counter() - start, (compile_counters() - before).graphs)
+            vm.ensure_compiled(case, loaded, run, log)
         except Exception as err:
             return [_row(case, c, m, 0, names, kinds, None, None, None, vm.status_of(err), vm.message_of(err))
                     for m in MEASURES]
+        compiled = loaded.units
         probes = ([Probe("prefix", e.name, k, chain(eager[:k])) for k in range(n + 1)]
                   + [Probe("prefix", c.name, k, chain(compiled[:k])) for k in range(n + 1)]
                   + [Probe("mixed_to_compiled", c.name, i, chain(eager[:i] + [compiled[i]])) for i in range(1, n)]
@@ -206,10 +196,62 @@ def medians(a: np.ndarray, rounds: np.ndarray | None = None) -> np.ndarray:
     return np.median(a.reshape(a.shape[0], -1), axis=1)
 
 
-def cost_model(s: LayerSamples, rounds: np.ndarray | None = None) -> CostModel:
-    """The switch-cost model (oracles.py) from the prefix and mixed medians."""
-    return CostModel.from_prefix_times(medians(s.prefix_eager, rounds), medians(s.prefix_compiled, rounds),
-                                       medians(s.mixed_to_compiled, rounds), medians(s.mixed_to_eager, rounds))
+def monotone_fit(values, parent) -> np.ndarray:
+    """Least-squares fit of `values` under fit[parent[v]] <= fit[v], on a tree listed parents first (root: -1).
+
+    Isotonic regression on a tree whose root is its least element, by pooling bottom up (Pardalos & Xue 1999):
+    a node absorbs the lowest-mean block hanging below it while that mean is below its own. Every fitted value
+    is the mean of a pooled set of values, so values that already obey the order come back unchanged.
+    """
+    y = np.asarray(values, float)
+    if any(not -1 <= p < v for v, p in enumerate(parent)) or len(parent) != len(y):
+        raise ValueError(f"monotone fit: parent {list(parent)} does not list a tree parents first")
+    total, count, members = y.copy(), np.ones(len(y)), [[v] for v in range(len(y))]
+    below: list[list[int]] = [[] for _ in y]           # tops of the blocks hanging directly below block v
+    for v, p in enumerate(parent):
+        if p >= 0:
+            below[p].append(v)
+    for v in reversed(range(len(y))):
+        while below[v]:
+            low = min(below[v], key=lambda b: total[b] / count[b])
+            if total[low] / count[low] >= total[v] / count[v]:
+                break
+            below[v].remove(low)
+            below[v] += below[low]
+            total[v] += total[low]
+            count[v] += count[low]
+            members[v] += members[low]
+            members[low] = []
+    fit = np.empty_like(y)
+    for v, block in enumerate(members):
+        fit[block] = total[v] / count[v]
+    return fit
+
+
+def monotone_prefixes(prefix, mixed) -> tuple[np.ndarray, np.ndarray]:
+    """P[0..n] and M[1..n-1] (element 0 of M ignored, returned NaN) fitted under P[k] <= P[k+1], P[i] <= M[i]."""
+    p, m = np.asarray(prefix, float), np.asarray(mixed, float)
+    n = len(p) - 1
+    if p.ndim != 1 or n < 1 or m.shape != (n,):
+        raise ValueError(f"monotone prefixes: shapes {p.shape} and {m.shape}; expected (n+1,) and (n,), n >= 1")
+    parent = [-1, *range(n), *range(1, n)]             # P[k] below P[k-1]; M[i] (node n+i) below P[i]
+    fit = monotone_fit(np.concatenate([p, m[1:]]), parent)
+    return fit[:n + 1], np.concatenate([[np.nan], fit[n + 1:]])
+
+
+@dataclass(frozen=True)
+class PrefixFit:
+    """One estimate of the switch-cost model, from prefix and mixed medians fitted so no block takes negative time."""
+    empty_ms: float      # P_e[0]: the empty call
+    eager_ms: float      # P_e[n]: the whole model eager
+    model: CostModel
+
+
+def prefix_fit(s: LayerSamples, rounds: np.ndarray | None = None) -> PrefixFit:
+    """The switch-cost model (oracles.py) from the medians of `rounds`, fitted by monotone_prefixes."""
+    pe, m_ec = monotone_prefixes(medians(s.prefix_eager, rounds), medians(s.mixed_to_compiled, rounds))
+    pc, m_ce = monotone_prefixes(medians(s.prefix_compiled, rounds), medians(s.mixed_to_eager, rounds))
+    return PrefixFit(float(pe[0]), float(pe[-1]), CostModel.from_prefix_times(pe, pc, m_ec, m_ce))
 
 
 def round_resamples(n_rounds: int, resamples: int, seed: int) -> np.ndarray:

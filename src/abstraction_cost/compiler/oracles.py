@@ -31,11 +31,21 @@ The predicted time of a choice s is
            switch_i(0, 1) = to_compiled_i,  switch_i(1, 0) = to_eager_i
 
 All-eager and all-compiled choices reproduce P_e[n] - P_e[0] and P_c[n] - P_c[0] exactly (the sums
-telescope; the empty call's timer overhead drops out). The model is first
-order: a switch is charged once, at its boundary. What it cannot see, and the realised selective measurement
-shows: an eager block after a compiled one may keep running on the compiled block's channels-last output, changing
-later eager blocks' times too; and a run of compiled blocks compiled as ONE graph can fuse across boundaries,
-which per-block graphs cannot (selective.py measures both constructions).
+telescope; the empty call's timer overhead drops out).
+
+Grouped by block, T(s) sums the times that one more block adds to a prefix (eager_i, compiled_i, to_compiled_i +
+compiled_i, to_eager_i + eager_i): none is negative, so the true times obey P[k] <= P[k+1] and P[i] <= M[i].
+Measured medians need not: differencing two long, noisy prefixes to get one short block can go negative, and a plan
+summed from such terms can be predicted to take less than nothing. compiler/layers.py (monotone_prefixes) fits the
+medians by least squares under that order (isotonic regression on the tree of prefixes), which changes nothing when
+the medians already obey it, keeps the sums telescoping, and, being the projection onto a convex set that contains
+the true times, is never further from them (in Euclidean distance) than the raw medians. A model built from the
+fitted prefixes has every term >= 0, so every choice's T(s) >= 0.
+
+The model is first order: a switch is charged once, at its boundary. What it cannot see, and the realised selective
+measurement shows: an eager block after a compiled one may keep running on the compiled block's channels-last
+output, changing later eager blocks' times too; and a run of compiled blocks compiled as ONE graph can fuse across
+boundaries, which per-block graphs cannot (selective.py measures both constructions).
 
 The study's own recurrence (its Fig. 4.2) charges nothing for a switch, so it reduces to best of two runs:
 `dynamic_programme` with zero switch costs returns exactly the best-of-two-runs choice.

@@ -9,12 +9,13 @@ Two constructions of one choice (a string with one character per block, e eager,
   across the run's inner boundaries. This is how one would ship the choice; the gap to `blocks` is what the
   block-by-block cost model cannot see.
 
-The job (one per model and pair) times, interleaved in the same rounds: eager, the whole model compiled
+The step (last of its (model, pair) job) times, interleaved in the same rounds: eager, the whole model compiled
 (`compiled`), every block compiled alone (`all_blocks`), the dynamic programme's choice in both constructions
 (`dp_blocks`, `dp_segments`) and the best-of-two-runs choice from the layer timers (`btr_blocks`, the study's
-construction). Each variant compiles its own units, so its build row says what that variant costs to compile
-(the Inductor cache on disk may still serve graphs another job compiled). predicted_ms on a row is the oracle's
-prediction of that variant's end-to-end time (vision_oracles), where there is one.
+construction). The whole model and the block units are the job's own (vision_models.ensure_compiled: the very
+units the layer times measured), so a build row records what that variant compiled anew: only `dp_segments`
+compiles here; the others' compile costs are in the e2e build rows and the job's log. predicted_ms on a row is
+the oracle's prediction of that variant's end-to-end time (vision_oracles), where there is one.
 """
 from __future__ import annotations
 
@@ -42,8 +43,10 @@ def segments(choice: tuple[int, ...]) -> list[tuple[int, int, bool]]:
     return runs
 
 
-def build(parts, choice: tuple[int, ...], construction: str, mode: str, label: str) -> Callable:
-    """The model as `choice` compiles it, in `construction` (blocks | segments)."""
+def build(parts, choice: tuple[int, ...], construction: str, mode: str, label: str,
+          units: list[Callable] | None = None) -> Callable:
+    """The model as `choice` compiles it, in `construction` (blocks | segments); `blocks` takes compiled blocks
+    from `units` (one per block, already compiled) where given, else compiles them."""
     if len(choice) != len(parts):
         raise ValueError(f"{label}: choice has {len(choice)} blocks, the model {len(parts)}")
     fns: list[Callable] = []
@@ -51,6 +54,8 @@ def build(parts, choice: tuple[int, ...], construction: str, mode: str, label: s
         modules = [b.module for b in parts[start:stop]]
         if not compiled:
             fns.extend(modules)
+        elif construction == "blocks" and units is not None:
+            fns.extend(units[start:stop])
         elif construction == "blocks":
             fns.extend(vm.compile_unit(m, mode, f"{label}.{b.name}") for m, b in zip(modules, parts[start:stop]))
         elif construction == "segments":
@@ -75,8 +80,10 @@ def choices_from_oracles(oracles: pl.DataFrame, n: int) -> dict[str, tuple[str, 
     return out
 
 
-def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run) -> tuple[list[dict], list[dict]]:
-    """(vision_selective rows, vision_builds rows) for one (model, pair)."""
+def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run,
+              loaded: vm.Loaded | None) -> tuple[list[dict], list[dict]]:
+    """(vision_selective rows, vision_builds rows) for one (model, pair), with the job's shared compiled model
+    and units."""
     names = ["eager", "compiled", *VARIANTS]
     configuration = {"eager": case.eager}
 
@@ -93,23 +100,27 @@ def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run) -> tuple[
         extra = {"choice": None, "predicted_ms": None}
         return ([vm.missing_row(case, v, cfg_of(v), status, reason, extra) for v in names],
                 vm.fill_measures([vm.build_row(case, v, None, cfg_of(v), {}, status, reason) for v in names]))
-    device = vm.device_of(case)
+    model, parts, inputs, device = loaded.model, loaded.parts, loaded.inputs, loaded.device
     with torch.no_grad():
-        model, parts = vm.load(case, device)
-        inputs = vm.make_inputs(case, device)
         chosen = choices_from_oracles(oracles, len(parts))
         extra = {"eager": {"choice": "e" * len(parts), "predicted_ms": None},
                  "compiled": {"choice": None, "predicted_ms": None},
                  **{v: {"choice": c, "predicted_ms": p} for v, (c, p) in chosen.items()}}
+        try:
+            vm.ensure_compiled(case, loaded, run)
+        except Exception as err:
+            status, message = vm.status_of(err), vm.message_of(err)
+            return ([vm.missing_row(case, v, cfg_of(v), status, message, extra[v]) for v in names],
+                    vm.fill_measures([vm.build_row(case, v, None, cfg_of(v), {}, status, message) for v in names]))
         builders = {
             "eager": (case.eager, lambda: vm.prepare_timed(model, case.eager, case.mode, inputs[0], device)),
-            # first compiled build: prepare() resets dynamo, which would drop units built before it
-            "compiled": (case.compiled, lambda: vm.prepare_whole(model, case, inputs[0], device)),
+            "compiled": (case.compiled, lambda: vm.prepare_timed(loaded.whole.fn, case.compiled, case.mode,
+                                                                 inputs[0], device)),
         }
         for variant, (_, construction) in VARIANTS.items():
             choice = parse_choice(chosen[variant][0])
             builders[variant] = (case.compiled, lambda choice=choice, construction=construction, variant=variant:
                                  vm.prepare_timed(build(parts, choice, construction, case.mode,
-                                                        f"{case.model}.{variant}"),
+                                                        f"{case.model}.{variant}", loaded.units),
                                                   case.compiled, case.mode, inputs[0], device))
-        return vm.measure_variants(case, builders, run, device, inputs, extra)
+        return vm.measure_variants(case, builders, run, device, inputs, "selective", extra)

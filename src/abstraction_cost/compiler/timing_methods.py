@@ -28,7 +28,6 @@ import torch
 
 from ..measure.timing import synchronize
 from . import vision_models as vm
-from .layers import chain
 
 TIMINGS = ("pure", "sync", "timed", "timed_sync")
 METRICS = ("e2e", "arr_sum")
@@ -89,8 +88,8 @@ def _row(case, configuration, timing, profiled, metric, r, k, t, status="ok", me
             "round": r, "repeat": k, "time_ms": t, "status": status, "message": message}
 
 
-def timing_methods(case: vm.Case, config: dict, run) -> list[dict]:
-    """vision_timing_methods rows for one (model, pair)."""
+def timing_methods(case: vm.Case, config: dict, run, loaded: vm.Loaded | None) -> list[dict]:
+    """vision_timing_methods rows for one (model, pair), with the job's shared compiled model and units."""
     section = config["study_b"]["models"]["timing_methods"]
     timings, profiled_values, calls = section["timings"], section["profiled"], section["calls"]
     combos = [(cfg, t, p) for cfg in (case.eager, case.compiled) for t in timings for p in profiled_values]
@@ -102,20 +101,16 @@ def timing_methods(case: vm.Case, config: dict, run) -> list[dict]:
     reason = vm.not_run_reason(case, config)
     if reason is not None:
         return failed("not_run", reason)
-    device = vm.device_of(case)
+    device = loaded.device
     rows: list[dict] = []
     with torch.no_grad():
-        model, parts = vm.load(case, device)
-        inputs = [x for (x,) in vm.make_inputs(case, device)]
+        inputs = [x for (x,) in loaded.inputs]
         try:
-            with run.phase("timing-build"):
-                whole_compiled = vm.prepare_whole(model, case, (inputs[0],), device).fn
-                units = [vm.compile_unit(b.module, case.mode, f"{case.model}.{b.name}") for b in parts]
-                chain(units)(inputs[0])
+            vm.ensure_compiled(case, loaded, run)
         except Exception as err:
             return failed(vm.status_of(err), vm.message_of(err))
-        callables = {case.eager.name: (model, [b.module for b in parts]),
-                     case.compiled.name: (whole_compiled, units)}
+        callables = {case.eager.name: (loaded.model, [b.module for b in loaded.parts]),
+                     case.compiled.name: (loaded.whole.fn, loaded.units)}
         try:
             with run.phase("timing-warmup"):
                 for cfg, t, p in combos:

@@ -13,6 +13,11 @@ Inference runs under eval() and no_grad(), as in the study. Failures become rows
 is `error` (or `oom`) with the exception's message and the others are still timed; a recompile inside the
 timed rounds makes every variant of that loop `error`, because its times would include compilation.
 
+One job runs every step of a (model, pair) (vision_job.py) on one `Loaded`: the model, its blocks and inputs,
+and what the steps share once compiled: the whole model in the layer mode (left by the last end_to_end, or built
+by ensure_compiled) and every block compiled alone (`units`). Compiling them once per job, not once per step,
+keeps compilation out of every step but the first that needs it.
+
 Blocks compiled one by one (layers.py, selective.py) go through `compile_unit`, which gives every block a
 function of its own: dynamo caches compiled code per code object, and every nn.Module instance of one class
 shares one forward, so compiling seventeen InvertedResiduals as themselves would pile seventeen cache entries
@@ -23,7 +28,9 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import os
 import re
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -118,6 +125,29 @@ def make_inputs(case: Case, device: torch.device) -> list[tuple[torch.Tensor]]:
     return [(torch.randn(shape, generator=g).to(device),) for _ in range(case.inputs)]
 
 
+@dataclass
+class Loaded:
+    """One (model, pair) on its device, shared by the steps of its job, with what they compiled.
+
+    whole: the whole model compiled (a Prepared, mode included), valid until the next dynamo reset;
+    units: every block compiled alone (compile_unit), in the mode of `whole`. end_to_end resets dynamo, so it
+    drops both and leaves its own compiled model in `whole`.
+    """
+    model: nn.Module
+    parts: list[model_blocks.Block]
+    inputs: list[tuple[torch.Tensor]]
+    device: torch.device
+    whole: Prepared | None = None
+    units: list[Callable] | None = None
+    failure: BaseException | None = None   # why ensure_compiled failed: later steps fail alike, without retrying
+
+
+def load_case(case: Case) -> Loaded:
+    device = device_of(case)
+    model, parts = load(case, device)
+    return Loaded(model, parts, make_inputs(case, device), device)
+
+
 _unit_ids = itertools.count()
 log = logging.getLogger(__name__)
 
@@ -133,6 +163,41 @@ def compile_unit(module: Callable, mode: str, label: str) -> Callable:
     if BACKEND != "inductor":
         return torch.compile(namespace[name], backend=BACKEND, dynamic=False)
     return torch.compile(namespace[name], mode=mode, dynamic=False)
+
+
+def compile_units(loaded: Loaded, case: Case) -> list[Callable]:
+    """Every block compiled alone in case.mode, each compiled by one call on the first input's activations."""
+    units = [compile_unit(b.module, case.mode, f"{case.model}.{b.name}") for b in loaded.parts]
+    x = loaded.inputs[0][0]
+    for unit in units:
+        x = unit(x)
+    synchronize(loaded.device)
+    return units
+
+
+def ensure_compiled(case: Case, loaded: Loaded, run, logger: logging.Logger | None = None) -> None:
+    """Build what the layer-mode steps share, unless an earlier step left it: the whole model in case.mode
+    (after a dynamo reset, so before any unit) and the units, each in a phase of its own."""
+    if loaded.failure is not None:
+        raise loaded.failure
+    try:
+        _build_shared(case, loaded, run, logger or log)
+    except Exception as err:
+        loaded.failure = err
+        raise
+
+
+def _build_shared(case: Case, loaded: Loaded, run, logger: logging.Logger) -> None:
+    if loaded.whole is None or loaded.whole.mode != case.mode:
+        loaded.units = None
+        with run.phase("whole-build"):
+            loaded.whole = prepare_whole(loaded.model, case, loaded.inputs[0], loaded.device)
+    if loaded.units is None:
+        before, start = cfgs.compile_counters(), time.perf_counter()
+        with run.phase("units-build"):
+            loaded.units = compile_units(loaded, case)
+        logger.info("%s: %d blocks compiled one by one in %.1f s (%d graphs)", case.model, len(loaded.units),
+                    time.perf_counter() - start, (cfgs.compile_counters() - before).graphs)
 
 
 def prepare_whole(model: nn.Module, case: Case, example: tuple, device: torch.device) -> Prepared:
@@ -224,8 +289,9 @@ def missing_row(case: Case, variant: str, configuration: Configuration, status: 
 
 
 def measure_variants(case: Case, builders: dict[str, tuple[Configuration, Callable[[], Prepared]]],
-                     run, device: torch.device, inputs, extra: dict[str, dict] | None = None):
-    """Build every variant (each in its own phase), then time the built ones interleaved.
+                     run, device: torch.device, inputs, step: str, extra: dict[str, dict] | None = None):
+    """Build every variant (each in its own phase, `{step}-build-{variant}`), then time the built ones
+    interleaved (phase `{step}-timed`).
 
     builders: variant -> (configuration, build function returning a Prepared). Returns (time rows, build rows)
     with a status row for every variant that failed to build or whose timed loop failed.
@@ -234,23 +300,23 @@ def measure_variants(case: Case, builders: dict[str, tuple[Configuration, Callab
     prepared: dict[str, Prepared] = {}
     time_out, build_out = [], []
     for variant, (configuration, build) in builders.items():
+        phase = f"{step}-build-{variant}"
         try:
-            with run.phase(f"build-{variant}"):
+            with run.phase(phase):
                 prepared[variant] = build()
         except Exception as err:  # a failed build is a row, and the other variants still run
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             status, message = status_of(err), message_of(err)
             time_out.append(missing_row(case, variant, configuration, status, message, extra.get(variant)))
-            build_out.append(build_row(case, variant, None, configuration, run.measures(f"build-{variant}")
-                                       if f"build-{variant}" in run.sampler.phases else {}, status, message))
+            build_out.append(build_row(case, variant, None, configuration, run.measures(phase)
+                                       if phase in run.sampler.phases else {}, status, message))
             continue
-        build_out.append(build_row(case, variant, prepared[variant], configuration,
-                                   run.measures(f"build-{variant}")))
+        build_out.append(build_row(case, variant, prepared[variant], configuration, run.measures(phase)))
     names = list(prepared)
     if names:
         try:
-            with run.phase("timed"):
+            with run.phase(f"{step}-timed"):
                 samples = interleaved([prepared[v] for v in names], inputs, device=device, warmup=case.warmup,
                                       rounds=case.rounds, repeats_per_round=case.repeats_per_round,
                                       flush_l2=case.flush_l2)
@@ -273,8 +339,10 @@ def fill_measures(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def end_to_end(case: Case, config: dict, run) -> tuple[list[dict], list[dict]]:
-    """(vision_e2e rows, vision_builds rows) for one case; not_run rows where the case cannot run here."""
+def end_to_end(case: Case, config: dict, run, loaded: Loaded | None) -> tuple[list[dict], list[dict]]:
+    """(vision_e2e rows, vision_builds rows) for one case; not_run rows where the case cannot run here.
+
+    Leaves its compiled model in loaded.whole (its compile reset dynamo, so earlier compiled code is gone)."""
     baselines = config["study_b"]["models"]["baselines"]
     variants = {"eager": case.eager, "compiled": case.compiled,
                 **{f"eager_{b}": case.eager for b in baselines}}
@@ -282,15 +350,19 @@ def end_to_end(case: Case, config: dict, run) -> tuple[list[dict], list[dict]]:
     if reason is not None:
         return ([missing_row(case, v, c, "not_run", reason) for v, c in variants.items()],
                 fill_measures([build_row(case, v, None, c, {}, "not_run", reason) for v, c in variants.items()]))
-    device = device_of(case)
+    model, inputs, device = loaded.model, loaded.inputs, loaded.device
+    loaded.whole = loaded.units = None
     time_out, build_out = [], []
+
+    def compiled() -> Prepared:
+        # prepare() resets dynamo and compiles the whole model in `mode`, timing the first call
+        loaded.whole = prepare_whole(model, case, inputs[0], device)
+        return loaded.whole
+
     with torch.no_grad():
-        model, _ = load(case, device)
-        inputs = make_inputs(case, device)
         builders = {
             "eager": (case.eager, lambda: prepare_timed(model, case.eager, case.mode, inputs[0], device)),
-            # prepare() resets dynamo and compiles the whole model in `mode`, timing the first call
-            "compiled": (case.compiled, lambda: prepare_whole(model, case, inputs[0], device)),
+            "compiled": (case.compiled, compiled),
         }
         if "channels_last" in baselines:
             builders["eager_channels_last"] = (case.eager, lambda: prepare_timed(
@@ -303,29 +375,35 @@ def end_to_end(case: Case, config: dict, run) -> tuple[list[dict], list[dict]]:
             else:
                 builders["eager_cuda_graphs"] = (case.eager, lambda: prepare_timed(
                     cuda_graphed(model, inputs[0][0]), case.eager, case.mode, inputs[0], device))
-        t, b = measure_variants(case, builders, run, device, inputs)
+        t, b = measure_variants(case, builders, run, device, inputs, f"e2e-{case.mode}")
     return time_out + t, fill_measures(build_out + b)
 
 
 @contextmanager
-def compile_cache(config: dict) -> Iterator[str | None]:
-    """With study_b.models.fresh_compile_cache, an empty Inductor and Triton cache for this job (cold compile
-    times, as a first run sees them); otherwise the machine's shared cache (graphs compiled by earlier jobs are
-    served from disk, and first_call_ms is the warm compile time)."""
-    if not config["study_b"]["models"]["fresh_compile_cache"]:
+def compile_cache(config: dict, shared_dir: str | None = None) -> Iterator[str | None]:
+    """The Inductor and Triton cache of a job: with study_b.models.fresh_compile_cache an empty one (cold compile
+    times, as a first run sees them), else `shared_dir` (the pipeline's cache, which rule vision_compile_cache
+    fills) or, without one, the machine's default cache. A warm cache serves graphs from disk: first_call_ms is
+    then the warm compile time."""
+    fresh = config["study_b"]["models"]["fresh_compile_cache"]
+    if not fresh and shared_dir is None:
         yield None
         return
-    import os
-    import tempfile
     saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-    with tempfile.TemporaryDirectory(prefix="vision-inductor-") as tmp:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton")
+    with (tempfile.TemporaryDirectory(prefix="vision-inductor-") if fresh else _existing(shared_dir)) as path:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
         try:
-            yield tmp
+            yield path
         finally:
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+@contextmanager
+def _existing(path: str) -> Iterator[str]:
+    os.makedirs(path, exist_ok=True)
+    yield os.path.abspath(path)

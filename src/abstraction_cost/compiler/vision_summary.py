@@ -4,10 +4,16 @@
   interval (measure/statistics.py), beside the study's Fig. 5.6 number.
 - vision_timing_summary: median and interval per timing variant (Fig. 5.7).
 - vision_layer_summary: per block, by timers and by subtraction, eager and compiled times and speedups (Fig.
-  5.8, 5.10, 5.11), with switch costs. Intervals resample whole rounds (a round's probes were measured
-  together, so a round is the unit of independent drift), percentile bootstrap.
+  5.8, 5.10, 5.11), with switch costs. Subtraction differences the prefix medians after fitting them so that no
+  block takes negative time (layers.monotone_prefixes, oracles.py). Intervals resample whole rounds (a round's
+  probes were measured together, so a round is the unit of independent drift), percentile bootstrap.
 - vision_oracles: best of two runs (timers: Table 5.1; subtraction), the dynamic programme with switch costs and
-  its exhaustive check; intervals again over resampled rounds (the oracle recomputed on each resample).
+  its exhaustive check. Each oracle chooses its plan once, from all rounds, and predicts that plan's time by its
+  own sum: timers Σ block-timer medians; subtraction the empty call + Σ fitted block times; dp the same with switch
+  costs. Every term is >= 0, so no prediction can be negative. The interval is the same sum for the same plan on
+  resampled rounds: one estimator for point and interval, conditional on the choice (re-choosing per resample would
+  track whichever plan each resample's noise flatters). The choice is optimised on the data that then judge it, so
+  an optimised plan's prediction leans optimistic; realised selective compilation is the check.
 - vision_selective_summary: predicted against realised selective compilation.
 """
 from __future__ import annotations
@@ -118,16 +124,16 @@ def layer_summary_rows(layers: pl.DataFrame, oracle_table: pl.DataFrame, resampl
         dp = oracle_table.filter(*[pl.col(c) == v for c, v in case.items()], pl.col("oracle") == "dp")
         dp_choice = dp["choice"][0] if dp.height and dp["choice"][0] else None
         idx = layer_data.round_resamples(s.timer_eager.shape[1], resamples, seed)
-        model = layer_data.cost_model(s)
+        model = layer_data.prefix_fit(s).model
+        boot = [layer_data.prefix_fit(s, rounds).model for rounds in idx]
         per_method = {
             "timer": (layer_data.medians(s.timer_eager), layer_data.medians(s.timer_compiled),
                       _resampled_medians(s.timer_eager, idx), _resampled_medians(s.timer_compiled, idx)),
-            "subtraction": (model.eager, model.compiled,
-                            np.diff(_resampled_medians(s.prefix_eager, idx), axis=0),
-                            np.diff(_resampled_medians(s.prefix_compiled, idx), axis=0)),
+            "subtraction": (model.eager, model.compiled, np.stack([m.eager for m in boot], axis=1),
+                            np.stack([m.compiled for m in boot], axis=1)),
         }
         for method, (e, c, eb, cb) in per_method.items():
-            with np.errstate(divide="ignore", invalid="ignore"):   # subtraction can go negative on noise
+            with np.errstate(divide="ignore", invalid="ignore"):   # a fitted block time can be 0
                 ratio = np.where((eb > 0) & (cb > 0), eb / cb, np.nan)
             for i in range(s.n):
                 e_lo, e_hi = _quantiles(eb[i], confidence)
@@ -146,40 +152,78 @@ def layer_summary_rows(layers: pl.DataFrame, oracle_table: pl.DataFrame, resampl
     return rows
 
 
-def _oracle_point(s: layer_data.LayerSamples, max_exhaustive: int):
-    """{oracle: (choice, predicted_ms, reference_ms, switch_model_ms, exhaustive decision)} from all rounds."""
-    model = layer_data.cost_model(s, None)
-    empty = float(layer_data.medians(s.prefix_eager[:1], None)[0])     # P_e[0]: the empty call
-    reference = float(layer_data.medians(s.prefix_eager[-1:], None)[0])  # P_e[n]: eager end to end
-    te, tc = layer_data.medians(s.timer_eager, None), layer_data.medians(s.timer_compiled, None)
-    dp = oracles.dynamic_programme(model)
-    btr_sub = oracles.best_of_two_runs(model.eager, model.compiled)
-    btr_tim = oracles.best_of_two_runs(te, tc)
-    ex = oracles.exhaustive(model) if model.n <= max_exhaustive else None
-    return {
-        "btr_timers": (btr_tim, btr_tim.predicted_ms, float(te.sum()), model.cost(btr_tim.choice) + empty, None),
-        "btr_subtraction": (btr_sub, btr_sub.predicted_ms + empty, reference,
-                            model.cost(btr_sub.choice) + empty, None),
-        "dp": (dp, dp.predicted_ms + empty, reference, dp.predicted_ms + empty, ex),
-    }
+ORACLES = ("btr_timers", "btr_subtraction", "dp")
 
 
-def _plan_resample(s: layer_data.LayerSamples, rounds: np.ndarray, point: dict) -> dict:
-    """{oracle: (predicted_ms, reference_ms)} of each oracle's chosen plan under one resample of the rounds.
+def _estimates(s: layer_data.LayerSamples, rounds: np.ndarray | None):
+    """(fitted switch-cost model, eager timer medians, compiled timer medians) from `rounds` (None: all once)."""
+    return (layer_data.prefix_fit(s, rounds), layer_data.medians(s.timer_eager, rounds),
+            layer_data.medians(s.timer_compiled, rounds))
 
-    The interval of a prediction is that of the chosen plan's time; re-optimising on every resample would pick
-    whichever plan the resample's noise flatters most, and subtraction noise can make that time negative.
+
+def _decide(fit: layer_data.PrefixFit, te: np.ndarray, tc: np.ndarray, max_exhaustive: int):
+    """({oracle: Decision}, the exhaustive optimum of the switch-cost model or None where 2^n is too many)."""
+    model = fit.model
+    decisions = {"btr_timers": oracles.best_of_two_runs(te, tc),
+                 "btr_subtraction": oracles.best_of_two_runs(model.eager, model.compiled),
+                 "dp": oracles.dynamic_programme(model)}
+    return decisions, (oracles.exhaustive(model) if model.n <= max_exhaustive else None)
+
+
+def _plan_times(fit: layer_data.PrefixFit, te: np.ndarray, tc: np.ndarray, choices: dict) -> dict:
+    """{oracle: (predicted_ms, reference_ms)} of each oracle's fixed choice, by that oracle's own sum.
+
+    Every term is >= 0 (timer medians, the empty call, fitted block times and block-with-switch times), so no
+    prediction is negative. Timers predict against Σ eager timers; subtraction and dp against eager end to end.
     """
-    model = layer_data.cost_model(s, rounds)
-    empty = float(layer_data.medians(s.prefix_eager[:1], rounds)[0])
-    reference = float(layer_data.medians(s.prefix_eager[-1:], rounds)[0])
-    te, tc = layer_data.medians(s.timer_eager, rounds), layer_data.medians(s.timer_compiled, rounds)
-    timers = np.asarray(point["btr_timers"][0].choice, bool)
-    return {
-        "btr_timers": (float(np.where(timers, tc, te).sum()), float(te.sum())),
-        "btr_subtraction": (model.cost(point["btr_subtraction"][0].choice) + empty, reference),
-        "dp": (model.cost(point["dp"][0].choice) + empty, reference),
-    }
+    model = fit.model
+    timers, sub = (np.asarray(choices[o], bool) for o in ("btr_timers", "btr_subtraction"))
+    return {"btr_timers": (float(np.where(timers, tc, te).sum()), float(te.sum())),
+            "btr_subtraction": (fit.empty_ms + float(np.where(sub, model.compiled, model.eager).sum()),
+                                fit.eager_ms),
+            "dp": (fit.empty_ms + model.cost(choices["dp"]), fit.eager_ms)}
+
+
+def _bootstrap(s: layer_data.LayerSamples, choices: dict, resamples: int, seed: int) -> np.ndarray:
+    """[oracle, resample, (predicted_ms, reference_ms)]: _plan_times of the fixed choices on resampled rounds."""
+    idx = layer_data.round_resamples(s.timer_eager.shape[1], resamples, seed)
+    times = [_plan_times(*_estimates(s, rounds), choices) for rounds in idx]
+    return np.array([[t[o] for t in times] for o in ORACLES]).reshape(len(ORACLES), resamples, 2)
+
+
+def _speedup(reference, predicted) -> np.ndarray:
+    """reference / predicted; NaN where nothing is predicted (every fitted time 0), which intervals drop."""
+    predicted = np.asarray(predicted, float)
+    return np.divide(reference, predicted, out=np.full(predicted.shape, np.nan), where=predicted > 0)
+
+
+def _oracle_columns(s: layer_data.LayerSamples, max_exhaustive: int, resamples: int, confidence: float,
+                    seed: int) -> dict[str, dict]:
+    """{oracle: the vision_oracles columns that depend on the layer rows}."""
+    point = _estimates(s, None)
+    fit = point[0]
+    decisions, ex = _decide(*point, max_exhaustive)
+    choices = {o: d.choice for o, d in decisions.items()}
+    times = _plan_times(*point, choices)
+    boot = _bootstrap(s, choices, resamples, seed)
+    out = {}
+    for o, b in zip(ORACLES, boot):
+        predicted, reference = times[o]
+        speedup = float(_speedup(reference, predicted))
+        (p_lo, p_hi), (s_lo, s_hi) = _quantiles(b[:, 0], confidence), _quantiles(_speedup(b[:, 1], b[:, 0]),
+                                                                                  confidence)
+        dp_ex = ex if o == "dp" else None
+        out[o] = {"blocks": s.n, "choice": oracles.choice_string(choices[o]),
+                  "compiled_blocks": len(decisions[o].compiled_blocks), "reference_ms": reference,
+                  "predicted_ms": predicted, "predicted_ms_low": p_lo, "predicted_ms_high": p_hi,
+                  "predicted_speedup": speedup if np.isfinite(speedup) else None,
+                  "predicted_speedup_low": s_lo, "predicted_speedup_high": s_hi,
+                  "switch_model_ms": fit.empty_ms + fit.model.cost(choices[o]),
+                  "exhaustive_ms": fit.empty_ms + dp_ex.predicted_ms if dp_ex else None,
+                  "exhaustive_choice": oracles.choice_string(dp_ex.choice) if dp_ex else None,
+                  "dp_matches_exhaustive": (bool(np.isclose(dp_ex.predicted_ms, decisions[o].predicted_ms,
+                                                            rtol=1e-9, atol=1e-12)) if dp_ex else None)}
+    return out
 
 
 def oracle_rows(layers: pl.DataFrame, resamples: int, confidence: float, seed: int,
@@ -193,30 +237,11 @@ def oracle_rows(layers: pl.DataFrame, resamples: int, confidence: float, seed: i
                          "predicted_ms_high": None, "predicted_speedup": None, "predicted_speedup_low": None,
                          "predicted_speedup_high": None, "switch_model_ms": None, "exhaustive_ms": None,
                          "exhaustive_choice": None, "dp_matches_exhaustive": None, "study_speedup": None,
-                         "resamples": 0} for o in ("btr_timers", "btr_subtraction", "dp"))
+                         "resamples": 0} for o in ORACLES)
             continue
-        point = _oracle_point(s, max_exhaustive)
-        idx = layer_data.round_resamples(s.timer_eager.shape[1], resamples, seed)
-        boot = {o: ([], []) for o in point}
-        for rounds in idx:
-            for o, (predicted, reference) in _plan_resample(s, rounds, point).items():
-                boot[o][0].append(predicted)
-                boot[o][1].append(reference / predicted if predicted > 0 else np.nan)
-        for o, (decision, predicted, reference, switch_ms, ex) in point.items():
-            p_lo, p_hi = _quantiles(np.array(boot[o][0]), confidence)
-            s_lo, s_hi = _quantiles(np.array(boot[o][1]), confidence)
-            rows.append({**base, "oracle": o, "blocks": s.n, "choice": oracles.choice_string(decision.choice),
-                         "compiled_blocks": len(decision.compiled_blocks), "reference_ms": reference,
-                         "predicted_ms": predicted, "predicted_ms_low": p_lo, "predicted_ms_high": p_hi,
-                         "predicted_speedup": reference / predicted if predicted > 0 else None,
-                         "predicted_speedup_low": s_lo, "predicted_speedup_high": s_hi,
-                         "switch_model_ms": switch_ms,
-                         "exhaustive_ms": (ex.predicted_ms + (predicted - decision.predicted_ms)) if ex else None,
-                         "exhaustive_choice": oracles.choice_string(ex.choice) if ex else None,
-                         "dp_matches_exhaustive": (bool(np.isclose(ex.predicted_ms, decision.predicted_ms,
-                                                                   rtol=1e-9, atol=1e-12)) if ex else None),
-                         "study_speedup": STUDY_BTR.get(case["model"]) if o == "btr_timers" and
-                         case["pair"] == "gpu" else None, "resamples": resamples})
+        for o, columns in _oracle_columns(s, max_exhaustive, resamples, confidence, seed).items():
+            study = STUDY_BTR.get(case["model"]) if o == "btr_timers" and case["pair"] == "gpu" else None
+            rows.append({**base, "oracle": o, **columns, "study_speedup": study, "resamples": resamples})
     return rows
 
 

@@ -5,10 +5,15 @@ null times whose status says why. Every job pairs an eager configuration with a 
 (`pair` cpu: interp/cpp, gpu: cuda/triton) and times them interleaved. Summary tables (vision_speedups,
 vision_timing_summary, vision_layer_summary, vision_oracles, vision_selective_summary) are computed by rules;
 their run_id lists every run_id they were computed from, comma-separated and sorted.
+
+One job per (model, pair) (rule vision_model, compiler/vision_job.py) writes its part of each of JOB_TABLES.
 """
 import polars as pl
 
 from .common import PHASE_MEASURES, STATUS
+
+JOB_TABLES = ("vision_e2e", "vision_builds", "vision_timing_methods", "vision_layer_times", "vision_oracles",
+              "vision_selective")
 
 _CASE = {
     "model": pl.String,
@@ -26,10 +31,10 @@ SCHEMAS = {
     # Fig. 5.6: the whole model per call. variant: eager, compiled (torch.compile of the whole model),
     # eager_channels_last (model and input converted inside the call), eager_cuda_graphs (one captured graph).
     "vision_e2e": {**_CASE, "variant": pl.String, **_SAMPLE, **STATUS},
-    # One row per (job, variant) of vision_e2e and vision_selective: what building it cost and compiled.
+    # One row per (job, step, variant), step e2e or selective: what building the variant cost and compiled.
     # first_call_ms includes compilation; graphs / graph_breaks / frames_compiled from dynamo's counters;
     # recompiles counts frames compiled by warm-up calls (a recompile in the timed loop is status error).
-    "vision_builds": {**_CASE, "variant": pl.String, "first_call_ms": pl.Float64, "frames_compiled": pl.Int64,
+    "vision_builds": {**_CASE, "step": pl.String, "variant": pl.String, "first_call_ms": pl.Float64, "frames_compiled": pl.Int64,
                       "graphs": pl.Int64, "graph_breaks": pl.Int64, "recompiles": pl.Int64,
                       **PHASE_MEASURES, **STATUS},
     # Fig. 5.7: timing variants. timing: pure | sync | timed | timed_sync; profiled: inside torch.profiler;

@@ -1,0 +1,88 @@
+"""One job per (model, pair): every step of Study B's vision models in one process (rule vision_model).
+
+Steps, in this order, on one Loaded model (vision_models.py):
+
+1. end to end in every compile mode of study_b.models.modes, the layer mode last: each compile resets dynamo,
+   so only the last one's compiled model survives, and the steps below use it;
+2. in the layer mode: the timing methods, then the per-layer times, with the blocks compiled one by one once
+   (vision_models.ensure_compiled);
+3. the oracles, computed from this job's layer rows (vision_summary.oracle_rows, as the table vision_oracles);
+4. selective compilation of the oracles' choices, built from those same compiled blocks.
+
+One process per (model, pair) rather than one per step, because each process pays torch's import and CUDA's
+start-up, and each step would compile the whole model and its blocks again. Steps that fail become rows with
+their status; a failure in one step does not stop the next.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+
+import torch
+
+from .. import tables
+from ..tables.study_b_models import JOB_TABLES
+from . import layers, selective, timing_methods, vision_summary
+from . import vision_models as vm
+
+
+def layer_case(config: dict, model: str, pair: str) -> vm.Case:
+    return vm.case_from_config(config, model, pair, config["study_b"]["models"]["layer_mode"])
+
+
+def run_device(config: dict, model: str, pair: str) -> torch.device:
+    return vm.run_device(layer_case(config, model, pair), config)
+
+
+@contextmanager
+def _step(log: logging.Logger, what: str):
+    start = time.perf_counter()
+    yield
+    log.info("%s done in %.1f s", what, time.perf_counter() - start)
+
+
+def run_job(config: dict, model: str, pair: str, run, log: logging.Logger) -> dict[str, list[dict]]:
+    """Rows of every table in JOB_TABLES for one (model, pair), each with run.run_id."""
+    section = config["study_b"]["models"]
+    lcase = layer_case(config, model, pair)
+    loaded = vm.load_case(lcase) if vm.not_run_reason(lcase, config) is None else None
+    out: dict[str, list[dict]] = {name: [] for name in JOB_TABLES}
+    for mode in sorted(section["modes"], key=lambda m: m == lcase.mode):   # stable sort: layer mode last
+        with _step(log, f"{model} on {pair}: end to end in mode {mode}"):
+            times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode), config, run, loaded)
+        out["vision_e2e"] += times
+        out["vision_builds"] += [{**b, "step": "e2e"} for b in builds]
+    with _step(log, f"{model} on {pair}: timing methods"):
+        out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)
+    with _step(log, f"{model} on {pair}: layer times"):
+        out["vision_layer_times"] = layers.layer_times(lcase, config, run, loaded, log)
+    _stamp(out, run.run_id)
+
+    stats = section["bootstrap"]
+    out["vision_oracles"] = vision_summary.oracle_rows(
+        tables.frame("vision_layer_times", out["vision_layer_times"]), stats["resamples"], stats["confidence"],
+        config["seed"], section["oracles"]["max_exhaustive_blocks"])
+    for r in out["vision_oracles"]:
+        log.info("%s %s %s: choice %s predicted %s ms (speedup %s), exhaustive agrees: %s", r["model"], r["pair"],
+                 r["oracle"], r["choice"], r["predicted_ms"], r["predicted_speedup"], r["dp_matches_exhaustive"])
+        if r["dp_matches_exhaustive"] is False:   # a bug in the optimiser, shown in the table and the report
+            log.error("%s: the dynamic programme (%s ms) missed the exhaustive optimum (%s ms, %s) of its own "
+                      "cost model", model, r["predicted_ms"], r["exhaustive_ms"], r["exhaustive_choice"])
+    with _step(log, f"{model} on {pair}: selective compilation"):
+        times, builds = selective.selective(lcase, config, tables.frame("vision_oracles", out["vision_oracles"]),
+                                           run, loaded)
+    out["vision_selective"] = times
+    out["vision_builds"] += [{**b, "step": "selective"} for b in builds]
+    _stamp(out, run.run_id)
+    for b in out["vision_builds"]:
+        log.info("%s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks %s", model, b["step"],
+                 b["configuration"], b["mode"], b["variant"], b["status"], b["first_call_ms"], b["graphs"], b["graph_breaks"],
+                 b["message"] or "")
+    return out
+
+
+def _stamp(out: dict[str, list[dict]], run_id: str) -> None:
+    for rows in out.values():
+        for row in rows:
+            row.setdefault("run_id", run_id)
