@@ -4,10 +4,12 @@ Steps, in this order, on one Loaded model (vision_models.py):
 
 1. end to end in every compile mode of study_b.models.modes, the layer mode last: each compile resets dynamo,
    so only the last one's compiled model survives, and the steps below use it;
-2. in the layer mode: the timing methods, then the per-layer times, with the blocks compiled one by one once
+2. in the layer mode: the per-layer times, with the blocks compiled one by one once
    (vision_models.ensure_compiled);
 3. the oracles, computed from this job's layer rows (vision_summary.oracle_rows, as the table vision_oracles);
-4. selective compilation of the oracles' choices, built from those same compiled blocks.
+4. selective compilation of the oracles' choices, built from those same compiled blocks;
+5. the timing methods, last: their profiled variants start torch.profiler (CUPTI on the GPU), which may leave
+   per-launch overhead behind in the process, so nothing else is timed after them.
 
 One process per (model, pair) rather than one per step, because each process pays torch's import and CUDA's
 start-up, and each step would compile the whole model and its blocks again. Steps that fail become rows with
@@ -53,8 +55,6 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger) -> di
             times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode), config, run, loaded)
         out["vision_e2e"] += times
         out["vision_builds"] += [{**b, "step": "e2e"} for b in builds]
-    with _step(log, f"{model} on {pair}: timing methods"):
-        out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)
     with _step(log, f"{model} on {pair}: layer times"):
         out["vision_layer_times"] = layers.layer_times(lcase, config, run, loaded, log)
     _stamp(out, run.run_id)
@@ -74,11 +74,13 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger) -> di
                                            run, loaded)
     out["vision_selective"] = times
     out["vision_builds"] += [{**b, "step": "selective"} for b in builds]
+    with _step(log, f"{model} on {pair}: timing methods"):
+        out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)
     _stamp(out, run.run_id)
     for b in out["vision_builds"]:
         log.info("%s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks %s", model, b["step"],
-                 b["configuration"], b["mode"], b["variant"], b["status"], b["first_call_ms"], b["graphs"], b["graph_breaks"],
-                 b["message"] or "")
+                 b["configuration"], b["mode"], b["variant"], b["status"], b["first_call_ms"], b["graphs"],
+                 b["graph_breaks"], b["message"] or "")
     return out
 
 
