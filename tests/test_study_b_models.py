@@ -147,7 +147,7 @@ def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
     assert sel_df.filter(pl.col("variant") == "dp_blocks")["choice"][0] == dp["choice"]
     # the blocks and the whole model were compiled once, by the steps that first needed them
     sel_builds = {r["variant"]: r for r in builds if r["step"] == "selective"}
-    assert sel_builds["compiled"]["graphs"] == sel_builds["dp_blocks"]["graphs"] == sel_builds["all_blocks"]["graphs"] == 0
+    assert [sel_builds[v]["graphs"] for v in ("compiled", "dp_blocks", "all_blocks")] == [0, 0, 0]
 
     summary = vision_summary.selective_summary_rows(sel_df, oracle_df, 50, 0.95, 0)
     tables.frame("vision_selective_summary", summary)

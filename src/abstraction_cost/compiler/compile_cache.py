@@ -40,13 +40,16 @@ def tasks(config: dict) -> tuple[list[dict], list[dict]]:
     """(tasks to compile, skipped tasks with the reason) for every (model, pair) of study_b.models."""
     section = config["study_b"]["models"]
     todo, skipped = [], []
+    wanted = [(mode, "whole") for mode in section["modes"]] + [(section["layer_mode"], "blocks")]
     for pair, models in section["models"].items():
         for model in sorted(models, key=_ORDER.index):
-            wanted = [(mode, "whole") for mode in section["modes"]] + [(section["layer_mode"], "blocks")]
             for mode, what in wanted:
                 task = {"model": model, "pair": pair, "mode": mode, "what": what}
                 reason = vm.not_run_reason(vm.case_from_config(config, model, pair, mode), config)
-                (todo if reason is None else skipped).append(task if reason is None else {**task, "reason": reason})
+                if reason is None:
+                    todo.append(task)
+                else:
+                    skipped.append({**task, "reason": reason})
     return todo, skipped
 
 

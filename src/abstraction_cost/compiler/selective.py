@@ -9,7 +9,7 @@ Two constructions of one choice (a string with one character per block, e eager,
   across the run's inner boundaries. This is how one would ship the choice; the gap to `blocks` is what the
   block-by-block cost model cannot see.
 
-The step (last of its (model, pair) job) times, interleaved in the same rounds: eager, the whole model compiled
+The step (after the oracles, in its (model, pair) job) times, interleaved in the same rounds: eager, the whole model compiled
 (`compiled`), every block compiled alone (`all_blocks`), the dynamic programme's choice in both constructions
 (`dp_blocks`, `dp_segments`) and the best-of-two-runs choice from the layer timers (`btr_blocks`, the study's
 construction). The whole model and the block units are the job's own (vision_models.ensure_compiled: the very
@@ -96,10 +96,13 @@ def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run,
         status = "missing"
     else:
         status = "not_run"
+
+    def every_variant(status: str, message: str, extra: dict) -> tuple[list[dict], list[dict]]:
+        return ([vm.missing_row(case, v, cfg_of(v), status, message, extra[v]) for v in names],
+                vm.fill_measures([vm.build_row(case, v, None, cfg_of(v), {}, status, message) for v in names]))
+
     if reason is not None:
-        extra = {"choice": None, "predicted_ms": None}
-        return ([vm.missing_row(case, v, cfg_of(v), status, reason, extra) for v in names],
-                vm.fill_measures([vm.build_row(case, v, None, cfg_of(v), {}, status, reason) for v in names]))
+        return every_variant(status, reason, dict.fromkeys(names, {"choice": None, "predicted_ms": None}))
     model, parts, inputs, device = loaded.model, loaded.parts, loaded.inputs, loaded.device
     with torch.no_grad():
         chosen = choices_from_oracles(oracles, len(parts))
@@ -109,9 +112,7 @@ def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run,
         try:
             vm.ensure_compiled(case, loaded, run)
         except Exception as err:
-            status, message = vm.status_of(err), vm.message_of(err)
-            return ([vm.missing_row(case, v, cfg_of(v), status, message, extra[v]) for v in names],
-                    vm.fill_measures([vm.build_row(case, v, None, cfg_of(v), {}, status, message) for v in names]))
+            return every_variant(vm.status_of(err), vm.message_of(err), extra)
         builders = {
             "eager": (case.eager, lambda: vm.prepare_timed(model, case.eager, case.mode, inputs[0], device)),
             "compiled": (case.compiled, lambda: vm.prepare_timed(loaded.whole.fn, case.compiled, case.mode,

@@ -42,8 +42,8 @@ def e2e_figure(speedups: pl.DataFrame) -> alt.TopLevelMixin | None:
 def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
     """vision_speedups beside what building each variant cost (vision_builds of the e2e jobs)."""
     keys = ["model", "pair", "mode", "batch_size", "resolution", "variant"]
-    built = builds.filter(pl.col("step") == "e2e").select(*keys, "first_call_ms", "graphs", "graph_breaks", "recompiles", "alloc_peak_mib",
-                          "mem_used_mib_max").unique(keys, keep="first")
+    built = builds.filter(pl.col("step") == "e2e").select(*keys, "first_call_ms", "graphs", "graph_breaks",
+                                                          "recompiles", "alloc_peak_mib", "mem_used_mib_max")
     return (speedups.join(built, on=keys, how="left")
             .select("model", "pair", "mode", "variant", pl.col("eager_ms").alias("eager ms"),
                     pl.col("time_ms").alias("variant ms"),
