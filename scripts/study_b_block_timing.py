@@ -1,11 +1,15 @@
 """Rule study_b_block_timing: one building-block experiment, one device pair, one compile mode."""
-import torch
+from abstraction_cost.compiler import inductor_env
 
-from abstraction_cost import tables
-from abstraction_cost.compiler.cases import TimingSettings, pair_device
-from abstraction_cost.compiler.experiments import experiment, run_timing
-from abstraction_cost.measure.run import measured_run
-from abstraction_cost.workflow import setup_logging
+inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before torch is imported
+
+import torch  # noqa: E402
+
+from abstraction_cost import tables  # noqa: E402
+from abstraction_cost.compiler.cases import TimingSettings, pair_device  # noqa: E402
+from abstraction_cost.compiler.experiments import experiment, run_timing  # noqa: E402
+from abstraction_cost.measure.run import measured_run  # noqa: E402
+from abstraction_cost.workflow import setup_logging  # noqa: E402
 
 log = setup_logging(snakemake)
 config = snakemake.config

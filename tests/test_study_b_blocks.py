@@ -168,8 +168,8 @@ def _timings(eager_ms, compiled_ms, status="ok", message=None, n=64):
             rows.append({"run_id": "r", "n": n, "dtype": "float32", "pair": "cpu", "configuration": cfg,
                          "compiled": compiled, "mode": "default", "device": "cpu", "status": status,
                          "message": message, "round": i, "repeat": 0, "time_ms": t, "first_call_ms": 9.0,
-                         "frames_compiled": 1, "graphs": 1, "graph_breaks": 0, "recompiles": 0, "warmup": 1,
-                         "flush_l2": False, "rotating_inputs": 1})
+                         "frames_compiled": 1, "graphs": 1, "graph_breaks": 0, "recompiles": 0, "cache_hits": 0,
+                         "cache_misses": 1, "warmup": 1, "flush_l2": False, "rotating_inputs": 1})
     return tables.frame("study_b_matmul", rows)
 
 
@@ -207,8 +207,8 @@ def _conv_rows(table, conv_id, eager, compiled, extra):
 
 def test_resnet_join_puts_isolated_beside_in_model():
     iso_extra = lambda cfg: {"occurrences": 3, "layers": "a,b,c", "round": 0, "repeat": 0, "first_call_ms": 1.0,  # noqa: E731
-                             "frames_compiled": 1, "graphs": 1, "graph_breaks": 0, "recompiles": 0, "warmup": 1,
-                             "flush_l2": False, "rotating_inputs": 1}
+                             "frames_compiled": 1, "graphs": 1, "graph_breaks": 0, "recompiles": 0, "cache_hits": 0,
+                             "cache_misses": 1, "warmup": 1, "flush_l2": False, "rotating_inputs": 1}
     iso = tables.frame("study_b_resnet50_convs", _conv_rows("iso", "c02", [1.0, 1.0], [2.0, 2.0], iso_extra))
     model_rows = []
     for conv_id in ("c02", "c03"):

@@ -36,7 +36,7 @@ def test_eager_prepare_is_the_function_itself():
     p = cf.prepare(fn, cf.configuration("interp"), "default", (torch.ones(3),), CPU)
     assert p.fn is fn and p.first_call_ms >= 0
     assert p.compile_columns() == {"first_call_ms": p.first_call_ms, "frames_compiled": 0, "graphs": 0,
-                                   "graph_breaks": 0, "recompiles": 0}
+                                   "graph_breaks": 0, "recompiles": 0, "cache_hits": 0, "cache_misses": 0}
 
 
 def test_compiled_counts_frames_graph_breaks_and_detects_recompile():

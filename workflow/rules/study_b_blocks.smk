@@ -19,11 +19,15 @@ def block_parts(experiment, kind):
 
 
 rule study_b_block_timing:
+    input:
+        cache=compile_cache_input(),
     output:
         table=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}/{{pair,cpu|gpu}}-{{mode,{MODE_PATTERN}}}.rows.parquet",
         env=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}/{{pair,cpu|gpu}}-{{mode,{MODE_PATTERN}}}.env.parquet",
     log:
         "logs/study_b/blocks/{experiment}-{pair}-{mode}.log",
+    params:
+        cache_dir=STUDY_B_CACHE_DIR,
     resources:
         timing=1,
     script:

@@ -1,8 +1,6 @@
 # Study B, vision models (Goldfarb 2024, sec. 5.5): end to end, timing methods, per-layer times, oracles and
 # selective compilation, all in one job per (model, pair) (compiler/vision_job.py); pair cpu = interp/cpp,
 # gpu = cuda/triton. Config: study_b.models.
-import torch as _torch
-
 from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES
 
 VISION = config["study_b"]["models"]
@@ -19,39 +17,18 @@ def vision_cases():
 
 
 VISION_JOB_DIR = f"{VISION_DIR}/jobs/{{pair}}/{{model}}"
-# The pipeline's own Inductor cache, filled by vision_compile_cache unless every job compiles cold
-# (study_b.models.fresh_compile_cache).
-VISION_CACHE = None if VISION["fresh_compile_cache"] else f"{VISION_DIR}/compile-cache"
-
-
-rule vision_compile_cache:
-    output:
-        manifest=f"{VISION_DIR}/compile-cache.json",
-    log:
-        "logs/study_b/models/compile-cache.log",
-    params:
-        cache_dir=VISION_CACHE,
-        # what it compiles: a change of these compiles again (a params change is a rerun trigger)
-        cases=(VISION["models"], VISION["modes"], VISION["layer_mode"], VISION["batch_size"],
-               VISION["resolution"], config["numerics"], _torch.__version__),
-    threads: workflow.cores
-    resources:
-        timing=1,  # its load on every core would disturb anything timed beside it
-    script:
-        "../../scripts/vision_compile_cache.py"
 
 
 rule vision_model:
     input:
-        # ancient: the warm-up only orders the jobs; refilling the cache (another model added) reruns no job
-        cache=[] if VISION_CACHE is None else ancient(rules.vision_compile_cache.output.manifest),
+        cache=compile_cache_input(),
     output:
         **{name: f"{VISION_JOB_DIR}/{name}.parquet" for name in VISION_JOB_TABLES},
         env=f"{VISION_JOB_DIR}/environment.parquet",
     log:
         "logs/study_b/models/{pair}-{model}.log",
     params:
-        cache_dir=VISION_CACHE,
+        cache_dir=STUDY_B_CACHE_DIR,
     resources:
         timing=1,
     script:

@@ -112,8 +112,10 @@ def time_case(build: Builder, pair: str, mode: str, device: torch.device, settin
                   **p.compile_columns(), "warmup": settings.warmup, "flush_l2": flush,
                   "rotating_inputs": len(inputs)}
         rows.extend({**keys, **common, "round": r, "repeat": k, "time_ms": t} for r, k, t in samples)
-    log.info("%s %s/%s: eager %.4f ms, compiled %.4f ms (first call %.0f ms)", label, pair, mode,
-             _median(times[0]), _median(times[1]), prepared[1].first_call_ms)
+    c = prepared[1]
+    log.info("%s %s/%s: eager %.4f ms, compiled %.4f ms (first call %.0f ms, %d graphs, Inductor cache %d hits "
+             "%d misses)", label, pair, mode, _median(times[0]), _median(times[1]), c.first_call_ms, c.graphs,
+             c.cache_hits, c.cache_misses)
     del prepared, fn, inputs
     _release(device)
     return rows

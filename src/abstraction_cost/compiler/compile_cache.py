@@ -1,18 +1,23 @@
-"""Rule vision_compile_cache: compile every vision model, in parallel processes, into the pipeline's Inductor
-cache before the vision jobs time anything.
+"""Study B's compile cache: rule compile_cache fills it, in parallel processes, before any Study B job times
+anything; every Study B timing job then compiles from it (inductor_env.configure).
 
 Compilation is mostly single-threaded Python (dynamo, AOT autograd, Inductor's lowering) and dominates the
-vision jobs' wall time, while their timing must run one job at a time. So this one job, which holds the timing
-slot (nothing is timed beside its CPU load) and every core, compiles what the jobs will compile, one task per
-(model, pair, mode, what) spread over worker processes: `whole` is the model compiled whole
-(vision_models.prepare_whole) and `blocks` every block alone (vision_models.compile_units, layer mode only).
-Each worker repeats the jobs' own construction (same model, inputs, numerics and torch.compile arguments), so
-their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation depend on the
-oracles' choice and are compiled by their job.
+jobs' wall time, while their timing must run one job at a time. So this one job, which holds the timing slot
+(nothing is timed beside its CPU load) and every core, compiles what the jobs will compile, one task per
+(study, name, pair, mode, what) spread over worker processes:
+
+    study    name                 what     compiles
+    models   a vision model       whole    the model compiled whole (vision_models.prepare_whole), each mode
+    models   a vision model       blocks   every block alone (vision_models.compile_units), layer mode only
+    blocks   a block experiment   cases    every case of that timing job (experiments.compile_cases)
+
+Each worker repeats the jobs' own construction (same model or case, inputs, numerics and torch.compile
+arguments), so their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation
+depend on the oracles' choice and are compiled by their job.
 
 Each task runs in a fresh `python -m abstraction_cost.compiler.compile_cache` process (CUDA cannot be
 initialised in forked children, and a spawned pool would re-run the rule's script). A failed or crashed task is
-reported in the manifest and the log and fails nothing: the vision job that compiles the same graph records the
+reported in the manifest and the log and fails nothing: the job that compiles the same graph records the
 failure as a row.
 """
 from __future__ import annotations
@@ -24,33 +29,55 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
 
 import torch
 
 from ..measure import device as devices
+from . import experiments, inductor_env
 from . import vision_models as vm
+from .cases import TimingSettings, pair_configurations, pair_device
+from .configurations import not_run_reason
 
 log = logging.getLogger(__name__)
 
-# Biggest first, so that the longest compiles start first (longest-processing-time scheduling).
-_ORDER = ("densenet121", "googlenet", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet")
+# Longest compiles first (longest-processing-time scheduling); ranks measured on an H100 from cold caches.
+_COST_RANK = {"densenet121": 0, "googlenet": 1, "resnet50": 2, "resnet50_in_model": 2, "mobilenet_v2": 3,
+              "squeezenet1_1": 4, "resnet50_convs": 4, "alexnet": 5, "conv_blocks": 5, "conv_ablation": 6,
+              "matmul": 6}
 
 
 def tasks(config: dict) -> tuple[list[dict], list[dict]]:
-    """(tasks to compile, skipped tasks with the reason) for every (model, pair) of study_b.models."""
-    section = config["study_b"]["models"]
+    """(tasks to compile, longest first; skipped tasks with the reason) for every Study B timing job."""
     todo, skipped = [], []
+    for task, reason in [*_vision_tasks(config), *_block_tasks(config)]:
+        (todo if reason is None else skipped).append(task if reason is None else {**task, "reason": reason})
+    todo.sort(key=lambda t: _COST_RANK[t["name"]])
+    return todo, skipped
+
+
+def _vision_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
+    section = config["study_b"]["models"]
     wanted = [(mode, "whole") for mode in section["modes"]] + [(section["layer_mode"], "blocks")]
     for pair, models in section["models"].items():
-        for model in sorted(models, key=_ORDER.index):
+        for model in models:
             for mode, what in wanted:
-                task = {"model": model, "pair": pair, "mode": mode, "what": what}
-                reason = vm.not_run_reason(vm.case_from_config(config, model, pair, mode), config)
-                if reason is None:
-                    todo.append(task)
-                else:
-                    skipped.append({**task, "reason": reason})
-    return todo, skipped
+                task = {"study": "models", "name": model, "pair": pair, "mode": mode, "what": what}
+                yield task, vm.not_run_reason(vm.case_from_config(config, model, pair, mode), config)
+
+
+def _block_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
+    blocks = config["study_b"]["blocks"]
+    settings = TimingSettings.from_config(config)
+    for name, exp in experiments.EXPERIMENTS.items():
+        section = blocks[exp.config_key]
+        for pair in section["pairs"]:
+            _, reason = pair_device(pair, settings)
+            if blocks["require_gpu"] and not torch.cuda.is_available():
+                reason = "config key 'study_b.blocks.require_gpu' is true and this machine has no CUDA GPU"
+            for mode in section["modes"]:
+                task = {"study": "blocks", "name": name, "pair": pair, "mode": mode, "what": "cases"}
+                yield task, reason or not_run_reason(pair_configurations(pair)[1], mode, settings.device_setting)
 
 
 def warm(config: dict, cache_dir: str, threads: int) -> dict:
@@ -59,11 +86,13 @@ def warm(config: dict, cache_dir: str, threads: int) -> dict:
     workers = max(1, min(len(todo), threads // 2))
     compile_threads = max(1, threads // workers)
     start = time.perf_counter()
-    with vm.compile_cache(config, cache_dir) as path:
-        # workers inherit the cache location, and their share of the cores for Triton's parallel compilation
-        env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(compile_threads)}
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(lambda task: _in_worker(config, task, env), todo))
+    path = os.path.abspath(cache_dir)
+    os.makedirs(path, exist_ok=True)
+    # each worker starts with the cache's location, its share of the cores for Triton's parallel compilation,
+    # and the jobs' own torch thread count (Inductor's cache key includes it)
+    env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, compile_threads)}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        done = list(pool.map(lambda task: _in_worker(config, task, env), todo))
     return {"cache_dir": path, "torch": torch.__version__, "workers": workers, "compile_threads": compile_threads,
             "seconds": time.perf_counter() - start, "tasks": done, "skipped": skipped}
 
@@ -79,25 +108,28 @@ def _in_worker(config: dict, task: dict, env: dict) -> dict:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
         result = {**task, "status": "error", "message": f"worker exited with {proc.returncode}: {tail}"[:500],
                   "seconds": time.perf_counter() - start}
-    log.info("%(model)s %(pair)s %(mode)s %(what)s: %(status)s in %(seconds).1f s %(message)s",
+    log.info("%(study)s %(name)s %(pair)s %(mode)s %(what)s: %(status)s in %(seconds).1f s %(message)s",
              {**result, "message": result["message"] or ""})
     return result
 
 
 def _compile(config: dict, task: dict) -> dict:
-    """One task: the same construction as the vision job, timed from the model's load."""
+    """One task: the same construction as its job, timed from the model's or cases' construction."""
     start = time.perf_counter()
     status, message = "ok", None
     try:
         devices.apply_numerics(config)
-        case = vm.case_from_config(config, task["model"], task["pair"], task["mode"])
-        loaded = vm.load_case(case)
-        with torch.no_grad():
-            if task["what"] == "whole":
-                vm.prepare_whole(loaded.model, case, loaded.inputs[0], loaded.device)
-            else:
-                vm.compile_units(loaded, case)
-    except Exception as err:   # recorded; the vision job meets the same failure and writes it as a row
+        if task["study"] == "blocks":
+            experiments.compile_cases(task["name"], config, task["pair"], task["mode"])
+        else:
+            case = vm.case_from_config(config, task["name"], task["pair"], task["mode"])
+            loaded = vm.load_case(case)
+            with torch.no_grad():
+                if task["what"] == "whole":
+                    vm.prepare_whole(loaded.model, case, loaded.inputs[0], loaded.device)
+                else:
+                    vm.compile_units(loaded, case)
+    except Exception as err:   # recorded; the job meets the same failure and writes it as a row
         status, message = vm.status_of(err), f"{type(err).__name__}: {str(err).strip()[:300]}"
     return {**task, "status": status, "message": message, "seconds": time.perf_counter() - start}
 

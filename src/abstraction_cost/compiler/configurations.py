@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -112,17 +112,24 @@ class CompileCounters:
     frames: int          # frames compiled (each recompilation counts one)
     graphs: int          # FX graphs produced
     graph_breaks: int
+    cache_hits: int = 0    # FX graphs Inductor served from its on-disk cache (a warm compile) ...
+    cache_misses: int = 0  # ... and those it generated code for (a cold one)
 
     def __sub__(self, other: "CompileCounters") -> "CompileCounters":
-        return CompileCounters(self.frames - other.frames, self.graphs - other.graphs,
-                               self.graph_breaks - other.graph_breaks)
+        return CompileCounters(*(a - b for a, b in zip(astuple(self), astuple(other))))
+
+    def describe(self) -> str:
+        return (f"{self.graphs} graphs, {self.graph_breaks} graph breaks, Inductor cache {self.cache_hits} hits "
+                f"{self.cache_misses} misses")
 
 
 def compile_counters() -> CompileCounters:
     from torch._dynamo.utils import counters
     return CompileCounters(frames=int(counters["frames"]["total"]),
                            graphs=int(counters["stats"]["unique_graphs"]),
-                           graph_breaks=int(sum(counters["graph_break"].values())))
+                           graph_breaks=int(sum(counters["graph_break"].values())),
+                           cache_hits=int(counters["inductor"]["fxgraph_cache_hit"]),
+                           cache_misses=int(counters["inductor"]["fxgraph_cache_miss"]))
 
 
 @dataclass
@@ -130,7 +137,8 @@ class Prepared:
     """A callable ready for timing, with what its first call cost and what it compiled.
 
     first_call_ms: wall time of the first call, synchronised, compilation included (for eager, the first call
-    alone: allocator and library warm-up). frames/graphs/graph_breaks: what that first call compiled.
+    alone: allocator and library warm-up). frames/graphs/graph_breaks: what that first call compiled, and
+    cache_hits/cache_misses how many of its graphs Inductor's cache served (warm) or it generated (cold).
     recompiles: frames compiled after the first call, by warm-up calls (timed loops must keep it unchanged).
     """
     fn: Callable
@@ -141,6 +149,8 @@ class Prepared:
     graphs: int = 0
     graph_breaks: int = 0
     recompiles: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
     _after_first: CompileCounters | None = None
 
     def count_since_first_call(self) -> int:
@@ -155,10 +165,12 @@ class Prepared:
     def compile_columns(self) -> dict:
         """The columns every Study B timing row carries about compilation."""
         return {"first_call_ms": self.first_call_ms, "frames_compiled": self.frames, "graphs": self.graphs,
-                "graph_breaks": self.graph_breaks, "recompiles": self.recompiles}
+                "graph_breaks": self.graph_breaks, "recompiles": self.recompiles, "cache_hits": self.cache_hits,
+                "cache_misses": self.cache_misses}
 
 
-COMPILE_COLUMNS = ("first_call_ms", "frames_compiled", "graphs", "graph_breaks", "recompiles")
+COMPILE_COLUMNS = ("first_call_ms", "frames_compiled", "graphs", "graph_breaks", "recompiles", "cache_hits",
+                   "cache_misses")
 
 
 def compile_fn(fn: Callable, cfg: Configuration, mode: str, backend: str = "inductor") -> Callable:
@@ -199,8 +211,15 @@ def prepare(fn: Callable, cfg: Configuration, mode: str, example_args: Sequence,
     first_ms = (time.perf_counter_ns() - start) / 1e6
     after = compile_counters()
     compiled = after - before if cfg.compiled else CompileCounters(0, 0, 0)
-    return Prepared(fn=wrapped, configuration=cfg, mode=mode, first_call_ms=first_ms, frames=compiled.frames,
-                    graphs=compiled.graphs, graph_breaks=compiled.graph_breaks, _after_first=after)
+    return prepared_from(wrapped, cfg, mode, first_ms, compiled, after)
+
+
+def prepared_from(fn: Callable, cfg: Configuration, mode: str, first_ms: float, compiled: CompileCounters,
+                  after: CompileCounters) -> Prepared:
+    """A Prepared whose first call took first_ms and compiled `compiled`; `after`: the counters after it."""
+    return Prepared(fn=fn, configuration=cfg, mode=mode, first_call_ms=first_ms, frames=compiled.frames,
+                    graphs=compiled.graphs, graph_breaks=compiled.graph_breaks, cache_hits=compiled.cache_hits,
+                    cache_misses=compiled.cache_misses, _after_first=after)
 
 
 class Recompiled(RuntimeError):

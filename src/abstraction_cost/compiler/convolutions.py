@@ -184,6 +184,15 @@ def _conv_events(prof, device: torch.device) -> list[tuple[list[int], list[int],
     return [(list(e.input_shapes[0]), list(e.input_shapes[1]), _op_time_us(e, device)) for e in found]
 
 
+def in_model_case(config: dict, pair: str, device: torch.device) -> tuple[nn.Module, torch.Tensor]:
+    """torchvision's ResNet-50 (seeded, eval mode) and the input the in-model profile passes it."""
+    r = config["study_b"]["blocks"]["resnet50_convs"]
+    resolution = r["resolution"][pair]
+    torch.manual_seed(config["seed"])
+    model = resnet50(weights=None).to(device).eval()
+    return model, torch.randn(r["batch"], 3, resolution, resolution, device=device)
+
+
 def profile_in_model(config: dict, pair: str, mode: str, device: torch.device, settings: TimingSettings,
                      not_run: str | None = None) -> list[dict]:
     """Rows of study_b_resnet50_in_model for one pair and mode: every conv layer × profiled forward pass.
@@ -213,9 +222,7 @@ def profile_in_model(config: dict, pair: str, mode: str, device: torch.device, s
     prepared = []
     try:
         with torch.no_grad():
-            torch.manual_seed(config["seed"])
-            model = resnet50(weights=None).to(device).eval()
-            x = torch.randn(batch, 3, resolution, resolution, device=device)
+            model, x = in_model_case(config, pair, device)
             for cfg in (eager_cfg, compiled_cfg):
                 p = prepare(model, cfg, mode, (x,), device)
                 for _ in range(settings.warmup):

@@ -1,7 +1,8 @@
 """The four building-block experiments, by name: which cases they time, which tables they write.
 
-Rule scripts call run_timing (one job = one experiment × pair × compile mode), speedups (one whole timing table
-to its speedup table) and resnet_conv_speedups (the isolated and in-model ResNet-50 tables joined).
+Rule scripts call run_timing (one job = one experiment × pair × compile mode), compile_cases (that job's graphs,
+for the compile-cache warm-up), speedups (one whole timing table to its speedup table) and resnet_conv_speedups
+(the isolated and in-model ResNet-50 tables joined).
 """
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import polars as pl
+import torch
 
 from ..tables import study_b_blocks as schemas
 from . import conv_blocks, convolutions, matmul
-from .cases import Builder, TimingSettings, pair_device, time_case
+from .cases import Builder, TimingSettings, pair_configurations, pair_device, time_case
+from .configurations import not_run_reason, prepare
 from .speedups import Bootstrap, compare, speedup_rows
 
 CaseSource = Callable[[dict, str, TimingSettings], Iterator[tuple[dict, Builder, str]]]
@@ -62,6 +65,28 @@ def run_timing(name: str, config: dict, pair: str, mode: str, run_id: str, requi
         rows = [row for keys, build, label in exp.cases(config, pair, settings)
                 for row in time_case(build, pair, mode, device, settings, keys, label, not_run=reason)]
     return [{"run_id": run_id, **row} for row in rows]
+
+
+def compile_cases(name: str, config: dict, pair: str, mode: str) -> int:
+    """Compile every graph that run_timing(name, config, pair, mode, ...) compiles, the same way, without timing
+    anything (the compile-cache warm-up's task, compile_cache.py); the number of cases compiled."""
+    settings = TimingSettings.from_config(config)
+    device, reason = pair_device(pair, settings)
+    _, compiled = pair_configurations(pair)
+    reason = reason or not_run_reason(compiled, mode, settings.device_setting)
+    if reason is not None:
+        raise ValueError(f"{name} on pair {pair} in mode {mode} cannot run here: {reason}")
+    with torch.no_grad():
+        if name == "resnet50_in_model":
+            model, x = convolutions.in_model_case(config, pair, device)
+            prepare(model, compiled, mode, (x,), device)
+            return 1
+        n = 0
+        for _, build, _ in experiment(name).cases(config, pair, settings):
+            fn, inputs = build(device)
+            prepare(fn, compiled, mode, inputs[0], device)
+            n += 1
+        return n
 
 
 def speedups(name: str, timings: pl.DataFrame, bootstrap: Bootstrap) -> list[dict]:

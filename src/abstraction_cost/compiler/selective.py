@@ -121,7 +121,25 @@ def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run,
         for variant, (_, construction) in VARIANTS.items():
             choice = parse_choice(chosen[variant][0])
             builders[variant] = (case.compiled, lambda choice=choice, construction=construction, variant=variant:
-                                 vm.prepare_timed(build(parts, choice, construction, case.mode,
-                                                        f"{case.model}.{variant}", loaded.units),
-                                                  case.compiled, case.mode, inputs[0], device))
+                                 _prepare_choice(case, loaded, choice, construction, variant))
         return vm.measure_variants(case, builders, run, device, inputs, "selective", extra)
+
+
+def new_graphs(choice: tuple[int, ...], construction: str, units: list[Callable] | None) -> int:
+    """Graphs that building `choice` must compile anew: one per compiled segment, or per compiled block
+    without the job's units."""
+    runs = [(start, stop) for start, stop, compiled in segments(choice) if compiled]
+    if construction == "segments":
+        return len(runs)
+    return 0 if units is not None else sum(stop - start for start, stop in runs)
+
+
+def _prepare_choice(case: vm.Case, loaded: vm.Loaded, choice: tuple[int, ...], construction: str,
+                    variant: str) -> vm.Prepared:
+    fn = build(loaded.parts, choice, construction, case.mode, f"{case.model}.{variant}", loaded.units)
+    prepared = vm.prepare_timed(fn, case.compiled, case.mode, loaded.inputs[0], loaded.device)
+    expected = new_graphs(choice, construction, loaded.units)
+    if prepared.graphs < expected:
+        raise vm.NotCompiled(f"{case.model} {variant}: {prepared.graphs} graphs compiled for {expected} new "
+                             "compiled segments; the rest would run eager")
+    return prepared

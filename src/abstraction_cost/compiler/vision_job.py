@@ -78,9 +78,10 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger) -> di
         out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)
     _stamp(out, run.run_id)
     for b in out["vision_builds"]:
-        log.info("%s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks %s", model, b["step"],
-                 b["configuration"], b["mode"], b["variant"], b["status"], b["first_call_ms"], b["graphs"],
-                 b["graph_breaks"], b["message"] or "")
+        log.info("%s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks, Inductor cache %s hits %s "
+                 "misses %s", model, b["step"], b["configuration"], b["mode"], b["variant"], b["status"],
+                 b["first_call_ms"], b["graphs"], b["graph_breaks"], b["cache_hits"], b["cache_misses"],
+                 b["message"] or "")
     return out
 
 

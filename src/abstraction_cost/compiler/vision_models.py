@@ -19,19 +19,19 @@ by ensure_compiled) and every block compiled alone (`units`). Compiling them onc
 keeps compilation out of every step but the first that needs it.
 
 Blocks compiled one by one (layers.py, selective.py) go through `compile_unit`, which gives every block a
-function of its own: dynamo caches compiled code per code object, and every nn.Module instance of one class
+code object of its own: dynamo keeps compiled code per code object, and every nn.Module instance of one class
 shares one forward, so compiling seventeen InvertedResiduals as themselves would pile seventeen cache entries
-(and guard checks) onto one code object and, past the cache-size limit, silently run the rest eager.
+(and guard checks) onto one code object and, past dynamo's recompile limit (8), silently run the rest eager.
+compile_units checks that every block did compile a graph of its own.
 """
 from __future__ import annotations
 
 import copy
 import itertools
 import logging
-import os
 import re
-import tempfile
 import time
+import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -152,25 +152,46 @@ _unit_ids = itertools.count()
 log = logging.getLogger(__name__)
 
 
-def compile_unit(module: Callable, mode: str, label: str) -> Callable:
-    """torch.compile of `module` called through a fresh function, so that its compiled code has its own cache.
+def _forwarder(module: Callable) -> Callable:
+    def unit(x):
+        return module(x)
+    return unit
 
-    No dynamo reset here (it would drop the other units' code); dynamic=False as in configurations.compile_fn.
+
+def compile_unit(module: Callable, mode: str, label: str) -> Callable:
+    """torch.compile of `module` called through a function whose code object is its own.
+
+    The function is a copy of _forwarder's closure with a fresh code object (code.replace under the block's
+    name), so its compiled code has a cache of its own. Not exec(): a function made by exec() has no source
+    file, and torch before 2.13 routes every such function through one shared wrapper frame (pytorch#124269),
+    whose cache then fills after eight blocks. No dynamo reset here (it would drop the other units' code);
+    dynamic=False as in configurations.compile_fn.
     """
     name = f"unit_{next(_unit_ids)}_{re.sub(r'[^0-9A-Za-z_]', '_', label)}"
-    namespace = {"module": module}
-    exec(compile(f"def {name}(x):\n    return module(x)\n", f"<vision unit {label}>", "exec"), namespace)
+    template = _forwarder(module)
+    code = template.__code__.replace(co_name=name, co_qualname=name)
+    fn = types.FunctionType(code, template.__globals__, name, None, template.__closure__)
     if BACKEND != "inductor":
-        return torch.compile(namespace[name], backend=BACKEND, dynamic=False)
-    return torch.compile(namespace[name], mode=mode, dynamic=False)
+        return torch.compile(fn, backend=BACKEND, dynamic=False)
+    return torch.compile(fn, mode=mode, dynamic=False)
+
+
+class NotCompiled(RuntimeError):
+    """A block meant to be compiled ran without dynamo producing a graph for it (its times would be eager)."""
 
 
 def compile_units(loaded: Loaded, case: Case) -> list[Callable]:
-    """Every block compiled alone in case.mode, each compiled by one call on the first input's activations."""
+    """Every block compiled alone in case.mode, each compiled by one call on the first input's activations.
+
+    Raises NotCompiled if a block's first call produced no graph."""
     units = [compile_unit(b.module, case.mode, f"{case.model}.{b.name}") for b in loaded.parts]
     x = loaded.inputs[0][0]
-    for unit in units:
+    for unit, part in zip(units, loaded.parts):
+        before = cfgs.compile_counters()
         x = unit(x)
+        if (cfgs.compile_counters() - before).graphs < 1:
+            raise NotCompiled(f"{case.model} block {part.name}: its first call through torch.compile produced "
+                              "no graph (dynamo skipped the frame, e.g. at its recompile limit)")
     synchronize(loaded.device)
     return units
 
@@ -196,8 +217,8 @@ def _build_shared(case: Case, loaded: Loaded, run, logger: logging.Logger) -> No
         before, start = cfgs.compile_counters(), time.perf_counter()
         with run.phase("units-build"):
             loaded.units = compile_units(loaded, case)
-        logger.info("%s: %d blocks compiled one by one in %.1f s (%d graphs)", case.model, len(loaded.units),
-                    time.perf_counter() - start, (cfgs.compile_counters() - before).graphs)
+        logger.info("%s: %d blocks compiled one by one in %.1f s (%s)", case.model, len(loaded.units),
+                    time.perf_counter() - start, (cfgs.compile_counters() - before).describe())
 
 
 def prepare_whole(model: nn.Module, case: Case, example: tuple, device: torch.device) -> Prepared:
@@ -265,9 +286,7 @@ def prepare_timed(fn: Callable, configuration: Configuration, mode: str, example
     synchronize(device)
     first_ms = (time.perf_counter_ns() - t0) / 1e6
     after = cfgs.compile_counters()
-    grown = after - before
-    return Prepared(fn=fn, configuration=configuration, mode=mode, first_call_ms=first_ms, frames=grown.frames,
-                    graphs=grown.graphs, graph_breaks=grown.graph_breaks, _after_first=after)
+    return cfgs.prepared_from(fn, configuration, mode, first_ms, after - before, after)
 
 
 def build_row(case: Case, variant: str, prepared: Prepared | None, configuration: Configuration,
@@ -377,33 +396,3 @@ def end_to_end(case: Case, config: dict, run, loaded: Loaded | None) -> tuple[li
                     cuda_graphed(model, inputs[0][0]), case.eager, case.mode, inputs[0], device))
         t, b = measure_variants(case, builders, run, device, inputs, f"e2e-{case.mode}")
     return time_out + t, fill_measures(build_out + b)
-
-
-@contextmanager
-def compile_cache(config: dict, shared_dir: str | None = None) -> Iterator[str | None]:
-    """The Inductor and Triton cache of a job: with study_b.models.fresh_compile_cache an empty one (cold compile
-    times, as a first run sees them), else `shared_dir` (the pipeline's cache, which rule vision_compile_cache
-    fills) or, without one, the machine's default cache. A warm cache serves graphs from disk: first_call_ms is
-    then the warm compile time."""
-    fresh = config["study_b"]["models"]["fresh_compile_cache"]
-    if not fresh and shared_dir is None:
-        yield None
-        return
-    saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-    with (tempfile.TemporaryDirectory(prefix="vision-inductor-") if fresh else _existing(shared_dir)) as path:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
-        try:
-            yield path
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
-@contextmanager
-def _existing(path: str) -> Iterator[str]:
-    os.makedirs(path, exist_ok=True)
-    yield os.path.abspath(path)

@@ -43,7 +43,8 @@ def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
     """vision_speedups beside what building each variant cost (vision_builds of the e2e jobs)."""
     keys = ["model", "pair", "mode", "batch_size", "resolution", "variant"]
     built = builds.filter(pl.col("step") == "e2e").select(*keys, "first_call_ms", "graphs", "graph_breaks",
-                                                          "recompiles", "alloc_peak_mib", "mem_used_mib_max")
+                                                          "recompiles", "cache_hits", "cache_misses",
+                                                          "alloc_peak_mib", "mem_used_mib_max")
     return (speedups.join(built, on=keys, how="left")
             .select("model", "pair", "mode", "variant", pl.col("eager_ms").alias("eager ms"),
                     pl.col("time_ms").alias("variant ms"),
@@ -52,7 +53,9 @@ def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
                     pl.col("speedup_includes_one").alias("CI includes 1"),
                     pl.col("study_speedup").alias("study"),
                     (pl.col("first_call_ms") / 1000).alias("first call (s, compile)"),
-                    "graphs", "graph_breaks", "recompiles", pl.col("alloc_peak_mib").alias("allocator peak MiB"),
+                    "graphs", "graph_breaks", "recompiles",
+                    pl.format("{}/{}", "cache_hits", "cache_misses").alias("Inductor cache hits/misses"),
+                    pl.col("alloc_peak_mib").alias("allocator peak MiB"),
                     pl.col("mem_used_mib_max").alias("NVML MiB"), "status")
             .sort("model", "pair", "mode", "variant"))
 

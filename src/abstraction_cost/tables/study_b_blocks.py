@@ -25,6 +25,8 @@ TIMING = {
     "graphs": pl.Int64,                # FX graphs produced
     "graph_breaks": pl.Int64,
     "recompiles": pl.Int64,            # frames compiled during warm-up (in the timed loop it is an error row)
+    "cache_hits": pl.Int64,            # graphs of the first call served by Inductor's cache (a warm compile)
+    "cache_misses": pl.Int64,          # graphs of the first call Inductor generated code for (a cold compile)
     "warmup": pl.Int64,
     "flush_l2": pl.Boolean,            # L2 cache overwritten before every timed call
     "rotating_inputs": pl.Int64,       # distinct input sets cycled through (1 = the same input every call)

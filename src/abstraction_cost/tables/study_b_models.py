@@ -33,9 +33,11 @@ SCHEMAS = {
     "vision_e2e": {**_CASE, "variant": pl.String, **_SAMPLE, **STATUS},
     # One row per (job, step, variant), step e2e or selective: what building the variant cost and compiled.
     # first_call_ms includes compilation; graphs / graph_breaks / frames_compiled from dynamo's counters;
-    # recompiles counts frames compiled by warm-up calls (a recompile in the timed loop is status error).
+    # recompiles counts frames compiled by warm-up calls (a recompile in the timed loop is status error);
+    # cache_hits / cache_misses: graphs Inductor served from its cache (warm compile) or generated (cold).
     "vision_builds": {**_CASE, "step": pl.String, "variant": pl.String, "first_call_ms": pl.Float64,
                       "frames_compiled": pl.Int64, "graphs": pl.Int64, "graph_breaks": pl.Int64, "recompiles": pl.Int64,
+                      "cache_hits": pl.Int64, "cache_misses": pl.Int64,
                       **PHASE_MEASURES, **STATUS},
     # Fig. 5.7: timing variants. timing: pure | sync | timed | timed_sync; profiled: inside torch.profiler;
     # metric: e2e (per call) | arr_sum (sum of the block timers of one call; timed variants only).

@@ -1,4 +1,4 @@
-"""Rule vision_compile_cache: every vision model compiled into the pipeline's Inductor cache, in parallel."""
+"""Rule compile_cache: every Study B graph compiled into the pipeline's Inductor cache, in parallel."""
 import json
 
 from abstraction_cost.compiler import compile_cache

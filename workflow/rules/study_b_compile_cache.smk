@@ -1,0 +1,32 @@
+# Study B's compile cache (compiler/compile_cache.py): before any Study B job times anything, rule compile_cache
+# compiles every graph the building-block and vision-model jobs will compile, in parallel processes, into the
+# pipeline's own Inductor cache; those jobs then compile warm from it. Skipped with study_b.fresh_compile_cache
+# (every job compiles cold into an empty cache of its own).
+import torch as _torch
+
+STUDY_B_CACHE_DIR = None if config["study_b"]["fresh_compile_cache"] else "results/study_b/compile-cache"
+STUDY_B_CACHE_MANIFEST = "results/study_b/compile-cache.json"
+
+
+def compile_cache_input():
+    """The warm-up's manifest as a Study B timing job's input, or none with fresh_compile_cache. ancient: the
+    warm-up only orders the jobs; refilling the cache (a model added) reruns no job."""
+    return [] if STUDY_B_CACHE_DIR is None else ancient(STUDY_B_CACHE_MANIFEST)
+
+
+rule compile_cache:
+    output:
+        manifest=STUDY_B_CACHE_MANIFEST,
+    log:
+        "logs/study_b/compile-cache.log",
+    params:
+        cache_dir=STUDY_B_CACHE_DIR,
+        # what it compiles: a change of these compiles again (a params change is a rerun trigger)
+        cases=(config["study_b"]["models"], config["study_b"]["blocks"], config["numerics"], config["seed"],
+               _torch.__version__),
+    threads: workflow.cores
+    priority: 50  # first among the timing jobs: every Study B job waits for it
+    resources:
+        timing=1,  # its load on every core would disturb anything timed beside it
+    script:
+        "../../scripts/compile_cache.py"
