@@ -3,9 +3,14 @@
     from abstraction_cost.compiler import inductor_env
     inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # first, before anything imports torch
 
-This module imports no torch, and configure() refuses to run once torch is imported: set later (os.environ and
-torch._inductor.config patched at run time), jobs on torch 2.11 missed every graph rule compile_cache had put
-in the shared cache (all of them, on an H100), while processes started with these variables hit it.
+This module imports no torch, and configure() refuses to run once torch is imported: torch reads
+TORCHINDUCTOR_COMPILE_THREADS when torch._inductor.config is first imported, so a job that set it later would
+still start Inductor's pool of compile workers.
+
+Whether a job's compile was served by the cache is recorded on every compiled row (cache_hits, cache_misses).
+With torch 2.14 the jobs hit the warm-up's entries (the CPU pipeline test checks it). With torch 2.11 on an H100
+they missed them: the cache key of the same graph differed between a warm-up worker and a job, in the hash of
+its example inputs' metadata, which printed identically in both.
 """
 from __future__ import annotations
 
