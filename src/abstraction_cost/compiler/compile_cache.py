@@ -51,7 +51,10 @@ def tasks(config: dict) -> tuple[list[dict], list[dict]]:
     """(tasks to compile, longest first; skipped tasks with the reason) for every Study B timing job."""
     todo, skipped = [], []
     for task, reason in [*_vision_tasks(config), *_block_tasks(config)]:
-        (todo if reason is None else skipped).append(task if reason is None else {**task, "reason": reason})
+        if reason is None:
+            todo.append(task)
+        else:
+            skipped.append({**task, "reason": reason})
     todo.sort(key=lambda t: _COST_RANK[t["name"]])
     return todo, skipped
 
