@@ -1,7 +1,6 @@
 """A training job writes rows whatever happens: not_run, missing, error, ok."""
 from types import SimpleNamespace
 
-import polars as pl
 import torch
 
 from abstraction_cost import tables

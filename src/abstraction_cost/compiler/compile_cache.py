@@ -36,8 +36,6 @@ import torch
 from ..measure import device as devices
 from . import experiments, inductor_env
 from . import vision_models as vm
-from .cases import TimingSettings, pair_configurations, pair_device
-from .configurations import not_run_reason
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +69,13 @@ def _vision_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
 
 def _block_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
     blocks = config["study_b"]["blocks"]
-    settings = TimingSettings.from_config(config)
     for name, exp in experiments.EXPERIMENTS.items():
         section = blocks[exp.config_key]
         for pair in section["pairs"]:
-            _, reason = pair_device(pair, settings)
-            if blocks["require_gpu"] and not torch.cuda.is_available():
-                reason = "config key 'study_b.blocks.require_gpu' is true and this machine has no CUDA GPU"
             for mode in section["modes"]:
                 task = {"study": "blocks", "name": name, "pair": pair, "mode": mode, "what": "cases"}
-                yield task, reason or not_run_reason(pair_configurations(pair)[1], mode, settings.device_setting)
+                yield task, experiments.job_not_run_reason(config, pair, mode, blocks["require_gpu"],
+                                                           torch.cuda.is_available())
 
 
 def warm(config: dict, cache_dir: str, threads: int) -> dict:

@@ -51,14 +51,23 @@ def experiment(name: str) -> Experiment:
         raise ValueError(f"unknown Study B block experiment {name!r}; allowed: {sorted(EXPERIMENTS)}") from None
 
 
+def job_not_run_reason(config: dict, pair: str, mode: str, require_gpu: bool, cuda_available: bool) -> str | None:
+    """Why a timing job of this pair and mode cannot run here, or None: require_gpu without a GPU, the pair's
+    device missing, or a mode the pair's device lacks."""
+    settings = TimingSettings.from_config(config)
+    if require_gpu and not cuda_available:
+        return "config key 'study_b.blocks.require_gpu' is true and this machine has no CUDA GPU"
+    _, reason = pair_device(pair, settings)
+    return reason or not_run_reason(pair_configurations(pair)[1], mode, settings.device_setting)
+
+
 def run_timing(name: str, config: dict, pair: str, mode: str, run_id: str, require_gpu: bool,
                cuda_available: bool) -> list[dict]:
     """Every row of one job: the experiment's cases for one pair and mode, each row with run_id."""
     exp = experiment(name)
     settings = TimingSettings.from_config(config)
-    device, reason = pair_device(pair, settings)
-    if require_gpu and not cuda_available:
-        reason = "config key 'study_b.blocks.require_gpu' is true and this machine has no CUDA GPU"
+    device, _ = pair_device(pair, settings)
+    reason = job_not_run_reason(config, pair, mode, require_gpu, cuda_available)
     if name == "resnet50_in_model":
         rows = convolutions.profile_in_model(config, pair, mode, device, settings, not_run=reason)
     else:
@@ -71,9 +80,10 @@ def compile_cases(name: str, config: dict, pair: str, mode: str) -> int:
     """Compile every graph that run_timing(name, config, pair, mode, ...) compiles, the same way, without timing
     anything (the compile-cache warm-up's task, compile_cache.py); the number of cases compiled."""
     settings = TimingSettings.from_config(config)
-    device, reason = pair_device(pair, settings)
+    device, _ = pair_device(pair, settings)
     _, compiled = pair_configurations(pair)
-    reason = reason or not_run_reason(compiled, mode, settings.device_setting)
+    reason = job_not_run_reason(config, pair, mode, config["study_b"]["blocks"]["require_gpu"],
+                                torch.cuda.is_available())
     if reason is not None:
         raise ValueError(f"{name} on pair {pair} in mode {mode} cannot run here: {reason}")
     with torch.no_grad():

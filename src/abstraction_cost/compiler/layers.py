@@ -3,7 +3,8 @@
 The job of a (model, pair) has the model's blocks (models/blocks.py) twice: as themselves (eager) and each
 compiled as its own graph (vision_models.compile_unit, built once per job by ensure_compiled). Compiled blocks
 are separate graphs because that is what a timer between two blocks forces on a compiled model (a timer is a
-graph break), and because selective compilation (selective.py) is built from the same units. Interleaved in rounds, with rotating inputs, it times:
+graph break), and because selective compilation (selective.py) is built from the same units. Interleaved in
+rounds, with rotating inputs, it times:
 
 - `timer`: every block bracketed by a host timer with synchronisation before and after (the study's layer timers
   with sync; their sum over blocks is the study's arr_sum), eager and compiled;
