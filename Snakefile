@@ -5,6 +5,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/gpu_slots.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/study_a.smk"
 include: "workflow/rules/study_b_compile_cache.smk"

@@ -1,6 +1,10 @@
 """Rule eval_backend: one implementation of ResNet-50 evaluated on the comparison's batch (backends/eval_job.py)."""
-from abstraction_cost.backends import eval_job
+from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
-setup_logging(snakemake)
+log = setup_logging(snakemake)
+gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+
+from abstraction_cost.backends import eval_job  # noqa: E402
+
 eval_job.run(snakemake, snakemake.wildcards.implementation)

@@ -1,6 +1,10 @@
 """Rule study_b_block_timing: one building-block experiment, one device pair, one compile mode."""
 from abstraction_cost.compiler import inductor_env
+from abstraction_cost.measure import gpu_slots
+from abstraction_cost.workflow import setup_logging
 
+log = setup_logging(snakemake)
+gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before torch is imported
 
 import torch  # noqa: E402
@@ -9,9 +13,7 @@ from abstraction_cost import tables  # noqa: E402
 from abstraction_cost.compiler.cases import TimingSettings, pair_device  # noqa: E402
 from abstraction_cost.compiler.experiments import experiment, run_timing  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
-from abstraction_cost.workflow import setup_logging  # noqa: E402
 
-log = setup_logging(snakemake)
 config = snakemake.config
 w = snakemake.wildcards
 device, _ = pair_device(w.pair, TimingSettings.from_config(config))

@@ -1,10 +1,13 @@
 """Rule train_eager: ResNet-50 in PyTorch eager mode, one (dataset, init, seed)."""
-from abstraction_cost.backends import eager, training_job
-from abstraction_cost.data.specs import spec
-from abstraction_cost.models import resnet, weights_file
+from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
-setup_logging(snakemake)
+log = setup_logging(snakemake)
+gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+
+from abstraction_cost.backends import eager, training_job  # noqa: E402
+from abstraction_cost.data.specs import spec  # noqa: E402
+from abstraction_cost.models import resnet, weights_file  # noqa: E402
 
 
 def trainer(run, data, order, weights_path, settings):

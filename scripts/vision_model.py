@@ -1,14 +1,16 @@
 """Rule vision_model: every step of one vision model on one pair (compiler/vision_job.py), one table part each."""
 from abstraction_cost.compiler import inductor_env
+from abstraction_cost.measure import gpu_slots
+from abstraction_cost.workflow import setup_logging
 
+log = setup_logging(snakemake)
+gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before torch is imported
 
 from abstraction_cost import tables  # noqa: E402
 from abstraction_cost.compiler import vision_job  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
-from abstraction_cost.workflow import setup_logging  # noqa: E402
 
-log = setup_logging(snakemake)
 w, config = snakemake.wildcards, snakemake.config
 with measured_run(config, rule="vision_model", job=dict(w), env_path=snakemake.output.env,
                   device=vision_job.run_device(config, w.model, w.pair)) as run:

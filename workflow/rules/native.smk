@@ -45,7 +45,7 @@ rule train_libtorch:
     log:
         "logs/study_a/train-libtorch-{dataset}-{init}-{seed}.log",
     resources:
-        timing=1,
+        **timing_job("train_libtorch"),
     script:
         "../../scripts/train_libtorch.py"
 
@@ -83,6 +83,8 @@ rule package_aoti:
     params:
         shape=(BACKENDS["batch_size"], BACKENDS["resolution"], config["device"], config["numerics"]),
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
+    resources:
+        **cluster_gpu(config["device"] == "cuda"),
     script:
         "../../scripts/package_aoti.py"
 
@@ -111,7 +113,7 @@ rule eval_backend:
         settings=(BACKENDS["batch_size"], BACKENDS["resolution"], config["measure"]["warmup"],
                   config["measure"]["repeats"], config["numerics"]),
     resources:
-        timing=1,
+        **timing_job("eval_backend"),
     script:
         "../../scripts/eval_backend.py"
 

@@ -21,7 +21,7 @@ rule train_eager:
     log:
         "logs/study_a/train-eager-{dataset}-{init}-{seed}.log",
     resources:
-        timing=1,
+        **timing_job("train_eager"),
     script:
         "../../scripts/train_eager.py"
 

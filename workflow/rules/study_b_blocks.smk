@@ -29,7 +29,7 @@ rule study_b_block_timing:
     params:
         cache_dir=STUDY_B_CACHE_DIR,
     resources:
-        timing=1,
+        **timing_job("study_b_block_timing"),
     script:
         "../../scripts/study_b_block_timing.py"
 

@@ -27,6 +27,7 @@ rule compile_cache:
     threads: workflow.cores
     priority: 50  # first among the timing jobs: every Study B job waits for it
     resources:
-        timing=1,  # its load on every core would disturb anything timed beside it
+        timing=max(GPU_SLOTS or 1, 1),  # every timing slot: its load on every core would disturb anything timed
+        **cluster_gpu(config["device"] == "cuda"),
     script:
         "../../scripts/compile_cache.py"

@@ -30,7 +30,7 @@ rule vision_model:
     params:
         cache_dir=STUDY_B_CACHE_DIR,
     resources:
-        timing=1,
+        **timing_job("vision_model"),
     script:
         "../../scripts/vision_model.py"
 

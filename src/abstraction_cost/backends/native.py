@@ -26,6 +26,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..measure import gpu_slots
+
 REPO = Path(__file__).resolve().parents[3]
 SOURCE_DIR = REPO / "native"
 BUILD_DIR = SOURCE_DIR / "build"
@@ -205,8 +207,10 @@ def launch(command: Sequence, on_record: Callable[[dict], None] | None = None,
     command = [str(c) for c in command]
     logger.info("launching: %s", " ".join(command))
     try:
+        # the program inherits CUDA_VISIBLE_DEVICES (its GPU slot) and the slot's lock: a program that outlives
+        # a killed job keeps its GPU to itself until it ends
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", env=runtime_env())
+                                errors="replace", env=runtime_env(), pass_fds=gpu_slots.held_fds())
     except OSError as err:
         return Result(command, 127, [{"kind": "error", "status": "error",
                                       "message": f"cannot start {command[0]}: {err}"}])

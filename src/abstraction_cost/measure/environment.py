@@ -56,7 +56,7 @@ def capture(config: dict, device: torch.device) -> dict:
     props = torch.cuda.get_device_properties(device) if on_gpu else None
     status = _git("status", "--porcelain")
     return {
-        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
         "hostname": socket.gethostname(),
         "device": device.type,
         "gpu_name": props.name if on_gpu else None,

@@ -9,6 +9,7 @@ Every row the job writes carries run.run_id, which joins results/environment.par
 """
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import torch
 
 from .. import tables
 from . import device as devices
+from . import gpu_slots
 from .environment import capture
 from .nvml import NvmlReader, NvmlSampler
 from .timing import synchronize
@@ -59,6 +61,9 @@ def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: s
     """Select the device, apply the numerics settings, sample NVML, and write the environment row at the end."""
     device = device if device is not None else devices.select(config)
     devices.apply_numerics(config)
+    if device.type == "cuda":
+        # safety net for a job that took no slot (gpu_slots.take): no two timing jobs on one GPU all the same
+        gpu_slots.hold_device(devices.cuda_uuid(device))
     env = capture(config, device)
     reader, status = NvmlReader.open(devices.cuda_uuid(device))
     before = _state_columns(reader, "before")
@@ -69,5 +74,7 @@ def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: s
             yield run
     finally:
         row = {"run_id": run.run_id, "rule": rule, "job": ",".join(f"{k}={v}" for k, v in job.items()),
-               **env, "nvml_status": sampler.status, **before, **_state_columns(reader, "after")}
+               **env, **gpu_slots.environment_columns(),
+               "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+               "nvml_status": sampler.status, **before, **_state_columns(reader, "after")}
         tables.write("environment", [row], env_path)

@@ -7,10 +7,13 @@ SCHEMAS = {
         "rule": pl.String,
         "job": pl.String,              # the job's wildcards, key=value joined by commas
         "started_at": pl.String,       # ISO 8601, UTC
+        "ended_at": pl.String,         # ISO 8601, UTC: with started_at, which jobs overlapped on one GPU
         "hostname": pl.String,
         "device": pl.String,           # cuda | cpu
         "gpu_name": pl.String,
         "gpu_uuid": pl.String,
+        "gpu_index": pl.Int64,         # NVML's index of the job's GPU (its GPU slot, measure/gpu_slots.py)
+        "gpu_slot_wait_s": pl.Float64, # how long the job waited for its GPU slot
         "gpu_memory_total_mib": pl.Float64,
         "driver_version": pl.String,
         "cuda_version": pl.String,

@@ -1,0 +1,223 @@
+"""GPU slots: on a box with N GPUs, up to N timing jobs at once, one per GPU, never two on one.
+
+Two halves share the tables below:
+- Snakemake (workflow/rules/gpu_slots.smk) counts: every timing job on the GPU asks for `gpu=1` of a total of
+  `slots(config)`, so no more timing jobs run than there are GPUs; a CPU timing job asks for every slot.
+- Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
+  UUID (LOCK_DIR) and sets CUDA_VISIBLE_DEVICES to that GPU before torch is imported. The kernel drops a flock
+  when its holder dies, so a killed job frees its GPU; the lock is held until the job's process exits (and by a
+  C++ program it launches: `held_fds`).
+
+This module does not import torch: it must run before CUDA is initialised.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstraction-cost-gpu-locks"))
+FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
+POLL_S = 0.2
+
+# Timing rules whose device is config["device"] (auto, cuda, cpu).
+DEVICE_RULES = ("train_eager", "train_libtorch", "eval_backend")
+# Timing rules whose wildcard `pair` (cpu | gpu) is their device.
+PAIR_RULES = ("study_b_block_timing", "vision_model")
+# The jobs of one comparison, for gpus.pin_comparisons: a rule's group name and the wildcards that, with it,
+# name one comparison. Eager and LibTorch training of one (dataset, init, seed) are compared; every backend of
+# the evaluation comparison; the pairs and modes of one building-block experiment. A vision model's eager and
+# compiled runs share one job already (as do Study B's interleaved pairs), so each model is its own comparison.
+COMPARISON_WILDCARDS = {
+    "train_eager": ("training", ("dataset", "init", "seed")),
+    "train_libtorch": ("training", ("dataset", "init", "seed")),
+    "eval_backend": ("backend_eval", ()),
+    "study_b_block_timing": ("blocks", ("experiment",)),
+    "vision_model": ("vision", ("pair", "model")),
+}
+
+
+class GpuSlotsError(ValueError):
+    """A gpus setting this machine cannot meet; the message names the config key."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int  # NVML's index, as nvidia-smi numbers the box's GPUs
+    uuid: str   # "GPU-..." as NVML and CUDA_VISIBLE_DEVICES write it
+
+
+@dataclass(frozen=True)
+class Slot:
+    gpu: Gpu
+    wait_s: float
+    fd: int
+
+
+_held: Slot | None = None
+
+
+def _nvml_gpus() -> list[Gpu]:
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+            gpus.append(Gpu(i, uuid.decode() if isinstance(uuid, bytes) else uuid))
+        return gpus
+    except Exception:  # no driver, no pynvml: no GPU
+        return []
+
+
+def visible_gpus() -> list[Gpu]:
+    """The GPUs this process may use: NVML's (or ABSTRACTION_COST_FAKE_GPUS fake ones), narrowed to
+    CUDA_VISIBLE_DEVICES where an outer scheduler (SLURM) set it before the job started."""
+    fake = os.environ.get(FAKE_GPUS_ENV)
+    gpus = ([Gpu(i, f"GPU-fake-{i}") for i in range(int(fake))] if fake is not None else _nvml_gpus())
+    outer = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if outer is None or outer.strip() == "":
+        return gpus if outer is None else []
+    wanted = [w.strip() for w in outer.split(",") if w.strip()]
+    chosen = [g for w in wanted for g in gpus if (w.isdigit() and g.index == int(w)) or
+              (w.startswith("GPU-") and g.uuid.startswith(w))]
+    # a cgroup that shows a job only its own GPUs renumbers them: then NVML's list is already the allocation
+    return chosen or gpus[:len(wanted)]
+
+
+def slots(config: Mapping, gpus: list[Gpu] | None = None) -> int:
+    """How many GPUs the pipeline times on at once: every visible GPU, or config gpus.slots of them."""
+    gpus = visible_gpus() if gpus is None else gpus
+    wanted = config.get("gpus", {}).get("slots")
+    if wanted is None:
+        return len(gpus)
+    if wanted > len(gpus):
+        raise GpuSlotsError(f"config key 'gpus.slots' is {wanted} but this machine has {len(gpus)} GPU(s) "
+                            f"(NVML{', CUDA_VISIBLE_DEVICES' if 'CUDA_VISIBLE_DEVICES' in os.environ else ''}); "
+                            f"set gpus.slots to at most {len(gpus)}, or leave it out to use every GPU")
+    if wanted == 0 and config["device"] == "cuda":
+        raise GpuSlotsError("config key 'gpus.slots' is 0 but config key 'device' is 'cuda': a GPU config needs "
+                            "at least one GPU slot (leave gpus.slots out to use every GPU)")
+    return wanted
+
+
+def is_timing_rule(rule: str) -> bool:
+    return rule in DEVICE_RULES or rule in PAIR_RULES
+
+
+def on_gpu(rule: str, wildcards: Mapping, config: Mapping, n_slots: int | None) -> bool:
+    """Whether a timing job times on a GPU. n_slots None: GPUs unknown here (a cluster's login node), so only
+    what the config names explicitly (device cuda, pair gpu) counts as the GPU."""
+    if rule in PAIR_RULES:
+        return wildcards["pair"] == "gpu" and n_slots != 0
+    if rule in DEVICE_RULES:
+        device = config["device"]
+        return device == "cuda" or (device == "auto" and bool(n_slots))
+    raise KeyError(f"rule {rule!r} is not a timing rule of measure/gpu_slots.py (DEVICE_RULES, PAIR_RULES)")
+
+
+def comparison_key(rule: str, wildcards: Mapping) -> str:
+    group, names = COMPARISON_WILDCARDS[rule]
+    return ":".join([group, *(str(wildcards[n]) for n in names)])
+
+
+def pinned_gpu(key: str, candidates: list[Gpu]) -> Gpu:
+    """The one GPU every job of a comparison runs on: a stable hash of its key over the slots."""
+    return candidates[int(hashlib.sha256(key.encode()).hexdigest(), 16) % len(candidates)]
+
+
+def _lock_path(uuid: str) -> Path:
+    return LOCK_DIR / f"{uuid.removeprefix('GPU-')}.lock"
+
+
+def _try_lock(gpu: Gpu, owner: str) -> int | None:
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(_lock_path(gpu.uuid), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)  # who holds it, for a person looking at a stuck run
+    os.write(fd, f"{os.getpid()} {owner} {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}\n"
+             .encode())
+    return fd
+
+
+def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None) -> Slot:
+    """Wait until one of the candidate GPUs is free, lock it and return it (the lowest free index first)."""
+    if not candidates:
+        raise GpuSlotsError("no GPU to take a slot on")
+    start = time.monotonic()
+    told = False
+    while True:
+        for gpu in candidates:
+            fd = _try_lock(gpu, owner)
+            if fd is not None:
+                return Slot(gpu, round(time.monotonic() - start, 3), fd)
+        if not told and log is not None:
+            log.info("waiting for a free GPU slot among %s (%s)", [g.index for g in candidates], LOCK_DIR)
+            told = True
+        time.sleep(POLL_S)
+
+
+def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
+    """At the top of every timing script, before torch is imported: the job's GPU slot, with
+    CUDA_VISIBLE_DEVICES set to it; None for a job on the CPU or where there is no GPU."""
+    global _held
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise RuntimeError("gpu_slots.take() runs after CUDA was initialised: call it before torch is imported")
+    config, rule, wildcards = snakemake.config, snakemake.rule, dict(snakemake.wildcards.items())
+    gpus = visible_gpus()
+    # gpus.slots was checked against the box where Snakemake runs (gpu_slots.smk); a cluster job sees only its
+    # allocation, so the setting is a limit here
+    wanted = config.get("gpus", {}).get("slots")
+    n = len(gpus) if wanted is None else min(wanted, len(gpus))
+    if n == 0 and gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # gpus.slots: 0 with device auto times on the CPU
+    if not on_gpu(rule, wildcards, config, n) or n == 0:
+        return None
+    candidates = gpus[:n]
+    if config.get("gpus", {}).get("pin_comparisons", False):
+        candidates = [pinned_gpu(comparison_key(rule, wildcards), candidates)]
+    owner = f"{rule}[{','.join(f'{k}={v}' for k, v in wildcards.items())}]"
+    _held = acquire(candidates, owner, log)
+    if not _held.gpu.uuid.startswith("GPU-fake-"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = _held.gpu.uuid
+    if log is not None:
+        log.info("GPU slot: GPU %d (%s) after %.1f s", _held.gpu.index, _held.gpu.uuid, _held.wait_s)
+    return _held
+
+
+def held() -> Slot | None:
+    """The slot this process holds (take() or hold_device()), if any."""
+    return _held
+
+
+def hold_device(uuid: str, log: logging.Logger | None = None) -> Slot:
+    """The safety net of measure.run: a job that took no slot locks the GPU it runs on before timing."""
+    global _held
+    if _held is None:
+        gpu = next((g for g in visible_gpus() if g.uuid.removeprefix("GPU-") == uuid.removeprefix("GPU-")),
+                   Gpu(-1, uuid))
+        _held = acquire([gpu], f"pid {os.getpid()}", log)
+    return _held
+
+
+def held_fds() -> tuple[int, ...]:
+    """File descriptors a launched program inherits, so that it holds the GPU slot as long as it runs."""
+    return () if _held is None else (_held.fd,)
+
+
+def environment_columns() -> dict:
+    """The slot columns of the job's environment row."""
+    return {"gpu_index": None if _held is None or _held.gpu.index < 0 else _held.gpu.index,
+            "gpu_slot_wait_s": None if _held is None else _held.wait_s}
