@@ -6,7 +6,10 @@
 # node (--exclusive) where it times on the CPU.
 from abstraction_cost.measure import gpu_slots
 
-if workflow.local_exec and workflow.is_main_process:
+# A cluster run is one with --jobs (nodes) for a remote executor: Snakemake's own test for not limiting cores
+# locally (scheduling/job_scheduler.py); the executor itself is not known yet while the Snakefile is read.
+ON_CLUSTER = workflow.resource_settings.nodes is not None
+if workflow.is_main_process and not ON_CLUSTER:
     try:
         GPU_SLOTS = gpu_slots.slots(config)
     except gpu_slots.GpuSlotsError as err:
@@ -18,6 +21,11 @@ else:
     GPU_SLOTS = None  # a cluster's jobs, or a job's own process: no box-wide totals here
 
 
+def every_timing_slot(wildcards=None):
+    """What a job asks for that may run beside no timing job (a CPU timing job, the compile-cache warm-up)."""
+    return max(GPU_SLOTS or 1, 1)
+
+
 def timing_job(rule):
     """A timing rule's resources: on the GPU one GPU slot; on the CPU every timing slot (locally) or a whole
     node (SLURM). `rule` must be in gpu_slots.DEVICE_RULES or PAIR_RULES, which say what its device is."""
@@ -27,7 +35,7 @@ def timing_job(rule):
 
     return dict(
         gpu=gpu,
-        timing=lambda wildcards: 1 if gpu(wildcards) else max(GPU_SLOTS or 1, 1),
+        timing=lambda wildcards: 1 if gpu(wildcards) else every_timing_slot(),
         slurm_extra=lambda wildcards: "" if gpu(wildcards) else "--exclusive",
     )
 
@@ -35,4 +43,4 @@ def timing_job(rule):
 def cluster_gpu(needed):
     """A job that is no timing job but needs a GPU where it runs on a cluster (compiling for the GPU); locally
     it runs beside the timing jobs and takes no slot."""
-    return dict(gpu=int(needed and GPU_SLOTS is None))
+    return dict(gpu=lambda wildcards: int(needed and GPU_SLOTS is None))

@@ -24,10 +24,10 @@ rule compile_cache:
         # what it compiles: a change of these compiles again (a params change is a rerun trigger)
         cases=(config["study_b"]["models"], config["study_b"]["blocks"], config["numerics"], config["seed"],
                _torch.__version__),
-    threads: workflow.cores
+    threads: 16 if ON_CLUSTER else workflow.cores  # every core; a cluster has no --cores: profiles/slurm's 16 CPUs
     priority: 50  # first among the timing jobs: every Study B job waits for it
     resources:
-        timing=max(GPU_SLOTS or 1, 1),  # every timing slot: its load on every core would disturb anything timed
+        timing=every_timing_slot,  # its load on every core would disturb anything timed beside it
         **cluster_gpu(config["device"] == "cuda"),
     script:
         "../../scripts/compile_cache.py"

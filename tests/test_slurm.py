@@ -1,0 +1,108 @@
+"""profiles/slurm against a real SLURM controller and node on this machine (tests/slurm_cluster.py): a small target
+of config/smoke.yaml runs through snakemake-executor-plugin-slurm; its jobs are submitted with the profile's
+resources, finish, and leave the same tables (schema and status) as a local run of the same target."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from abstraction_cost import tables
+
+from . import slurm_cluster
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+# Study A's eager training of one dataset: the data rules, then one CPU timing job (--exclusive on SLURM)
+TABLE = "training"
+TARGET = "results/study_a/train/eager/digits/kaiming-normal-fan-out/seed0.rows.parquet"
+TIMING_RULES = {"train_eager"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    try:
+        c = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
+    except slurm_cluster.ClusterUnavailable as err:
+        pytest.skip(f"no local SLURM cluster: {err}")
+    yield c
+    c.stop()
+
+
+def run_target(workdir: Path, profile: str, env: dict) -> subprocess.CompletedProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = [str(SNAKEMAKE), "--workflow-profile", profile, "--configfile", "config/smoke.yaml",
+               "-s", "Snakefile", "-d", str(workdir), TARGET]
+    if profile == "profiles/default":
+        command += ["--cores", "2"]
+    return subprocess.run(command, cwd=REPO, env={**env, "PYTHONPATH": str(REPO / "src")}, capture_output=True,
+                          text=True, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("slurm-run")
+    done = run_target(workdir, "profiles/slurm", cluster.env)
+    assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-5000:] + cluster.log("slurmctld")[-2000:])
+    return workdir, done, cluster.run("scontrol", "show", "jobs", "-o", "-d")
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("local-run")
+    done = run_target(workdir, "profiles/default", dict(os.environ))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    return workdir
+
+
+def jobs_by_rule(scontrol: str) -> dict[str, list[dict]]:
+    """scontrol's one line per job, as key=value fields, grouped by the rule named in the job's comment."""
+    jobs: dict[str, list[dict]] = {}
+    for line in scontrol.splitlines():
+        fields = dict(re.findall(r"(\w[\w:/]*)=(\S*)", line))
+        rule = re.search(r"rule_(\w+?)_wildcards|rule_(\w+)", fields.get("Comment", ""))
+        if rule:
+            jobs.setdefault(rule.group(1) or rule.group(2), []).append(fields)
+    return jobs
+
+
+def test_jobs_are_submitted_with_the_profiles_resources_and_finish(slurm_run):
+    _, _, scontrol = slurm_run
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    defaults = dict(item.split("=") for item in profile["default-resources"])
+    jobs = jobs_by_rule(scontrol)
+    assert TIMING_RULES <= set(jobs) and {"prepare_dataset", "init_weights"} <= set(jobs), sorted(jobs)
+    for rule, submitted in jobs.items():
+        wanted = {**defaults, **{k: str(v) for k, v in profile["set-resources"].get(rule, {}).items()}}
+        for job in submitted:
+            assert job["JobState"] == "COMPLETED", (rule, job["JobState"], job.get("Reason"))
+            assert job["Partition"] == slurm_cluster.PARTITION
+            assert int(job["MinMemoryNode"].removesuffix("M")) == int(wanted["mem_mb"]), rule
+            hours, minutes, _ = (int(x) for x in job["TimeLimit"].split(":"))
+            assert hours * 60 + minutes == int(wanted["runtime"]), rule
+            # a CPU timing job has the node to itself; no job of this CPU config asks for a GPU
+            assert (job["OverSubscribe"] == "NO") == (rule in TIMING_RULES), (rule, job["OverSubscribe"])
+            assert "gres/gpu" not in job.get("TRES", ""), (rule, job.get("TRES"))
+            if rule not in TIMING_RULES:  # an --exclusive job gets every CPU of the node
+                assert int(job["NumCPUs"]) == int(wanted["cpus_per_task"]), rule
+
+
+def test_tables_equal_a_local_runs_in_schema_and_status(slurm_run, local_run):
+    slurm_dir, _, _ = slurm_run
+    on_slurm = tables.read(TABLE, slurm_dir / TARGET)
+    local = tables.read(TABLE, local_run / TARGET)
+    assert on_slurm.schema == local.schema
+    keys = [c for c, t in local.schema.items() if t == pl.String and c not in ("run_id", "message")]
+    assert on_slurm.height == local.height > 0
+    assert on_slurm.select(keys).sort(keys).equals(local.select(keys).sort(keys))
+    assert set(on_slurm["status"]) == {"ok"}
+    env_path = TARGET.replace(".rows.parquet", ".env.parquet")
+    env_slurm, env_local = (tables.read("environment", d / env_path) for d in (slurm_dir, local_run))
+    assert env_slurm.schema == env_local.schema
+    assert env_slurm["hostname"].to_list() == [slurm_cluster.socket.gethostname()]
