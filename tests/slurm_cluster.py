@@ -1,6 +1,9 @@
 """A real one-node SLURM cluster on this machine for tests/test_slurm.py: munged, slurmctld and slurmd (Debian's
-`munge` and `slurm-wlm`, which `./setup.sh test` installs), started as root with a slurm.conf of their own in a
-temporary folder, and stopped again. `start()` raises ClusterUnavailable with the reason where they cannot run.
+`munge` and `slurm-wlm`, which `./setup.sh test` installs), started as root with state in a temporary folder, and
+stopped again. `start()` raises ClusterUnavailable with the reason where they cannot run.
+
+slurm.conf goes to /etc/slurm (and is removed at the end): srun inside a job finds its config only there (or by
+DNS), whatever SLURM_CONF the submitting process had; a slurm.conf that is not this module's is never touched.
 
 The node declares more CPUs and memory than a CI runner has (SlurmdParameters=config_overrides), so that the
 jobs of profiles/slurm are accepted as the profile asks for them; and one GPU (a gres backed by /dev/null), so
@@ -21,6 +24,8 @@ CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 NODE_CPUS = 16
 NODE_MEMORY_MB = 128000
 PARTITION = "debug"
+CONF_DIR = Path("/etc/slurm")
+MARKER = "# written by tests/slurm_cluster.py\n"
 
 
 class ClusterUnavailable(RuntimeError):
@@ -56,6 +61,10 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(timeout=10)
+        for name in ("slurm.conf", "gres.conf"):
+            path = CONF_DIR / name
+            if path.exists() and path.read_text().startswith(MARKER):
+                path.unlink()
 
 
 def _free_port() -> int:
@@ -65,7 +74,7 @@ def _free_port() -> int:
 
 
 def _conf(root: Path, node: str) -> str:
-    return f"""\
+    return MARKER + f"""\
 ClusterName=abstraction-cost-test
 SlurmctldHost={node}
 SlurmctldPort={_free_port()}
@@ -91,6 +100,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
+MinJobAge=600
 GresTypes=gpu
 NodeName={node} CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Gres=gpu:1 State=UNKNOWN
 PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP
@@ -122,9 +132,13 @@ def start(root: Path, timeout_s: float = 60) -> Cluster:
     node = socket.gethostname().split(".")[0]
     for d in ("state", "spool"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    conf = root / "slurm.conf"
+    conf = CONF_DIR / "slurm.conf"
+    for path in (conf, CONF_DIR / "gres.conf"):
+        if path.exists() and not path.read_text().startswith(MARKER):
+            raise ClusterUnavailable(f"{path} exists: this machine has a SLURM setup of its own")
+    CONF_DIR.mkdir(parents=True, exist_ok=True)
     conf.write_text(_conf(root, node))
-    (root / "gres.conf").write_text(f"NodeName={node} Name=gpu File=/dev/null\n")
+    (CONF_DIR / "gres.conf").write_text(f"{MARKER}NodeName={node} Name=gpu File=/dev/null\n")
     processes = _start_munge(root)
     env = {**os.environ, "SLURM_CONF": str(conf)}
     for daemon in ("slurmctld", "slurmd"):

@@ -72,6 +72,10 @@ def jobs_by_rule(scontrol: str) -> dict[str, list[dict]]:
     return jobs
 
 
+def mebibytes(size: str) -> float:
+    return float(size[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[size[-1]]
+
+
 def test_jobs_are_submitted_with_the_profiles_resources_and_finish(slurm_run):
     _, _, scontrol = slurm_run
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
@@ -83,7 +87,7 @@ def test_jobs_are_submitted_with_the_profiles_resources_and_finish(slurm_run):
         for job in submitted:
             assert job["JobState"] == "COMPLETED", (rule, job["JobState"], job.get("Reason"))
             assert job["Partition"] == slurm_cluster.PARTITION
-            assert int(job["MinMemoryNode"].removesuffix("M")) == int(wanted["mem_mb"]), rule
+            assert mebibytes(job["MinMemoryNode"]) == int(wanted["mem_mb"]), rule  # the plugin passes MB as --mem
             hours, minutes, _ = (int(x) for x in job["TimeLimit"].split(":"))
             assert hours * 60 + minutes == int(wanted["runtime"]), rule
             # a CPU timing job has the node to itself; no job of this CPU config asks for a GPU
