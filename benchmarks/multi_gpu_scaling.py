@@ -1,0 +1,152 @@
+"""Multi-GPU scaling: the wall time of one whole pipeline run on 1 GPU against N GPUs of one box.
+
+Each run is `snakemake --cores all` of a config (default config/gpu-smoke.yaml) with gpus.slots = --gpus, in a
+fresh working directory with fresh Inductor and Triton caches (cold caches: data, compile cache, results). The
+C++ program (native/build, shared by every run) is built before the clock starts, so both runs time the same work.
+From the run's environment table it records each timing job's GPU, start and end, checks that no two timing jobs
+overlapped on one GPU, and counts every table's rows by status.
+
+    python benchmarks/multi_gpu_scaling.py --gpus 1 --out one.json
+    python benchmarks/multi_gpu_scaling.py --gpus 2 --out two.json
+    python benchmarks/multi_gpu_scaling.py --summarise one.json two.json --out scaling.md
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+TARGET_SPEEDUP = 1.7  # issue 12: two GPUs against one on config/gpu-smoke.yaml
+
+
+def _when(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+def timing_jobs(environment: pl.DataFrame) -> list[dict]:
+    """Every measuring job's rule, wildcards, GPU and start and end (epoch seconds), in start order."""
+    jobs = [{"rule": r["rule"], "job": r["job"], "device": r["device"], "gpu_index": r["gpu_index"],
+             "gpu_uuid": r["gpu_uuid"], "start": _when(r["started_at"]), "end": _when(r["ended_at"])}
+            for r in environment.iter_rows(named=True) if r["started_at"] and r["ended_at"]]
+    return sorted(jobs, key=lambda j: j["start"])
+
+
+def overlaps_on_one_gpu(jobs: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of timing jobs that ran at the same time on the same GPU (should be none)."""
+    found = []
+    on_gpu = [j for j in jobs if j["device"] == "cuda"]
+    for i, a in enumerate(on_gpu):
+        for b in on_gpu[i + 1:]:
+            if a["gpu_uuid"] == b["gpu_uuid"] and a["start"] < b["end"] and b["start"] < a["end"]:
+                found.append((f"{a['rule']}[{a['job']}]", f"{b['rule']}[{b['job']}]"))
+    return found
+
+
+def row_status(results: Path) -> dict[str, int]:
+    """Rows by status over every table under results/ that has a status column."""
+    counts: dict[str, int] = {}
+    for path in sorted(results.rglob("*.parquet")):
+        if path.name.endswith(".env.parquet") or "/jobs/" in str(path) or path.name.endswith(".rows.parquet"):
+            continue  # parts of whole tables, counted in the whole table
+        df = pl.read_parquet(path)
+        if "status" in df.columns:
+            for status, n in df["status"].value_counts().iter_rows():
+                counts[status] = counts.get(status, 0) + n
+    return counts
+
+
+def run(config_path: Path, gpus: int, workdir: Path, cores: str) -> dict:
+    config = yaml.safe_load(config_path.read_text())
+    config["gpus"] = {**config.get("gpus", {}), "slots": gpus}
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    caches = workdir / "caches"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+           "TRITON_CACHE_DIR": str(caches / "triton")}
+    base = [str(SNAKEMAKE), "--cores", cores, "--configfile", str(workdir / "config.yaml"), "-s",
+            str(REPO / "Snakefile"), "--workflow-profile", str(REPO / "profiles/default"), "-d", str(workdir)]
+    # the shared C++ build outside the clock (a no-op when native/build is up to date)
+    subprocess.run([*base, "build_native"], cwd=REPO, env=env, check=True, capture_output=True)
+    start = time.monotonic()
+    done = subprocess.run(base, cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    (workdir / "snakemake.log").write_text(done.stdout + done.stderr)
+    environment = pl.read_parquet(workdir / "results/environment.parquet") if done.returncode == 0 else None
+    jobs = timing_jobs(environment) if environment is not None else []
+    return {"config": str(config_path), "gpus": gpus, "returncode": done.returncode, "wall_s": round(wall, 1),
+            "hostname": os.uname().nodename, "gpu_names": sorted({r for r in (environment["gpu_name"].to_list()
+                                                                             if environment is not None else [])
+                                                                  if r}),
+            "jobs": jobs, "overlaps_on_one_gpu": overlaps_on_one_gpu(jobs),
+            "rows_by_status": row_status(workdir / "results") if done.returncode == 0 else {},
+            "log_tail": (done.stdout + done.stderr)[-3000:] if done.returncode else ""}
+
+
+def summarise(runs: list[dict]) -> str:
+    """A markdown report: wall time per GPU count, speedup over the fewest GPUs, jobs per GPU, overlaps, rows."""
+    runs = sorted(runs, key=lambda r: r["gpus"])
+    base = runs[0]
+    lines = [f"Config `{base['config']}` on {base['hostname']} ({', '.join(base['gpu_names']) or 'no GPU'}), "
+             "cold caches, `snakemake --cores all`.", "",
+             "| GPUs | wall (s) | speedup | timing jobs per GPU | overlaps on one GPU | rows by status |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in runs:
+        per_gpu: dict[str, int] = {}
+        for j in r["jobs"]:
+            key = "cpu" if j["device"] != "cuda" else f"GPU {j['gpu_index']}"
+            per_gpu[key] = per_gpu.get(key, 0) + 1
+        status = ", ".join(f"{k} {v}" for k, v in sorted(r["rows_by_status"].items())) or f"run failed ({r['returncode']})"
+        lines.append(f"| {r['gpus']} | {r['wall_s']} | {base['wall_s'] / r['wall_s']:.2f} | "
+                     f"{', '.join(f'{k}: {v}' for k, v in sorted(per_gpu.items()))} | "
+                     f"{len(r['overlaps_on_one_gpu'])} | {status} |")
+    best = runs[-1]
+    speedup = base["wall_s"] / best["wall_s"]
+    lines += ["", f"{best['gpus']} GPUs against {base['gpus']}: {speedup:.2f}x "
+              f"({'meets' if speedup >= TARGET_SPEEDUP else 'misses'} the {TARGET_SPEEDUP}x target).", "",
+              "Timing jobs (start and end relative to the run's first job, seconds):", ""]
+    for r in runs:
+        t0 = min((j["start"] for j in r["jobs"]), default=0.0)
+        lines.append(f"- {r['gpus']} GPU(s): " + "; ".join(
+            f"{j['rule']}[{j['job']}] on {'cpu' if j['device'] != 'cuda' else 'GPU ' + str(j['gpu_index'])} "
+            f"{j['start'] - t0:.0f}-{j['end'] - t0:.0f}" for j in r["jobs"]))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpus", type=int, help="gpus.slots for this run")
+    parser.add_argument("--config", type=Path, default=REPO / "config/gpu-smoke.yaml")
+    parser.add_argument("--workdir", type=Path, help="fresh working directory (default: a temporary one)")
+    parser.add_argument("--cores", default="all")
+    parser.add_argument("--summarise", nargs="+", type=Path, metavar="RUN_JSON")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if args.summarise:
+        text = summarise([json.loads(p.read_text()) for p in args.summarise])
+    elif args.gpus is not None:
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"scaling-{args.gpus}gpu-"))
+        text = json.dumps(run(args.config, args.gpus, workdir, args.cores), indent=1)
+    else:
+        parser.error("give --gpus N for a run, or --summarise RUN_JSON... for the report")
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(args.out)
+    print(text if args.summarise else f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
