@@ -72,6 +72,7 @@ def test_no_slots_on_a_gpu_config_names_the_setting(monkeypatch):
 def test_which_timing_jobs_are_on_the_gpu():
     assert gpu_slots.on_gpu("vision_model", {"pair": "gpu"}, {"device": "auto"}, 2)
     assert not gpu_slots.on_gpu("vision_model", {"pair": "cpu"}, {"device": "cuda"}, 2)
+    assert not gpu_slots.on_gpu("vision_model", {"pair": "gpu"}, {"device": "cpu"}, None)  # not_run, no GPU
     assert not gpu_slots.on_gpu("study_b_block_timing", {"pair": "gpu"}, {"device": "auto"}, 0)
     assert gpu_slots.on_gpu("study_b_block_timing", {"pair": "gpu"}, {"device": "auto"}, None)  # a cluster
     assert gpu_slots.on_gpu("eval_backend", {}, {"device": "auto"}, 1)
@@ -284,3 +285,10 @@ def test_real_gpus_get_a_slot_each_by_uuid(monkeypatch):
     script = "import torch; print(torch.cuda.device_count(), torch.cuda.get_device_properties(0).uuid)"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "1" and slot.gpu.uuid.removeprefix("GPU-") == out[1].removeprefix("GPU-")
+
+
+def test_measured_runs_safety_net_locks_the_device_a_job_took_no_slot_for(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    slot = gpu_slots.hold_device("fake-1")  # torch writes the UUID without NVML's "GPU-"
+    assert slot.gpu.index == 1 and gpu_slots.hold_device("fake-1") is slot
+    assert gpu_slots._try_lock(slot.gpu, "probe") is None

@@ -50,7 +50,9 @@ def slurm_run(cluster, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("slurm-run")
     done = run_target(workdir, "profiles/slurm", cluster.env)
     assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-5000:] + cluster.log("slurmctld")[-2000:])
-    return workdir, done, cluster.run("scontrol", "show", "jobs", "-o", "-d")
+    scontrol = cluster.run("scontrol", "show", "jobs", "-o", "-d")
+    (workdir / "scontrol-jobs.txt").write_text(scontrol)  # for a person reading a failure
+    return workdir, done, scontrol
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,13 @@ def mebibytes(size: str) -> float:
     return float(size[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[size[-1]]
 
 
+def minutes(limit: str) -> int:
+    """scontrol's [days-]hours:minutes:seconds in minutes."""
+    days, _, clock = limit.rpartition("-")
+    hours, mins, _ = (int(x) for x in clock.split(":"))
+    return int(days or 0) * 1440 + hours * 60 + mins
+
+
 def test_jobs_are_submitted_with_the_profiles_resources_and_finish(slurm_run):
     _, _, scontrol = slurm_run
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
@@ -88,8 +97,7 @@ def test_jobs_are_submitted_with_the_profiles_resources_and_finish(slurm_run):
             assert job["JobState"] == "COMPLETED", (rule, job["JobState"], job.get("Reason"))
             assert job["Partition"] == slurm_cluster.PARTITION
             assert mebibytes(job["MinMemoryNode"]) == int(wanted["mem_mb"]), rule  # the plugin passes MB as --mem
-            hours, minutes, _ = (int(x) for x in job["TimeLimit"].split(":"))
-            assert hours * 60 + minutes == int(wanted["runtime"]), rule
+            assert minutes(job["TimeLimit"]) == int(wanted["runtime"]), rule
             # a CPU timing job has the node to itself; no job of this CPU config asks for a GPU
             assert (job["OverSubscribe"] == "NO") == (rule in TIMING_RULES), (rule, job["OverSubscribe"])
             assert "gres/gpu" not in job.get("TRES", ""), (rule, job.get("TRES"))

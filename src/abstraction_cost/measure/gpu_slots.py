@@ -115,8 +115,8 @@ def is_timing_rule(rule: str) -> bool:
 def on_gpu(rule: str, wildcards: Mapping, config: Mapping, n_slots: int | None) -> bool:
     """Whether a timing job times on a GPU. n_slots None: GPUs unknown here (a cluster's login node), so only
     what the config names explicitly (device cuda, pair gpu) counts as the GPU."""
-    if rule in PAIR_RULES:
-        return wildcards["pair"] == "gpu" and n_slots != 0
+    if rule in PAIR_RULES:  # with device cpu the gpu pair is recorded as not_run, on no GPU
+        return wildcards["pair"] == "gpu" and config["device"] != "cpu" and n_slots != 0
     if rule in DEVICE_RULES:
         device = config["device"]
         return device == "cuda" or (device == "auto" and bool(n_slots))
