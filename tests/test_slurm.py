@@ -118,3 +118,23 @@ def test_tables_equal_a_local_runs_in_schema_and_status(slurm_run, local_run):
     env_slurm, env_local = (tables.read("environment", d / env_path) for d in (slurm_dir, local_run))
     assert env_slurm.schema == env_local.schema
     assert env_slurm["hostname"].to_list() == [slurm_cluster.socket.gethostname()]
+
+
+def test_the_controller_accepts_a_gpu_timing_jobs_request(cluster):
+    """What the plugin asks for a GPU timing job (gpu=1 from gpu_slots.smk) on a node with a GPU gres: the
+    controller would start it (sbatch --test-only; this machine has no GPU to run it on)."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    resources = {"gpu": 1}
+    job = SimpleNamespace(resources=SimpleNamespace(get=lambda key, default=None: resources.get(key, default)))
+    request = set_gres_string(job).split()
+    assert request == ["--gpus=1"]
+    done = subprocess.run(["sbatch", "--test-only", *request, "-p", slurm_cluster.PARTITION, "-c", "8",
+                           "--mem", "64000", "-t", "1440", "--wrap", "true"], env=cluster.env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "to start at" in done.stderr, done.stderr
+    more = subprocess.run(["sbatch", "--test-only", "--gpus=2", "-p", slurm_cluster.PARTITION, "--wrap", "true"],
+                          env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert more.returncode != 0  # the node has one GPU: a request it cannot meet is refused, not queued forever
