@@ -68,13 +68,17 @@ def _nvml_gpus() -> list[Gpu]:
     try:
         import pynvml
         pynvml.nvmlInit()
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
-            gpus.append(Gpu(i, uuid.decode() if isinstance(uuid, bytes) else uuid))
-        return gpus
+        count = pynvml.nvmlDeviceGetCount()
     except Exception:  # no driver, no pynvml: no GPU
         return []
+    gpus = []
+    for i in range(count):
+        try:
+            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+        except Exception:  # a GPU a cluster's cgroup hides from this job
+            continue
+        gpus.append(Gpu(i, uuid.decode() if isinstance(uuid, bytes) else uuid))
+    return gpus
 
 
 def visible_gpus() -> list[Gpu]:
