@@ -255,10 +255,12 @@ def test_snakemake_runs_one_timing_job_per_gpu_at_once(tmp_path, monkeypatch):
     assert not any(overlaps(cpu_job, j) for j in gpu_jobs)  # a CPU timing job runs alone
 
 
-def test_snakemake_limits_slots_from_the_config(tmp_path, monkeypatch):
+@pytest.mark.parametrize("gpus, args", [({"slots": 1}, []), ({}, ["--resources", "gpu=1"])],
+                         ids=["config gpus.slots", "command line --resources"])
+def test_snakemake_limits_slots(tmp_path, monkeypatch, gpus, args):
     fake_gpus(monkeypatch, 2)
-    slot_workflow(tmp_path, {"device": "auto", "gpus": {"slots": 1}})
-    done = run_snakemake(tmp_path, monkeypatch)
+    slot_workflow(tmp_path, {"device": "auto", "gpus": gpus})
+    done = run_snakemake(tmp_path, monkeypatch, *args)
     assert done.returncode == 0, done.stderr[-3000:]
     gpu_jobs = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("gpu-*.json"))]
     assert {j["gpu"] for j in gpu_jobs} == {0}
