@@ -37,6 +37,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
+from .. import faults
 from ..measure.timing import synchronize
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -189,6 +190,7 @@ def compile_fn(fn: Callable, cfg: Configuration, mode: str, backend: str = "indu
         compiled = torch.compile(fn, mode=mode, dynamic=False)
     else:
         compiled = torch.compile(fn, backend=backend, dynamic=False)
+    compiled = faults.compiled(compiled, mode)
     if cfg.device_type == "cuda" and mode in CUDA_GRAPH_MODES:
         mark_step = torch.compiler.cudagraph_mark_step_begin
 

@@ -16,7 +16,7 @@ from typing import Iterator, Mapping
 
 import torch
 
-from .. import tables
+from .. import faults, tables
 from . import device as devices
 from .environment import capture
 from .nvml import NvmlReader, NvmlSampler
@@ -33,6 +33,7 @@ class Run:
     @contextmanager
     def phase(self, name: str):
         """Mark a phase for the sampler and measure the allocator's peak within it."""
+        faults.phase(name)
         devices.reset_alloc_peak(self.device)
         with self.sampler.phase(name):
             yield

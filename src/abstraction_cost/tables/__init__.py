@@ -12,6 +12,7 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
+from .. import faults
 from . import common, study_a, study_a_backends, study_a_summary, study_b_blocks, study_b_models
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {}
@@ -58,6 +59,7 @@ def write(table: str, rows: Iterable[Mapping] | pl.DataFrame, path: str | os.Pat
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     df.write_parquet(tmp)
+    faults.table_write(table, tmp)
     os.replace(tmp, path)
     return df
 
