@@ -9,6 +9,7 @@ Every row the job writes carries run.run_id, which joins results/environment.par
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from . import device as devices
 from .environment import capture
 from .nvml import NvmlReader, NvmlSampler
 from .timing import synchronize
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -56,19 +59,24 @@ def _state_columns(reader: NvmlReader | None, suffix: str) -> dict:
 
 @contextmanager
 def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: str,
-                 device: torch.device | None = None) -> Iterator[Run]:
-    """Select the device, apply the numerics settings, sample NVML, and write the environment row at the end."""
+                 device: torch.device | None = None, run_id: str | None = None, resumes: int = 0) -> Iterator[Run]:
+    """Select the device, apply the numerics settings, sample NVML, and write the environment row at the end.
+    run_id and resumes: a job resumed after an interruption (measure/steps.py) goes on under its first run_id."""
     device = device if device is not None else devices.select(config)
     devices.apply_numerics(config)
     env = capture(config, device)
-    reader, status = NvmlReader.open(devices.cuda_uuid(device))
+    gpu = devices.cuda_uuid(device)
+    reader, status = NvmlReader.open(gpu)
+    if reader is None and gpu is not None:
+        log.warning("%s: the run goes on without NVML samples (their columns stay empty); check `nvidia-smi` and "
+                    "that nvidia-ml-py is installed", status)
     before = _state_columns(reader, "before")
     sampler = NvmlSampler(reader, config["measure"]["nvml_interval_ms"], status)
-    run = Run(run_id=uuid.uuid4().hex[:16], device=device, sampler=sampler)
+    run = Run(run_id=run_id or uuid.uuid4().hex[:16], device=device, sampler=sampler)
     try:
         with sampler:
             yield run
     finally:
         row = {"run_id": run.run_id, "rule": rule, "job": ",".join(f"{k}={v}" for k, v in job.items()),
-               **env, "nvml_status": sampler.status, **before, **_state_columns(reader, "after")}
+               **env, "nvml_status": sampler.status, **before, **_state_columns(reader, "after"), "resumes": resumes}
         tables.write("environment", [row], env_path)
