@@ -43,10 +43,11 @@ def check_writable(folders: dict[str, str]) -> None:
     """Raise RunGuardError naming each folder (config key -> path) this run cannot create files in."""
     failures = []
     for key, folder in folders.items():
-        path = Path(folder)
+        path = Path(folder).absolute()
+        while not path.exists() and path != path.parent:   # not made yet: where it would be made
+            path = path.parent
         probe = path / f".write-probe-{os.getpid()}"
         try:
-            path.mkdir(parents=True, exist_ok=True)
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as err:

@@ -83,6 +83,12 @@ class Workdir:
         raise AssertionError(f"{log} never said {text!r} within {timeout} s")
 
 
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(item.fspath).parent == Path(__file__).parent:
+            item.add_marker(pytest.mark.faults)
+
+
 @pytest.fixture
 def work(tmp_path) -> Workdir:
     return Workdir(tmp_path, faults_config())

@@ -46,7 +46,7 @@ def test_recompile_limit_hit_is_not_reported_ok(work):
     assert hit.returncode == 0, hit.output[-4000:]
     rows, compiled = _matmul_compiled_rows(work)
     # dynamo fell back to eager: those times are eager's, and must not be reported as compiled ones
-    assert compiled.height and (compiled["status"] != "ok").all(), compiled.select("size", "status", "message")
+    assert compiled.height and (compiled["status"] != "ok").all(), compiled.select("n", "status", "message")
     assert compiled["message"].str.contains("recompile limit").all(), compiled["message"].to_list()
 
 
