@@ -24,7 +24,7 @@ from pathlib import Path
 
 LOCK_FILE = Path(".snakemake") / "run.lock"
 SNAKEMAKE_LOCKS = Path(".snakemake") / "locks"
-DRY_RUN_FLAGS = ("--dry-run", "--dryrun", "--dry_run", "--nolock")
+NO_LOCK_FLAGS = ("--dry-run", "--dryrun", "--dry_run", "--nolock")   # runs that take no lock (-n too)
 _held: int | None = None   # the lock's file descriptor, kept open for the life of this process
 
 log = logging.getLogger(__name__)
@@ -34,9 +34,11 @@ class RunGuardError(RuntimeError):
     """This run must not start; the message says why and what to do."""
 
 
-def _is_dry_run(argv: list[str]) -> bool:
+def _takes_no_lock(argv: list[str]) -> bool:
+    """A dry run (-n, also bundled as in -np) or --nolock: Snakemake's own options, known only from argv while
+    the Snakefile is read."""
     short = [a for a in argv if a.startswith("-") and not a.startswith("--")]
-    return any(a in DRY_RUN_FLAGS for a in argv) or any("n" in a[1:] and a[1:].isalpha() for a in short)
+    return any(a in NO_LOCK_FLAGS for a in argv) or any("n" in a[1:] and a[1:].isalpha() for a in short)
 
 
 def check_writable(folders: dict[str, str]) -> None:
@@ -61,7 +63,7 @@ def claim(argv: list[str] | None = None, main_process: bool = True) -> str | Non
     """Take this directory's run lock (clearing Snakemake's stale locks); returns what was done, to show."""
     global _held
     argv = sys.argv if argv is None else argv
-    if _held is not None or not main_process or _is_dry_run(argv):
+    if _held is not None or not main_process or _takes_no_lock(argv):
         return None
     LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)

@@ -63,7 +63,7 @@ class Workdir:
                                 env=self.env(**faults), start_new_session=True)
 
     def jobs_run(self, output: str) -> list[str]:
-        """The rules Snakemake ran, from its output (its job-stats table and the 'rule X:' headers)."""
+        """The rules Snakemake ran, from the 'rule X:' / 'localrule X:' header of each job in its output."""
         return [line.split()[1].rstrip(":") for line in output.splitlines()
                 if line.startswith(("rule ", "localrule ")) and line.rstrip().endswith(":")]
 
