@@ -5,7 +5,7 @@ import pytest
 
 from abstraction_cost import tables
 
-from .conftest import EAGER_ROWS, LIBTORCH_ROWS, MATMUL_ROWS
+from .conftest import EAGER_ROWS, LIBTORCH_ROWS, MATMUL_ROWS, VISION_JOB
 
 
 @pytest.mark.parametrize("fault, says, finished", [
@@ -59,4 +59,20 @@ def test_out_of_memory_in_one_phase(work):
     message = failed["message"][0]
     assert "out of memory" in message and "study_a.training.batch_size" in message, message   # cause and fix
     again = work.snakemake(EAGER_ROWS)
+    assert again.returncode == 0 and work.jobs_run(again.output) == []
+
+
+def test_out_of_memory_in_one_vision_step(work):
+    """A vision job whose timing-methods step runs out of memory: that step's rows say so, the job's other steps
+    are measured and kept."""
+    oom = work.snakemake(f"{VISION_JOB}/environment.parquet", AC_FAULT="oom@timing-warmup")
+    assert oom.returncode == 0, oom.output[-4000:]
+    timing = tables.read("vision_timing_methods", work.path / VISION_JOB / "vision_timing_methods.parquet")
+    assert timing.height and (timing["status"] == "oom").all()
+    assert timing["message"].str.contains("out of memory").all()
+    assert timing["message"].str.contains("study_b.models.batch_size").all(), timing["message"][0]
+    for other in ("vision_e2e", "vision_layer_times", "vision_selective"):
+        rows = tables.read(other, work.path / VISION_JOB / f"{other}.parquet")
+        assert rows.height and (rows["status"] == "ok").any() and rows["status"].null_count() == 0, other
+    again = work.snakemake(f"{VISION_JOB}/environment.parquet")
     assert again.returncode == 0 and work.jobs_run(again.output) == []
