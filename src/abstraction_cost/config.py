@@ -60,7 +60,8 @@ def load(path: str | Path) -> dict:
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the config ({err.strerror or err})") from None
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: a config is a YAML mapping of keys (device, seed, ...), got {type(config).__name__}")
+        raise ConfigError(f"{path}: a config is a YAML mapping of keys (device, seed, ...), "
+                          f"got {type(config).__name__}")
     validate(config)
     return config
 

@@ -74,7 +74,8 @@ def claim(argv: list[str] | None = None, main_process: bool = True) -> str | Non
         if err.errno not in (errno.EAGAIN, errno.EACCES):
             raise
         raise RunGuardError(f"another Snakemake ({_owner()}) is running in this directory ({Path.cwd()}); wait "
-                            "for it to finish or stop it, then run again. Its lock is live: do not remove it.") from None
+                            "for it to finish or stop it, then run again. Its lock is live: do not remove it."
+                            ) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
     _held = fd

@@ -76,7 +76,7 @@ def test_unsafe_archive_member_is_refused(tmp_path, monkeypatch, kind):
     served, root = tmp_path / "served", tmp_path / "work" / "resources" / "cifar10"
     fake = fake_datasets.FakeDataset("cifar10", {ARCHIVE: archive}, {})
     fake_datasets.serve_layout(fake, served)
-    fake_datasets.use_fake_md5s(monkeypatch, fake)   # the archive is the one its checksum names: only its members are bad
+    fake_datasets.use_fake_md5s(monkeypatch, fake)   # the archive matches its checksum: only its members are bad
     record = root / "download.json"
     with loopback.serve(served) as mirror:
         result = download.record("cifar10", root, mirror, record)

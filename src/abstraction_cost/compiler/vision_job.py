@@ -62,11 +62,8 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger,
     out: dict[str, list[dict]] = {name: [] for name in JOB_TABLES}
 
     def step(name: str, what: str, measure) -> dict[str, list[dict]]:
-        if store is None:
-            with _step(log, f"{model} on {pair}: {what}"):
-                return measure()
         with _step(log, f"{model} on {pair}: {what}"):
-            return store.step(name, measure)
+            return measure() if store is None else store.step(name, measure)
 
     def e2e(mode):
         times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode), config, run, loaded)
@@ -90,6 +87,7 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger,
         if r["dp_matches_exhaustive"] is False:   # a bug in the optimiser, shown in the table and the report
             log.error("%s: the dynamic programme (%s ms) missed the exhaustive optimum (%s ms, %s) of its own "
                       "cost model", model, r["predicted_ms"], r["exhaustive_ms"], r["exhaustive_choice"])
+
     def selective_step():
         times, builds = selective.selective(lcase, config, tables.frame("vision_oracles", out["vision_oracles"]),
                                             run, loaded)
