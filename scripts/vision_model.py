@@ -1,4 +1,6 @@
 """Rule vision_model: every step of one vision model on one pair (compiler/vision_job.py), one table part each."""
+from pathlib import Path
+
 from abstraction_cost.compiler import inductor_env
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
@@ -10,10 +12,15 @@ inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before 
 from abstraction_cost import tables  # noqa: E402
 from abstraction_cost.compiler import vision_job  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
+from abstraction_cost.measure.steps import StepStore  # noqa: E402
 
 w, config = snakemake.wildcards, snakemake.config
+# finished steps kept beside the job's outputs (not among them, so a failed job's are not deleted)
+store = StepStore(Path(snakemake.output.env).parent / "steps", vision_job.step_key(config, w.model, w.pair))
 with measured_run(config, rule="vision_model", job=dict(w), env_path=snakemake.output.env,
-                  device=vision_job.run_device(config, w.model, w.pair)) as run:
-    out = vision_job.run_job(config, w.model, w.pair, run, log)
+                  device=vision_job.run_device(config, w.model, w.pair), run_id=store.run_id,
+                  resumes=store.resumes) as run:
+    out = vision_job.run_job(config, w.model, w.pair, run, log, store)
 for name, rows in out.items():
     log.info("%s: %d rows", name, tables.write(name, rows, snakemake.output[name]).height)
+store.clear()

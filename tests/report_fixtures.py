@@ -49,6 +49,7 @@ def environment_rows(run_ids, gpu_name="NVIDIA H100 80GB HBM3") -> pl.DataFrame:
              "config_hash": "abcdef012345", "nvml_status": "ok", "sm_clock_mhz_before": 1980.0 - i,
              "sm_clock_mhz_after": 1755.0, "mem_clock_mhz_before": 2619.0, "mem_clock_mhz_after": 2619.0,
              "temperature_c_before": 35.0, "temperature_c_after": 60.0 + i, "power_w_before": 70.0,
-             "power_w_after": 300.0, "throttle_reasons_before": "none", "throttle_reasons_after": "sw_power_cap"}
+             "power_w_after": 300.0, "throttle_reasons_before": "none", "throttle_reasons_after": "sw_power_cap",
+             "resumes": 0}
             for i, run_id in enumerate(run_ids)]
     return tables.frame("environment", rows)

@@ -15,6 +15,7 @@
 //   [--log-steps 0|1]      one `step` record with the loss after every train step (synchronises; tests only)
 #include <algorithm>
 
+#include "fault.h"
 #include "prepared.h"
 #include "programs.h"
 #include "resnet.h"
@@ -99,6 +100,7 @@ int train_main(const Args& a) {
                                                    {epochs, train.split.count}, torch::kInt32);
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     {  // train
+      fault_point("train", epoch);
       model->train();
       PhaseStats stats(session.device);
       StepTimer timer(session.cuda(), session.stream());
@@ -122,6 +124,7 @@ int train_main(const Args& a) {
       emit_phase(epoch, "train", stats, timer, phase);
     }
     {  // eval
+      fault_point("eval", epoch);
       torch::NoGradGuard no_grad;
       model->eval();
       PhaseStats stats(session.device);

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,18 @@ def validate(config: dict, schema_dir: Path = SCHEMA_DIR) -> None:
 
 
 def load(path: str | Path) -> dict:
-    config = yaml.safe_load(Path(path).read_text())
+    """Read and validate a config file; ConfigError names the file (and line) or the key at fault."""
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f", line {where.line + 1} column {where.column + 1}" if where else ""
+        raise ConfigError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config ({err.strerror or err})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: a config is a YAML mapping of keys (device, seed, ...), "
+                          f"got {type(config).__name__}")
     validate(config)
     return config
 
@@ -81,3 +93,23 @@ class TrainingSettings:
             momentum=t["optimizer"]["momentum"],
             weight_decay=t["optimizer"]["weight_decay"],
         )
+
+
+def main(argv: list[str]) -> int:
+    """`python -m abstraction_cost.config FILE...`: check configs before a run; exit 1 naming each bad key."""
+    if not argv:
+        print("usage: python -m abstraction_cost.config FILE [FILE...]", file=sys.stderr)
+        return 2
+    bad = 0
+    for path in argv:
+        try:
+            load(path)
+            print(f"{path}: ok")
+        except ConfigError as err:
+            bad += 1
+            print(f"{path}: {err}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

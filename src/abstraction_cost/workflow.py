@@ -5,6 +5,8 @@ import logging
 import sys
 from pathlib import Path
 
+from . import run_guard
+
 
 def setup_logging(snakemake) -> logging.Logger:
     """Send this script's log records (and uncaught exceptions) to the rule's log file, and to stderr."""
@@ -19,4 +21,5 @@ def setup_logging(snakemake) -> logging.Logger:
     def excepthook(kind, value, tb):
         log.error("failed", exc_info=(kind, value, tb))
     sys.excepthook = excepthook
+    run_guard.watch_snakemake()
     return log

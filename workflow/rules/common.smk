@@ -2,15 +2,25 @@
 import sys
 from pathlib import Path
 
+from snakemake.logging import logger
+
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from abstraction_cost import config as config_module
+from abstraction_cost import run_guard
 from abstraction_cost.data import specs as dataset_specs
+from abstraction_cost.measure import device as device_check
 
+# Before any job: the config, the device it names, the folders it writes, and one run per directory (run_guard).
 try:
     config_module.validate(config)
-except config_module.ConfigError as err:
+    device_check.require(config)
+    run_guard.check_writable({"results": "results", "logs": "logs", "data.root": config["data"]["root"]})
+    _cleared = run_guard.claim(main_process=workflow.is_main_process)
+except (config_module.ConfigError, device_check.DeviceUnavailable, run_guard.RunGuardError) as err:
     raise WorkflowError(str(err)) from None
+if _cleared:
+    logger.warning(_cleared)
 
 
 wildcard_constraints:

@@ -52,7 +52,8 @@ def run(snakemake, backend: str, trainer: Trainer) -> None:
             except prepared.MissingDataset as err:
                 rows = _skipped("missing", str(err))
             except torch.OutOfMemoryError as err:
-                rows = _skipped("oom", str(err).splitlines()[0])
+                rows = _skipped("oom", f"{str(err).splitlines()[0]}; lower study_a.training.batch_size (or "
+                                       f"batch_size_overrides.{w.dataset}) to fit this device")
             except Exception as err:
                 log.error("training failed:\n%s", traceback.format_exc())
                 rows = _skipped("error", f"{type(err).__name__}: {err}")

@@ -37,6 +37,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
+from .. import faults
 from ..measure.timing import synchronize
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -189,6 +190,7 @@ def compile_fn(fn: Callable, cfg: Configuration, mode: str, backend: str = "indu
         compiled = torch.compile(fn, mode=mode, dynamic=False)
     else:
         compiled = torch.compile(fn, backend=backend, dynamic=False)
+    compiled = faults.compiled(compiled, mode)
     if cfg.device_type == "cuda" and mode in CUDA_GRAPH_MODES:
         mark_step = torch.compiler.cudagraph_mark_step_begin
 
@@ -211,6 +213,11 @@ def prepare(fn: Callable, cfg: Configuration, mode: str, example_args: Sequence,
     first_ms = (time.perf_counter_ns() - start) / 1e6
     after = compile_counters()
     compiled = after - before if cfg.compiled else CompileCounters(0, 0, 0)
+    if cfg.compiled and compiled.graphs == 0:
+        limit = getattr(torch._dynamo.config, "recompile_limit", "?")
+        raise NotCompiled(f"{cfg.name}/{mode}: torch.compile produced no graph on the first call: dynamo fell back "
+                          f"to eager (its recompile limit hit, torch._dynamo.config.recompile_limit = {limit}, or "
+                          "the code was skipped), so the times would be eager's; see TORCH_LOGS=recompiles")
     return prepared_from(wrapped, cfg, mode, first_ms, compiled, after)
 
 
@@ -220,6 +227,10 @@ def prepared_from(fn: Callable, cfg: Configuration, mode: str, first_ms: float, 
     return Prepared(fn=fn, configuration=cfg, mode=mode, first_call_ms=first_ms, frames=compiled.frames,
                     graphs=compiled.graphs, graph_breaks=compiled.graph_breaks, cache_hits=compiled.cache_hits,
                     cache_misses=compiled.cache_misses, _after_first=after)
+
+
+class NotCompiled(RuntimeError):
+    """A compiled configuration whose first call compiled nothing: dynamo ran it eagerly."""
 
 
 class Recompiled(RuntimeError):

@@ -273,7 +273,8 @@ def message_of(err: BaseException) -> str:
     """The row's message for a failure; the traceback goes to the rule's log."""
     log.error("recorded as a failed row", exc_info=err)
     text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
+    fix = "; lower study_b.models.batch_size or resolution to fit" if status_of(err) == "oom" else ""
+    return f"{type(err).__name__}: {(text[0] if text else '')[:400]}{fix}"
 
 
 def prepare_timed(fn: Callable, configuration: Configuration, mode: str, example: tuple,

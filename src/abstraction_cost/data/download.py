@@ -161,6 +161,8 @@ def record(dataset: str, root: str | os.PathLike, mirror: str | None, record_pat
     except (DownloadError, archives.ArchiveError) as err:
         log.error("%s: %s", dataset, err)
         log.error("%s is recorded as failed in %s; delete that file to try again", dataset, record_path)
-        result = {"status": "failed", "message": str(err), "files": []}
+        retry = (f"to retry: fix the source (data.mirror, the network, or the right file placed in {root}), "
+                 f"delete {record_path} and rerun")
+        result = {"status": "failed", "message": f"{err}; {retry}", "files": []}
     _write_json(Path(record_path), result)
     return result

@@ -8,14 +8,23 @@ class DeviceUnavailable(RuntimeError):
     """The config asks for a GPU this machine does not have."""
 
 
+def require(config: dict) -> None:
+    """Raise DeviceUnavailable, naming the key and the fix, where the config asks for a GPU this machine lacks."""
+    if config["device"] == "cuda" and not torch.cuda.is_available():
+        raise DeviceUnavailable(
+            "config key 'device' is 'cuda' but this machine has no CUDA GPU that torch can use "
+            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}; `nvidia-smi` shows whether a driver "
+            "sees one). Run on a GPU machine, or set device: auto (the GPU where there is one, else the CPU) or "
+            "device: cpu, e.g. config/smoke.yaml")
+
+
 def select(config: dict) -> torch.device:
     wanted = config["device"]
     if wanted == "cpu":
         return torch.device("cpu")
     if torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
-    if wanted == "cuda":
-        raise DeviceUnavailable("config key 'device' is 'cuda' but torch sees no CUDA GPU")
+    require(config)
     return torch.device("cpu")
 
 

@@ -10,6 +10,7 @@ Every row the job writes carries run.run_id, which joins results/environment.par
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,12 +18,14 @@ from typing import Iterator, Mapping
 
 import torch
 
-from .. import tables
+from .. import faults, tables
 from . import device as devices
 from . import gpu_slots
 from .environment import capture
 from .nvml import NvmlReader, NvmlSampler
 from .timing import synchronize
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,6 +38,7 @@ class Run:
     @contextmanager
     def phase(self, name: str):
         """Mark a phase for the sampler and measure the allocator's peak within it."""
+        faults.phase(name)
         devices.reset_alloc_peak(self.device)
         with self.sampler.phase(name):
             yield
@@ -57,18 +61,23 @@ def _state_columns(reader: NvmlReader | None, suffix: str) -> dict:
 
 @contextmanager
 def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: str,
-                 device: torch.device | None = None) -> Iterator[Run]:
-    """Select the device, apply the numerics settings, sample NVML, and write the environment row at the end."""
+                 device: torch.device | None = None, run_id: str | None = None, resumes: int = 0) -> Iterator[Run]:
+    """Select the device, apply the numerics settings, sample NVML, and write the environment row at the end.
+    run_id and resumes: a job resumed after an interruption (measure/steps.py) goes on under its first run_id."""
     device = device if device is not None else devices.select(config)
     devices.apply_numerics(config)
     if device.type == "cuda":
         # safety net for a job that took no slot (gpu_slots.take): no two timing jobs on one GPU all the same
         gpu_slots.hold_device(devices.cuda_uuid(device))
     env = capture(config, device)
-    reader, status = NvmlReader.open(devices.cuda_uuid(device))
+    gpu = devices.cuda_uuid(device)
+    reader, status = NvmlReader.open(gpu)
+    if reader is None and gpu is not None:
+        log.warning("%s: the run goes on without NVML samples (their columns stay empty); check `nvidia-smi` and "
+                    "that nvidia-ml-py is installed", status)
     before = _state_columns(reader, "before")
     sampler = NvmlSampler(reader, config["measure"]["nvml_interval_ms"], status)
-    run = Run(run_id=uuid.uuid4().hex[:16], device=device, sampler=sampler)
+    run = Run(run_id=run_id or uuid.uuid4().hex[:16], device=device, sampler=sampler)
     try:
         with sampler:
             yield run
@@ -76,5 +85,5 @@ def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: s
         row = {"run_id": run.run_id, "rule": rule, "job": ",".join(f"{k}={v}" for k, v in job.items()),
                **env, **gpu_slots.environment_columns(),
                "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
-               "nvml_status": sampler.status, **before, **_state_columns(reader, "after")}
+               "nvml_status": sampler.status, **before, **_state_columns(reader, "after"), "resumes": resumes}
         tables.write("environment", [row], env_path)

@@ -6,12 +6,14 @@ disk: it checks the columns, casts to the declared types and renames a finished 
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import polars as pl
 
+from .. import faults
 from . import common, study_a, study_a_backends, study_a_summary, study_b_blocks, study_b_models
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {}
@@ -24,6 +26,10 @@ for _module in (common, study_a, study_a_backends, study_a_summary, study_b_bloc
 
 class SchemaError(ValueError):
     """Rows that do not match their table's declared schema."""
+
+
+class TableWriteError(OSError):
+    """A table could not be written (a full disk, a read-only folder); nothing of it is left on disk."""
 
 
 def schema(table: str) -> dict[str, pl.DataType]:
@@ -55,10 +61,20 @@ def write(table: str, rows: Iterable[Mapping] | pl.DataFrame, path: str | os.Pat
     if df.height and df["run_id"].null_count():
         raise SchemaError(f"table {table!r}: every row needs a run_id")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    df.write_parquet(tmp)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{path.name}.tmp-*"):   # a killed writer's half file
+            stale.unlink(missing_ok=True)
+        df.write_parquet(tmp)
+        faults.table_write(table, tmp)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        hint = ("free space on that disk" if err.errno in (errno.ENOSPC, errno.EDQUOT)
+                else "make its folder writable")
+        raise TableWriteError(err.errno, f"table {table!r} not written to {path}: {err.strerror or err}; "
+                              f"{hint} and rerun (finished jobs are kept)") from err
     return df
 
 

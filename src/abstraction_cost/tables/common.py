@@ -41,6 +41,7 @@ SCHEMAS = {
         "power_w_after": pl.Float64,
         "throttle_reasons_before": pl.String,
         "throttle_reasons_after": pl.String,
+        "resumes": pl.Int64,           # interrupted attempts whose finished steps this job kept (same run_id)
     },
 }
 
