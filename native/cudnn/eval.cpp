@@ -63,6 +63,8 @@ int eval_main(const Args& a) {
   params.allocate();
   params.upload(weights);
   normalise.upload();
+  // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
+  CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
   const int n = static_cast<int>(batch_size);
   net.reserve(n, height, width, false);
   Buffer<uint8_t> images_dev(images.size(), "input batch (uint8)");

@@ -126,6 +126,8 @@ int train_main(const Args& a) {
   params.allocate();
   params.upload(weights);
   normalise.upload();
+  // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
+  CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
   const int capacity = static_cast<int>(std::max<int64_t>(
       {std::min(batch_size, train.count), std::min(eval_batch_size, test.count), int64_t{1}}));
   net.reserve(capacity, height, width, true);
