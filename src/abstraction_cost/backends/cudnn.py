@@ -53,3 +53,16 @@ def eval_command(program: Path, implementation: str, input_dir: str | os.PathLik
     command = native.eval_command(program, implementation, input_dir, manifest, batch_size, warmup, repeats, config,
                                   device, logits_out=logits_out, weights=weights, classes=classes)
     return _with_conv_flags(command, config)
+
+
+def training_rows(run, result: native.Result) -> list[dict]:
+    """native.training_rows, each phase row with the algorithm choice and workspace its record carries."""
+    rows = native.training_rows(run, result)
+    algorithms = {(r["epoch"], r["phase"]): {k: r.get(k) for k in ("conv_algo", "workspace_mib")}
+                  for r in result.of_kind("phase")}
+    return [{**row, **algorithms.get((row["epoch"], row["phase"]), {})} for row in rows]
+
+
+def not_run(device: torch.device) -> list[dict]:
+    """The training job's one row where there is no CUDA GPU to run on."""
+    return [{"epoch": None, "phase": None, "status": "not_run", "message": NOT_RUN_REASON.format(device=device.type)}]
