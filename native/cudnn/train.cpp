@@ -3,7 +3,8 @@
 // - a batch's uint8 images are gathered on the host, copied to the device and normalised there;
 // - train step: cross-entropy (mean), backward, SGD (lr, momentum, weight decay; no dampening or Nesterov);
 // - after each epoch, evaluation on the test split in order, batches of --eval-batch-size, running statistics;
-// - a timed step runs from before the host-to-device copy to after the SGD update (train) or the logits (eval).
+// - a timed step runs from before the host-to-device copy to after the SGD update (train) or the logits (eval;
+//   with the loss and accuracy kernels, which run inside the step so that a CUDA graph holds the whole step).
 // One `phase` record per (epoch, phase), as ac_libtorch train writes, plus conv_algo and workspace_mib. Flags:
 //   --train-images --train-labels --train-count --test-images --test-labels --test-count
 //   --channels --height --width --classes --mean m0,m1,.. --std s0,s1,..   (from the prepared manifest)
