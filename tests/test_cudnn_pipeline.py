@@ -147,3 +147,24 @@ def test_settings_fit_the_program():
                                   "w", "o", settings, config, torch.device("cuda"))
     flags = dict(zip(command[2::2], command[3::2]))
     assert (flags["--conv-algo"], flags["--workspace-limit-mib"], flags["--tf32"]) == ("find", "0", "1")
+
+
+def test_the_benchmark_needs_a_gpu_and_writes_its_tables(tmp_path):
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    script = REPO / "benchmarks" / "cudnn_backend.py"
+    proc = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "b.json")], capture_output=True,
+                          text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=120)
+    assert proc.returncode != 0 and "measures on a CUDA GPU; this machine has none" in proc.stderr
+    spec_ = importlib.util.spec_from_file_location("cudnn_backend", script)
+    bench = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bench)
+    rows = [{"kind": "eval", "implementation": "cudnn", "batch": 32, "status": "ok", "median_ms": 12.5,
+             "per_sample_ms": 12.5 / 32, "nvml_peak_mib": 1594.0, "alloc_peak_mib": 985.0},
+            {"kind": "train", "implementation": "eager", "batch": 32, "status": "error", "message": "x"}]
+    bench.write(rows, tmp_path / "b.json", {"device": "test"})
+    assert "| eval | cudnn | 32 | 12.50 | 0.3906 | 1594 | 985 |" in (tmp_path / "b.md").read_text()
+    assert "| train | eager | 32 | error | | | |" in (tmp_path / "b.md").read_text()
