@@ -161,7 +161,8 @@ def test_cudnn_trains_like_eager(program, files, tmp_path, monkeypatch, graphs):
 
 def _sanitizer() -> str | None:
     found = shutil.which("compute-sanitizer")
-    for candidate in (found, "/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"):
+    for candidate in (found, "/usr/local/cuda/bin/compute-sanitizer",
+                      "/usr/local/cuda/compute-sanitizer/compute-sanitizer"):
         if candidate and Path(candidate).is_file():
             return candidate
     return None

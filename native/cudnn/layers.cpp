@@ -204,7 +204,8 @@ Linear::Linear(ParameterSet& params, const std::string& name_, int features_, in
       weight_(params.add(name_ + ".weight", {classes_, features_}, true)),
       bias_(params.add(name_ + ".bias", {classes_}, true)) {}
 
-// Row-major x (n×F), W (K×F), y (n×K) are column-major xᵀ (F×n), Wᵀ (F×K), yᵀ (K×n): yᵀ = (Wᵀ)ᵀ·xᵀ.
+// Row-major x (n×F), W (K×F), y (n×K) are column-major xᵀ (F×n), Wᵀ (F×K), yᵀ (K×n):
+// yᵀ = (Wᵀ)ᵀ·xᵀ.
 void Linear::forward(Gpu& gpu, int n, const float* x, float* y) {
   CUBLAS_CHECK(cublasSgemm(gpu.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, classes, n, features, &kOne, weight_->value,
                            features, x, features, &kZero, y, classes),
