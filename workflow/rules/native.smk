@@ -2,7 +2,8 @@
 # - build_native: native/libtorch (one program, ac_libtorch, with subcommands train and eval) built with CMake
 #   against the installed torch, rebuilt when a source file or the torch version changes. The build directory is
 #   the repository's native/build/ (git-ignored) whatever the working directory, so runs share one build.
-# - train_libtorch: ResNet-50 in torch::nn, rows of the training table beside train_eager's.
+#   build_native_cudnn: the same for native/cudnn (ac_cudnn: ResNet-50 on cuDNN and cuBLAS, no framework).
+# - train_libtorch, train_cudnn: rows of the training table beside train_eager's.
 # - the comparison: one synthetic batch, the TorchScript module and the AOTInductor package made by rules, one
 #   timed eval job per implementation, then compare_backends (medians, speedups, memory, parity against eager).
 import torch as _torch
@@ -12,6 +13,7 @@ from abstraction_cost.backends.eval_job import IMPLEMENTATIONS
 
 NATIVE_BUILD = native_backend.BUILD_DIR
 LIBTORCH_PROGRAM = str(native_backend.program_path("libtorch"))
+CUDNN_PROGRAM = str(native_backend.program_path("cudnn"))
 BACKENDS = config["study_a"]["backends"]
 BACKENDS_DIR = "results/study_a/backends"
 BACKENDS_WEIGHTS = f"results/data/init/{BACKENDS['dataset']}/{BACKENDS['init']}-seed{config['seed']}.weights"
@@ -33,6 +35,22 @@ rule build_native:
         "../../scripts/build_native.py"
 
 
+rule build_native_cudnn:
+    input:
+        [str(p) for p in native_backend.sources("cudnn")],
+    output:
+        CUDNN_PROGRAM,
+    log:
+        "logs/native/build-cudnn.log",
+    params:
+        program="cudnn",
+        build_dir=str(NATIVE_BUILD),
+        torch_version=_torch.__version__,  # the cuDNN and cuBLAS wheels come with torch
+    threads: 4
+    script:
+        "../../scripts/build_native.py"
+
+
 rule train_libtorch:
     input:
         data="results/data/prepared/{dataset}",
@@ -48,6 +66,23 @@ rule train_libtorch:
         **timing_job("train_libtorch"),
     script:
         "../../scripts/train_libtorch.py"
+
+
+rule train_cudnn:
+    input:
+        data="results/data/prepared/{dataset}",
+        weights="results/data/init/{dataset}/{init}-seed{seed}.weights",
+        order=f"results/data/order/{{dataset}}/seed{{seed}}-epochs{TRAINING['epochs']}.i32",
+        program=CUDNN_PROGRAM,
+    output:
+        table="results/study_a/train/cudnn/{dataset}/{init}/seed{seed}.rows.parquet",
+        env="results/study_a/train/cudnn/{dataset}/{init}/seed{seed}.env.parquet",
+    log:
+        "logs/study_a/train-cudnn-{dataset}-{init}-{seed}.log",
+    resources:
+        timing=1,
+    script:
+        "../../scripts/train_cudnn.py"
 
 
 rule backend_eval_input:
@@ -97,6 +132,8 @@ def backend_eval_inputs(wildcards):
         inputs["package"] = f"{BACKENDS_DIR}/aoti"
     if wildcards.implementation in ("torchscript-cpp", "libtorch", "aoti"):
         inputs["program"] = LIBTORCH_PROGRAM
+    if wildcards.implementation in ("cudnn", "cudnn-graphs"):
+        inputs["program"] = CUDNN_PROGRAM
     return inputs
 
 

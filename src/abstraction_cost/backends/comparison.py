@@ -78,6 +78,7 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
                "status": status, "message": message, "repeats": 0, "load_s": first.get("load_s"),
                "prepare_s": first.get("prepare_s"), "mem_used_mib_max": first.get("mem_used_mib_max"),
                "alloc_peak_mib": first.get("alloc_peak_mib"),
+               "conv_algo": first.get("conv_algo"), "workspace_mib": first.get("workspace_mib"),
                # null unless timed: an implementation that was not run, or failed, has no time to compare
                **dict.fromkeys(("time_per_sample_ms", "time_per_sample_ms_low", "time_per_sample_ms_high",
                                 "speedup_vs_eager", "speedup_vs_eager_low", "speedup_vs_eager_high",

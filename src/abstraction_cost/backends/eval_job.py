@@ -13,6 +13,8 @@ run) and the last call's logits (float32, batch × classes; an empty file when t
     torchscript-cpp      torchscript  cpp      ac_libtorch eval --model torchscript (torch::jit::load)
     libtorch             libtorch     cpp      ac_libtorch eval --model libtorch (torch::nn, native/libtorch)
     aoti                 aoti         cpp      ac_libtorch eval --model aoti (AOTIModelPackageLoader)
+    cudnn                cudnn        cpp      ac_cudnn eval --model cudnn (cuDNN + cuBLAS by hand, native/cudnn)
+    cudnn-graphs         cudnn        cpp      ac_cudnn eval --model cudnn-graphs (the same, replayed as a CUDA graph)
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from ..measure import device as devices
 from ..measure.run import Run, measured_run
 from ..measure.timing import benchmark
 from ..models import resnet, weights_file
-from . import aoti, native, torchscript
+from . import aoti, cudnn, native, torchscript
 from .eager import Normaliser
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,8 @@ IMPLEMENTATIONS = {
     "torchscript-cpp": Implementation("torchscript", "cpp"),
     "libtorch": Implementation("libtorch", "cpp"),
     "aoti": Implementation("aoti", "cpp"),
+    "cudnn": Implementation("cudnn", "cpp"),
+    "cudnn-graphs": Implementation("cudnn", "cpp"),
 }
 
 
@@ -125,6 +129,11 @@ def eval_python(implementation: str, inputs, settings: EvalSettings, classes: in
 def eval_native(implementation: str, inputs, settings: EvalSettings, classes: int, config: dict, run: Run,
                 logits_path: Path) -> Timed:
     manifest = prepared.read_manifest(inputs.input)
+    if implementation in cudnn.IMPLEMENTATIONS:
+        command = cudnn.eval_command(inputs.program, implementation, inputs.input, manifest, settings.batch_size,
+                                     settings.warmup, settings.repeats, config, run.device, weights=inputs.weights,
+                                     classes=classes, logits_out=logits_path)
+        return _timed_native(command, settings, run, logits_path)
     model = NATIVE_MODELS[implementation]
     if model == "libtorch":
         what = {"weights": inputs.weights, "classes": classes}
@@ -135,6 +144,11 @@ def eval_native(implementation: str, inputs, settings: EvalSettings, classes: in
     command = native.eval_command(inputs.program, model, inputs.input, manifest, settings.batch_size,
                                   settings.warmup, settings.repeats, config, run.device, logits_out=logits_path,
                                   **what)
+    return _timed_native(command, settings, run, logits_path)
+
+
+def _timed_native(command: list[str], settings: EvalSettings, run: Run, logits_path: Path) -> Timed:
+    """Launch a C++ eval and read its record; ac_cudnn's algorithm choice and workspace come along."""
     result = native.launch(command, logger=log)
     failure = result.failure()
     records = result.of_kind("eval")
@@ -144,8 +158,9 @@ def eval_native(implementation: str, inputs, settings: EvalSettings, classes: in
     record = records[-1]
     native.mark_phase(run, "eval", record)
     logits = np.fromfile(logits_path, dtype="<f4").reshape(settings.batch_size, -1)
+    algorithms = {k: record[k] for k in ("conv_algo", "workspace_mib") if k in record}
     return Timed(list(record["times_ms"]), logits, float(record["load_s"]),
-                 native.phase_measures(run, "eval", record))
+                 {**native.phase_measures(run, "eval", record), **algorithms})
 
 
 class NativeFailure(RuntimeError):
@@ -164,7 +179,8 @@ def _artifact(implementation: str, inputs) -> dict:
 
 
 def _method(implementation: str, artifact: dict) -> str:
-    return {"eager": "module", "libtorch": "torch::nn"}.get(implementation) or artifact.get("method") or "unknown"
+    return {"eager": "module", "libtorch": "torch::nn", "cudnn": "cudnn+cublas",
+            "cudnn-graphs": "cudnn+cublas, cuda graph"}.get(implementation) or artifact.get("method") or "unknown"
 
 
 def run(snakemake, implementation: str) -> None:
@@ -202,6 +218,8 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
 
     if settings.require_gpu and run.device.type != "cuda":
         return failed("not_run", "no CUDA GPU on this machine and study_a.backends.require_gpu is true")
+    if implementation in cudnn.IMPLEMENTATIONS and run.device.type != "cuda":
+        return failed("not_run", cudnn.NOT_RUN_REASON.format(device=run.device.type))
     if artifact.get("status", "ok") != "ok":
         return failed(artifact["status"], artifact.get("message") or "the artifact could not be made")
     try:

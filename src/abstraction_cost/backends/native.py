@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[3]
 SOURCE_DIR = REPO / "native"
 BUILD_DIR = SOURCE_DIR / "build"
 # program name -> (CMake project under native/, executable); the build dir of each is native/build/<project>
-PROGRAMS = {"libtorch": ("libtorch", "ac_libtorch")}
+PROGRAMS = {"libtorch": ("libtorch", "ac_libtorch"), "cudnn": ("cudnn", "ac_cudnn")}
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cu", ".cuh", ".txt", ".cmake")
 STDERR_TAIL_LINES = 30
 
@@ -105,7 +105,19 @@ def cmake_configure_command(source: Path, build: Path) -> list[str]:
         nvrtc = None if has_nvrtc else _find_nvrtc()
         if nvrtc is not None:
             command.append(f"-DCUDA_nvrtc_LIBRARY={nvrtc}")
+    if Path(source).name == "cudnn":
+        command += _cudnn_configure_flags()
     return command
+
+
+def _cudnn_configure_flags() -> list[str]:
+    """native/cudnn: cuDNN and cuBLAS from the nvidia-* wheels torch came with, nvcc from the toolkit."""
+    hints = [str(lib.parent) for lib in _cuda_wheel_lib_dirs()]
+    flags = [f"-DAC_NVIDIA_HINTS={';'.join(hints)}"]
+    toolkit = _cuda_toolkit()
+    if toolkit is not None:
+        flags.append(f"-DCMAKE_CUDA_COMPILER={toolkit / 'bin' / 'nvcc'}")
+    return flags
 
 
 def _run_logged(command: Sequence[str], logger: logging.Logger, tail: deque) -> int:

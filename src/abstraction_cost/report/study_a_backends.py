@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti"]
+ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 
 
 def time_chart(comparison: pl.DataFrame, width: int = 420) -> alt.Chart | None:
@@ -39,6 +39,14 @@ def _speedup(estimate, low, high, includes_one) -> str | None:
     return text + (" (interval includes 1)" if includes_one else "")
 
 
+def _algorithms(r: dict) -> str | None:
+    """The cudnn implementations' algorithm choice and the workspace they used (the others leave it to torch)."""
+    if r.get("conv_algo") is None:
+        return None
+    workspace = r.get("workspace_mib")
+    return r["conv_algo"] + (f", {workspace:.0f} MiB workspace" if workspace is not None else "")
+
+
 def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
     """backend_comparison with readable columns: intervals as 'median [low, high]', parity as a verdict."""
     rows = comparison.iter_rows(named=True)
@@ -62,11 +70,11 @@ def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
                 r["speedup_vs_eager_includes_one"]),
             "device memory (MiB, NVML)": r["mem_used_mib_max"], "allocator peak (MiB)": r["alloc_peak_mib"],
             "max |Δlogit| vs eager": parity, "same argmax": r["argmax_agreement"],
-            "prepare (s)": r["prepare_s"],
+            "prepare (s)": r["prepare_s"], "convolution algorithms": _algorithms(r),
         })
     columns = ["implementation", "made by", "device", "status", "ms/sample [95% CI]", "speedup vs eager",
                "device memory (MiB, NVML)", "allocator peak (MiB)", "max |Δlogit| vs eager", "same argmax",
-               "prepare (s)"]
+               "prepare (s)", "convolution algorithms"]
     schema = {c: (pl.Float64 if c in ("device memory (MiB, NVML)", "allocator peak (MiB)", "same argmax",
                                       "prepare (s)") else pl.String) for c in columns}
     order = {name: i for i, name in enumerate(ORDER)}

@@ -2,6 +2,7 @@
 import polars as pl
 
 from .common import PHASE_MEASURES, STATUS
+from .study_a_backends import CONV_ALGORITHMS
 
 SCHEMAS = {
     # One row per (backend, dataset, init, repeat, epoch, phase); phase is train or eval.
@@ -23,5 +24,6 @@ SCHEMAS = {
         "time_per_sample_ms": pl.Float64,
         "wall_s": pl.Float64,               # the phase's wall-clock time, untimed work included
         **PHASE_MEASURES,
+        **CONV_ALGORITHMS,                  # backend cudnn only
     },
 }

@@ -5,14 +5,18 @@ from .common import PHASE_MEASURES, STATUS
 
 # Which model, on what, shared by both tables.
 _KEYS = {
-    "implementation": pl.String,     # eager | torchscript-python | torchscript-cpp | libtorch | aoti
-    "backend": pl.String,            # SPEC's backend names: eager | torchscript | libtorch | aoti
+    "implementation": pl.String,     # eager | torchscript-python | torchscript-cpp | libtorch | aoti | cudnn | cudnn-graphs
+    "backend": pl.String,            # SPEC's backend names: eager | torchscript | libtorch | aoti | cudnn
     "runtime": pl.String,            # the process the model runs in: python | cpp
     "method": pl.String,             # how it was made: module | script | trace | torch::nn | export+aoti
     "device": pl.String,
     "batch_size": pl.Int64,
     "resolution": pl.Int64,
 }
+
+# The cudnn implementations' convolution algorithm choice (study_a.cudnn.algo: heuristic | find) and the workspace
+# they allocated; null for the others (torch's choice is numerics.cudnn_benchmark, in the environment table).
+CONV_ALGORITHMS = {"conv_algo": pl.String, "workspace_mib": pl.Float64}
 
 SCHEMAS = {
     # One row per timed call of one implementation (rule eval_backend); a failed job is one row with its status.
@@ -28,6 +32,7 @@ SCHEMAS = {
         "time_per_sample_ms": pl.Float64,
         "load_s": pl.Float64,         # loading the model in the measuring process (untimed)
         "prepare_s": pl.Float64,      # making the artifact: scripting, or export + AOTInductor compile
+        **CONV_ALGORITHMS,
         **PHASE_MEASURES,             # of the job's eval phase (warm-up and timed calls), repeated on its rows
     },
     # One row per implementation (rule compare_backends): medians with bootstrap intervals, and parity errors
@@ -53,5 +58,6 @@ SCHEMAS = {
         "parity_message": pl.String,               # why there is no parity error, when there is none
         "load_s": pl.Float64,
         "prepare_s": pl.Float64,
+        **CONV_ALGORITHMS,
     },
 }

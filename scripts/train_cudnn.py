@@ -1,0 +1,21 @@
+"""Rule train_cudnn: ResNet-50 written by hand on cuDNN and cuBLAS, one (dataset, init, seed).
+
+The program (native/cudnn, `ac_cudnn train`) trains with eager's semantics and times its own steps; this process
+launches it inside measured_run, so the same NVML sampler as for eager measures the device. It runs on a CUDA GPU
+only: elsewhere the job writes one not_run row.
+"""
+from abstraction_cost.backends import cudnn, native, training_job
+from abstraction_cost.workflow import setup_logging
+
+log = setup_logging(snakemake)
+
+
+def trainer(run, data, order, weights_path, settings):
+    if run.device.type != "cuda":
+        return cudnn.not_run(run.device)
+    command = cudnn.train_command(snakemake.input.program, snakemake.input.data, data.manifest, weights_path,
+                                  snakemake.input.order, settings, snakemake.config, run.device)
+    return cudnn.training_rows(run, native.launch(command, logger=log))
+
+
+training_job.run(snakemake, "cudnn", trainer)
