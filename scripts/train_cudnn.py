@@ -4,10 +4,13 @@ The program (native/cudnn, `ac_cudnn train`) trains with eager's semantics and t
 launches it inside measured_run, so the same NVML sampler as for eager measures the device. It runs on a CUDA GPU
 only: elsewhere the job writes one not_run row.
 """
-from abstraction_cost.backends import cudnn, native, training_job
+from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
+gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+
+from abstraction_cost.backends import cudnn, native, training_job  # noqa: E402
 
 
 def trainer(run, data, order, weights_path, settings):

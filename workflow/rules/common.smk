@@ -11,16 +11,25 @@ from abstraction_cost import run_guard
 from abstraction_cost.data import specs as dataset_specs
 from abstraction_cost.measure import device as device_check
 
-# Before any job: the config, the device it names, the folders it writes, and one run per directory (run_guard).
+# Before any job: the config, the folders it writes, and one run per directory (run_guard).
 try:
     config_module.validate(config)
-    device_check.require(config)
     run_guard.check_writable({"results": "results", "logs": "logs", "data.root": config["data"]["root"]})
     _cleared = run_guard.claim(main_process=workflow.is_main_process)
-except (config_module.ConfigError, device_check.DeviceUnavailable, run_guard.RunGuardError) as err:
+except (config_module.ConfigError, run_guard.RunGuardError) as err:
     raise WorkflowError(str(err)) from None
 if _cleared:
     logger.warning(_cleared)
+
+
+onstart:
+    # The device the config names, once jobs are about to run here: not in a dry run, and not where jobs run
+    # elsewhere (a cluster's login node has no GPU of its own).
+    if workflow.resource_settings.nodes is None:
+        try:
+            device_check.require(config)
+        except device_check.DeviceUnavailable as err:
+            raise WorkflowError(str(err)) from None
 
 
 wildcard_constraints:

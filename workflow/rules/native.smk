@@ -80,7 +80,7 @@ rule train_cudnn:
     log:
         "logs/study_a/train-cudnn-{dataset}-{init}-{seed}.log",
     resources:
-        timing=1,
+        **timing_job("train_cudnn"),
     script:
         "../../scripts/train_cudnn.py"
 
