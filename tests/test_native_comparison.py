@@ -78,12 +78,15 @@ def test_compare_gives_medians_speedups_and_parity_and_keeps_failures(tmp_path):
     assert failed["time_per_sample_ms"] is None and failed["parity_message"] == "this implementation produced no logits"
     flipped = by["torchscript-cpp"]
     assert flipped["parity_ok"] is False and flipped["argmax_agreement"] == 0.0  # a different network shows
+    assert flipped["status"] == "wrong_output" and flipped["speedup_vs_eager"] is None   # never a speedup
+    assert "logits differ from eager's" in flipped["message"]
     display = study_a_backends.comparison_display(out)
     assert display["implementation"].to_list() == ["eager", "torchscript-cpp", "libtorch", "aoti"]
     assert display.filter(pl.col("implementation") == "aoti")["status"][0].startswith("error: compile failed")
     assert "DIFFERENT" in display.filter(pl.col("implementation") == "torchscript-cpp")["max |Δlogit| vs eager"][0]
     chart = study_a_backends.time_chart(out)
-    assert chart is not None and len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 3
+    # eager and libtorch: the failed aoti and the wrong torchscript-cpp are not drawn
+    assert chart is not None and len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 2
 
 
 def test_compare_when_nothing_was_run_writes_not_run_rows(tmp_path):

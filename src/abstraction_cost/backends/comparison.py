@@ -5,7 +5,8 @@ Parity compares the logits each implementation computed on the same batch from t
 device (fp32, TF32 as configured: off in every shipped config). Bitwise equality is not expected: TorchScript's
 fusions, AOTInductor's generated kernels and a different process's choice of convolution algorithm all reorder
 floating-point sums. `parity_ok` applies study_a.backends.logit_tolerance to max |Δlogit| / max |eager logit|, so
-that the verdict does not depend on the logits' scale (large with untrained weights in eval mode).
+that the verdict does not depend on the logits' scale (large with untrained weights in eval mode). An
+implementation that fails it is `wrong_output`, with no speedup: a faster wrong answer is not a speedup.
 """
 from __future__ import annotations
 
@@ -92,6 +93,11 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
             elif baseline_times:
                 row.update(statistics.speedup(baseline_times, times, seed=seed).columns("speedup_vs_eager"))
         row.update(parity(logits.get(name), logits.get(BASELINE), tolerance))
+        if row["status"] == "ok" and row["parity_ok"] is False:   # correct before fast: no speedup to show
+            row.update(status="wrong_output", message=f"logits differ from {BASELINE}'s: max |Δlogit| / max "
+                       f"|{BASELINE} logit| = {row['max_rel_logit_diff']:.3g} > {tolerance}",
+                       **dict.fromkeys(("speedup_vs_eager", "speedup_vs_eager_low", "speedup_vs_eager_high",
+                                        "speedup_vs_eager_includes_one")))
         if row["run_id"] is None:  # every eval job writes at least one row, so its part is missing
             raise ValueError(f"backend_eval has no rows for implementation {name!r}")
         out.append(row)

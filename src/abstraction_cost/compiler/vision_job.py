@@ -2,6 +2,10 @@
 
 Steps, in this order, on one Loaded model (vision_models.py):
 
+Steps 1-4 run for every setting of the job's axes (batch size, numerics, memory format; vision_models.settings)
+under that setting's numerics (measure/numerics.py: TF32 flags, and autocast around every call); step 5 for
+the study's setting only.
+
 1. end to end in every compile mode of study_b.models.modes, the layer mode last: each compile resets dynamo,
    so only the last one's compiled model survives, and the steps below use it;
 2. in the layer mode: the per-layer times, with the blocks compiled one by one once
@@ -24,13 +28,14 @@ from contextlib import contextmanager
 import torch
 
 from .. import tables
+from ..measure import numerics as nx
 from ..tables.study_b_models import JOB_TABLES
 from . import layers, selective, timing_methods, vision_summary
 from . import vision_models as vm
 
 
-def layer_case(config: dict, model: str, pair: str) -> vm.Case:
-    return vm.case_from_config(config, model, pair, config["study_b"]["models"]["layer_mode"])
+def layer_case(config: dict, model: str, pair: str, setting: vm.Setting | None = None) -> vm.Case:
+    return vm.case_from_config(config, model, pair, config["study_b"]["models"]["layer_mode"], setting)
 
 
 def run_device(config: dict, model: str, pair: str) -> torch.device:
@@ -45,44 +50,69 @@ def _step(log: logging.Logger, what: str):
 
 
 def run_job(config: dict, model: str, pair: str, run, log: logging.Logger) -> dict[str, list[dict]]:
-    """Rows of every table in JOB_TABLES for one (model, pair), each with run.run_id."""
-    section = config["study_b"]["models"]
-    lcase = layer_case(config, model, pair)
-    loaded = vm.load_case(lcase) if vm.not_run_reason(lcase, config) is None else None
-    out: dict[str, list[dict]] = {name: [] for name in JOB_TABLES}
-    for mode in sorted(section["modes"], key=lambda m: m == lcase.mode):   # stable sort: layer mode last
-        with _step(log, f"{model} on {pair}: end to end in mode {mode}"):
-            times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode), config, run, loaded)
-        out["vision_e2e"] += times
-        out["vision_builds"] += [{**b, "step": "e2e"} for b in builds]
-    with _step(log, f"{model} on {pair}: layer times"):
-        out["vision_layer_times"] = layers.layer_times(lcase, config, run, loaded, log)
-    _stamp(out, run.run_id)
+    """Rows of every table in JOB_TABLES for one (model, pair), each with run.run_id.
 
-    stats = section["bootstrap"]
-    out["vision_oracles"] = vision_summary.oracle_rows(
-        tables.frame("vision_layer_times", out["vision_layer_times"]), stats["resamples"], stats["confidence"],
-        config["seed"], section["oracles"]["max_exhaustive_blocks"])
-    for r in out["vision_oracles"]:
-        log.info("%s %s %s: choice %s predicted %s ms (speedup %s), exhaustive agrees: %s", r["model"], r["pair"],
-                 r["oracle"], r["choice"], r["predicted_ms"], r["predicted_speedup"], r["dp_matches_exhaustive"])
-        if r["dp_matches_exhaustive"] is False:   # a bug in the optimiser, shown in the table and the report
-            log.error("%s: the dynamic programme (%s ms) missed the exhaustive optimum (%s ms, %s) of its own "
-                      "cost model", model, r["predicted_ms"], r["exhaustive_ms"], r["exhaustive_choice"])
-    with _step(log, f"{model} on {pair}: selective compilation"):
-        times, builds = selective.selective(lcase, config, tables.frame("vision_oracles", out["vision_oracles"]),
-                                           run, loaded)
-    out["vision_selective"] = times
-    out["vision_builds"] += [{**b, "step": "selective"} for b in builds]
-    with _step(log, f"{model} on {pair}: timing methods"):
-        out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)
+    Steps 1-4 run once per setting (batch size × numerics × memory format, vision_models.settings), the study's
+    setting (the first) last, so that step 5, which runs for the study's setting only, follows its steps on
+    the same compiled model."""
+    out: dict[str, list[dict]] = {name: [] for name in JOB_TABLES}
+    every = vm.settings(config, pair)
+    for setting in [*every[1:], every[0]]:
+        lcase = layer_case(config, model, pair, setting)
+        with nx.applied(setting.numerics), nx.autocast(setting.numerics, vm.run_device(lcase, config)):
+            loaded = _setting_steps(config, model, pair, setting, lcase, run, log, out)
+            if setting == every[0]:
+                with _step(log, f"{model} on {pair}: timing methods"):
+                    out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)
+        del loaded
     _stamp(out, run.run_id)
     for b in out["vision_builds"]:
-        log.info("%s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks, Inductor cache %s hits %s "
-                 "misses %s", model, b["step"], b["configuration"], b["mode"], b["variant"], b["status"],
+        log.info("%s %s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks, Inductor cache %s hits %s "
+                 "misses %s", model, _label(b), b["step"], b["configuration"], b["mode"], b["variant"], b["status"],
                  b["first_call_ms"], b["graphs"], b["graph_breaks"], b["cache_hits"], b["cache_misses"],
                  b["message"] or "")
     return out
+
+
+def _label(row: dict) -> str:
+    return f"batch {row['batch_size']} {row['numerics']} {row['memory_format']}"
+
+
+def _setting_steps(config: dict, model: str, pair: str, setting: vm.Setting, lcase: vm.Case, run,
+                   log: logging.Logger, out: dict[str, list[dict]]) -> vm.Loaded | None:
+    """Steps 1-4 for one setting, their rows appended to `out`; the Loaded they shared (None: not run here)."""
+    section = config["study_b"]["models"]
+    what = f"{model} on {pair} at {_label(lcase.columns(lcase.compiled))}"
+    loaded = vm.load_case(lcase) if vm.not_run_reason(lcase, config) is None else None
+    for mode in sorted(section["modes"], key=lambda m: m == lcase.mode):   # stable sort: layer mode last
+        with _step(log, f"{what}: end to end in mode {mode}"):
+            times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode, setting), config, run,
+                                          loaded)
+        out["vision_e2e"] += times
+        out["vision_builds"] += [{**b, "step": "e2e"} for b in builds]
+    with _step(log, f"{what}: layer times"):
+        layer_rows = layers.layer_times(lcase, config, run, loaded, log)
+    _stamp({"rows": layer_rows}, run.run_id)
+    out["vision_layer_times"] += layer_rows
+
+    stats = section["bootstrap"]
+    oracle_rows = vision_summary.oracle_rows(
+        tables.frame("vision_layer_times", layer_rows), stats["resamples"], stats["confidence"],
+        config["seed"], section["oracles"]["max_exhaustive_blocks"])
+    _stamp({"rows": oracle_rows}, run.run_id)
+    out["vision_oracles"] += oracle_rows
+    for r in oracle_rows:
+        log.info("%s %s: choice %s predicted %s ms (speedup %s), exhaustive agrees: %s", what, r["oracle"],
+                 r["choice"], r["predicted_ms"], r["predicted_speedup"], r["dp_matches_exhaustive"])
+        if r["dp_matches_exhaustive"] is False:   # a bug in the optimiser, shown in the table and the report
+            log.error("%s: the dynamic programme (%s ms) missed the exhaustive optimum (%s ms, %s) of its own "
+                      "cost model", what, r["predicted_ms"], r["exhaustive_ms"], r["exhaustive_choice"])
+    with _step(log, f"{what}: selective compilation"):
+        times, builds = selective.selective(lcase, config, tables.frame("vision_oracles", oracle_rows), run,
+                                           loaded)
+    out["vision_selective"] += times
+    out["vision_builds"] += [{**b, "step": "selective"} for b in builds]
+    return loaded
 
 
 def _stamp(out: dict[str, list[dict]], run_id: str) -> None:

@@ -26,7 +26,7 @@ from . import configurations as cfgs
 from . import layers as layer_data
 from . import oracles
 
-CASE = ["model", "pair", "mode", "batch_size", "resolution"]
+CASE = ["model", "pair", "mode", "batch_size", "resolution", "numerics", "memory_format"]
 
 # Goldfarb 2024: Fig. 5.6 / sec. 6.1 (GPU, default mode, whole model compiled), Table 5.1 (best of two runs
 # from layer timers), sec. 6.1 (realised selective compilation, "custom oracle configuration").

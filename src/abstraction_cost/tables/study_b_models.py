@@ -1,7 +1,7 @@
 """Study B vision-model tables: end to end, timing methods, per-layer times, oracles, selective compilation.
 
 Measured tables have one row per timed call (round, repeat) or, for a variant that did not run, one row with
-null times whose status says why. Every job pairs an eager configuration with a compiled one on one device
+null times whose status says why (`wrong_output`: its output differed from eager's, so it was not timed). Every job pairs an eager configuration with a compiled one on one device
 (`pair` cpu: interp/cpp, gpu: cuda/triton) and times them interleaved. Summary tables (vision_speedups,
 vision_timing_summary, vision_layer_summary, vision_oracles, vision_selective_summary) are computed by rules;
 their run_id lists every run_id they were computed from, comma-separated and sorted.
@@ -22,6 +22,8 @@ _CASE = {
     "mode": pl.String,            # compile mode of the compiled side of the job (eager rows: the mode they pair)
     "batch_size": pl.Int64,
     "resolution": pl.Int64,
+    "numerics": pl.String,        # fp32 | tf32 | bf16-autocast (measure/numerics.py), with its own output tolerance
+    "memory_format": pl.String,   # contiguous | channels_last: of the model's weights and inputs
 }
 _SAMPLE = {"round": pl.Int64, "repeat": pl.Int64, "time_ms": pl.Float64}
 _INTERVAL = lambda name: {name: pl.Float64, f"{name}_low": pl.Float64, f"{name}_high": pl.Float64}  # noqa: E731

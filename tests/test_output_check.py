@@ -1,0 +1,113 @@
+"""Correct before fast, on the CPU: the output check's verdicts, and a deliberately wrong compiled variant
+(a torch.compile backend that adds 1 to every output) recorded as `wrong_output`, never timed nor a speedup, in
+Study B's vision job (end to end, per-layer units, selective) and building blocks."""
+import functools
+import logging
+
+import polars as pl
+import pytest
+import torch
+
+from abstraction_cost import tables
+from abstraction_cost.compiler import cases, output_check, vision_job, vision_summary
+from abstraction_cost.compiler import vision_models as vm
+from abstraction_cost.compiler.speedups import Bootstrap, compare
+from abstraction_cost.measure import numerics as nx
+from abstraction_cost.measure.run import measured_run
+
+from .test_study_b_models import _with_id, smoke_config
+
+
+def wrong_backend(gm, example_inputs):
+    """Dynamo backend whose graphs compute their output plus one: a compiler bug on purpose."""
+    def run(*args):
+        out = gm(*args)
+        return type(out)(o + 1 for o in out) if isinstance(out, (tuple, list)) else out + 1
+    return run
+
+
+def test_check_output_verdicts():
+    ref = torch.randn(4, 10, dtype=torch.float64).float()
+    assert nx.check_output(ref, ref.clone(), "fp32").ok
+    off = nx.check_output(ref, ref + 1, "fp32")
+    assert not off.ok and off.max_abs_diff == pytest.approx(1.0) and "fp32" in off.message
+    assert not nx.check_output(ref, ref[:2], "fp32").ok                       # shapes
+    nan = ref.clone()
+    nan[0, 0] = float("nan")
+    assert "non-finite" in nx.check_output(ref, nan, "fp32").message
+    assert nx.check_output((ref, {"a": ref}), (ref, {"a": ref}), "tf32").ok  # nested outputs
+    # TF32-sized error: too large for fp32, within tf32's tolerance
+    small = ref * (1 + 5e-3)
+    assert not nx.check_output(ref, small, "fp32").ok and nx.check_output(ref, small, "tf32").ok
+    # bf16: cosine similarity, so a scaled-by-2% output passes, a permuted one does not
+    assert nx.check_output(ref, ref * 1.02, "bf16-autocast").ok
+    assert not nx.check_output(ref, ref.flip(0), "bf16-autocast").ok
+    with pytest.raises(ValueError, match="numerics"):
+        nx.tolerance("fp16")
+
+
+def test_float64_reference_passes_a_candidate_no_worse_than_eager():
+    exact = torch.linspace(-1, 1, 100, dtype=torch.float64)
+    eager = (exact + 0.01).float()           # eager itself is off by 0.01
+    candidate = (exact - 0.01).float()       # as far off, the other way: beyond the direct tolerance
+    assert not nx.check_output(eager, candidate, "fp32").ok
+    passed = nx.check_output(eager, candidate, "fp32", lambda: exact)
+    assert passed.ok and "float64" in passed.message
+    assert not nx.check_output(eager, (exact + 0.5).float(), "fp32", lambda: exact).ok
+
+
+def test_reference_of_a_module_builds_its_float64_copy_only_when_needed():
+    model = torch.nn.Linear(8, 4)
+    x = torch.randn(3, 8)
+    ref = output_check.reference(model, (x,), "fp32", torch.device("cpu"))
+    assert ref.require(model, (x,), "same").ok and ref._fp64_out == []
+    with pytest.raises(output_check.WrongOutput, match="wrong one"):
+        ref.require(lambda x: model(x) + 1, (x,), "wrong one")
+    assert ref._fp64_out[0].dtype == torch.float64
+
+
+def test_applied_restores_the_flags():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    with nx.applied("tf32"):
+        assert nx.current() == "tf32" and torch.get_float32_matmul_precision() == "high"
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_a_wrong_compiled_model_is_wrong_output_in_every_step(tmp_path, monkeypatch):
+    monkeypatch.setattr(vm, "BACKEND", wrong_backend)
+    config = smoke_config()
+    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet") as run:
+        out = vision_job.run_job(config, "squeezenet1_1", "cpu", run, logging.getLogger("t"))
+    e2e = tables.frame("vision_e2e", _with_id(out["vision_e2e"]))
+    compiled = e2e.filter(pl.col("variant") == "compiled")
+    assert compiled["status"].to_list() == ["wrong_output"] and compiled["time_ms"].is_null().all()
+    assert "output differs from eager's" in compiled["message"][0]
+    assert set(e2e.filter(pl.col("variant").is_in(["eager", "eager_channels_last"]))["status"]) == {"ok"}
+    speedups = tables.frame("vision_speedups", vision_summary.speedup_rows(e2e, 50, 0.95, 0))
+    row = speedups.filter(pl.col("variant") == "compiled").row(0, named=True)
+    assert row["status"] == "wrong_output" and row["speedup"] is None
+    built = {b["variant"]: b for b in out["vision_builds"] if b["step"] == "e2e"}
+    assert built["compiled"]["status"] == "wrong_output" and built["compiled"]["graphs"] >= 1
+    # the blocks compiled alone are checked too: no layer time, no timing-method time, and so no oracle
+    # choice for selective compilation to build
+    for name in ("vision_layer_times", "vision_timing_methods"):
+        statuses = {r["status"] for r in out[name]}
+        assert statuses == {"wrong_output"}, (name, statuses)
+    assert all(r["choice"] is None for r in out["vision_oracles"])
+    assert {r["status"] for r in out["vision_selective"]} == {"missing"}
+
+
+def test_a_wrong_building_block_is_wrong_output_not_a_speedup(monkeypatch):
+    monkeypatch.setattr(cases, "prepare", functools.partial(cases.prepare, backend=wrong_backend))
+    settings = cases.TimingSettings(warmup=1, rounds=2, repeats_per_round=1, flush_l2=False, rotating_inputs=1,
+                                    rotate_max_mib=1, device_setting="cpu")
+    conv = torch.nn.Conv2d(3, 4, 3)
+
+    def build(device):
+        return conv.to(device), [(torch.randn(1, 3, 8, 8, device=device),)]
+
+    rows = cases.time_case(build, "cpu", "default", torch.device("cpu"), settings, {"n": 1}, "conv")
+    assert {r["status"] for r in rows} == {"wrong_output"} and all(r["time_ms"] is None for r in rows)
+    df = pl.DataFrame(rows)
+    result = compare(df.filter(~pl.col("compiled")), df.filter(pl.col("compiled")), Bootstrap(50, 0.95, 0))
+    assert result["status"] == "wrong_output" and result["speedup"] is None
