@@ -111,3 +111,36 @@ def test_a_wrong_building_block_is_wrong_output_not_a_speedup(monkeypatch):
     df = pl.DataFrame(rows)
     result = compare(df.filter(~pl.col("compiled")), df.filter(pl.col("compiled")), Bootstrap(50, 0.95, 0))
     assert result["status"] == "wrong_output" and result["speedup"] is None
+
+
+def test_batch_numerics_and_memory_format_are_labelled_axes_of_the_vision_job(tmp_path, monkeypatch):
+    monkeypatch.setattr(vm, "BACKEND", "eager")
+    config = smoke_config(batch_size={"cpu": [2, 1], "gpu": [1]}, numerics=["fp32", "bf16-autocast"],
+                          memory_formats=["channels_last"])
+    config["study_b"]["models"]["baselines"] = []
+    every = vm.settings(config, "cpu")
+    assert len(every) == 4 and every[0] == vm.Setting(2, "fp32", "channels_last")
+    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet") as run:
+        out = vision_job.run_job(config, "squeezenet1_1", "cpu", run, logging.getLogger("t"))
+    axes = ["batch_size", "numerics", "memory_format"]
+    e2e = tables.frame("vision_e2e", _with_id(out["vision_e2e"]))
+    assert set(e2e["status"]) == {"ok"}, e2e.filter(pl.col("status") != "ok")["message"].to_list()
+    assert e2e.select(axes).unique().height == 4
+    assert set(e2e["memory_format"]) == {"channels_last"}
+    for name in ("vision_layer_times", "vision_oracles", "vision_selective"):
+        df = tables.frame(name, _with_id(out[name]))
+        assert df.select(axes).unique().height == 4, name
+    # the timing methods: the study's setting only
+    methods = tables.frame("vision_timing_methods", _with_id(out["vision_timing_methods"]))
+    assert methods.select(axes).unique().rows() == [(2, "fp32", "channels_last")]
+    # every setting is its own speedup row, against the eager of its own setting
+    speedups = tables.frame("vision_speedups", vision_summary.speedup_rows(e2e, 50, 0.95, 0))
+    assert speedups.height == 4 and set(speedups["status"]) == {"ok"}
+
+
+def test_axes_name_the_config_key_at_fault():
+    with pytest.raises(ValueError, match=r"study_b\.models\.numerics"):
+        vm.settings(smoke_config(numerics=["fp16"]), "cpu")
+    with pytest.raises(ValueError, match=r"study_b\.models\.memory_formats"):
+        vm.settings(smoke_config(memory_formats=["nhwc"]), "cpu")
+    assert vm.batch_sizes(smoke_config(batch_size=[1, 32]), "gpu") == [1, 32]

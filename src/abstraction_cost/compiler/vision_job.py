@@ -29,6 +29,7 @@ import torch
 
 from .. import tables
 from ..measure import numerics as nx
+from ..measure.run import PrefixedRun
 from ..tables.study_b_models import JOB_TABLES
 from . import layers, selective, timing_methods, vision_summary
 from . import vision_models as vm
@@ -59,8 +60,10 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger) -> di
     every = vm.settings(config, pair)
     for setting in [*every[1:], every[0]]:
         lcase = layer_case(config, model, pair, setting)
+        # phases of the study's setting keep their names; the others' are prefixed with the setting
+        srun = run if setting == every[0] else PrefixedRun(run, f"{_label(lcase.columns(lcase.compiled))}/")
         with nx.applied(setting.numerics), nx.autocast(setting.numerics, vm.run_device(lcase, config)):
-            loaded = _setting_steps(config, model, pair, setting, lcase, run, log, out)
+            loaded = _setting_steps(config, model, pair, setting, lcase, srun, log, out)
             if setting == every[0]:
                 with _step(log, f"{model} on {pair}: timing methods"):
                     out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)

@@ -394,7 +394,7 @@ def measure_variants(case: Case, builders: dict[str, tuple[Configuration, Callab
             status, message = status_of(err), message_of(err)
             time_out.append(missing_row(case, variant, configuration, status, message, extra.get(variant)))
             build_out.append(build_row(case, variant, built, configuration, run.measures(phase)
-                                       if phase in run.sampler.phases else {}, status, message))
+                                       if run.has_phase(phase) else {}, status, message))
             continue
         build_out.append(build_row(case, variant, prepared[variant], configuration, run.measures(phase)))
     names = list(prepared)
