@@ -3,4 +3,4 @@ from abstraction_cost.backends import eval_job
 from abstraction_cost.workflow import setup_logging
 
 setup_logging(snakemake)
-eval_job.run(snakemake, snakemake.wildcards.implementation)
+eval_job.run(snakemake, snakemake.wildcards.implementation, snakemake.wildcards.numerics)
