@@ -136,6 +136,15 @@ def test_batch_numerics_and_memory_format_are_labelled_axes_of_the_vision_job(tm
     # every setting is its own speedup row, against the eager of its own setting
     speedups = tables.frame("vision_speedups", vision_summary.speedup_rows(e2e, 50, 0.95, 0))
     assert speedups.height == 4 and set(speedups["status"]) == {"ok"}
+    # the report tells the settings apart wherever it shows pair
+    from abstraction_cost.report import study_b_models as sbm
+    builds = tables.frame("vision_builds", _with_id(out["vision_builds"]))
+    display = sbm.e2e_display(speedups, builds)
+    assert display["pair"].n_unique() == 4 and "cpu · batch 2 · bf16-autocast · channels_last" in display["pair"]
+    assert display["first call (s, compile)"].null_count() == 0      # joined with its own setting's build row
+    oracles = tables.frame("vision_oracles", out["vision_oracles"])
+    assert sbm.oracles_display(oracles)["pair"].n_unique() == 4
+    assert sbm.e2e_figure(speedups) is not None
 
 
 def test_axes_name_the_config_key_at_fault():
@@ -144,3 +153,16 @@ def test_axes_name_the_config_key_at_fault():
     with pytest.raises(ValueError, match=r"study_b\.models\.memory_formats"):
         vm.settings(smoke_config(memory_formats=["nhwc"]), "cpu")
     assert vm.batch_sizes(smoke_config(batch_size=[1, 32]), "gpu") == [1, 32]
+
+
+def test_the_report_says_which_numerics_every_table_was_measured_in():
+    from abstraction_cost.report.numerics import numerics_by_table
+    env = pl.DataFrame({"run_id": ["a", "b", "c"], "device": ["cuda", "cuda", "cpu"],
+                        "tf32_cudnn": [False, True, True], "tf32_matmul": [False, True, True]})
+    frames = {"vision_e2e": pl.DataFrame({"run_id": ["a", "a"], "numerics": ["tf32", "fp32"],
+                                          "status": ["ok", "ok"]}),
+              "study_b_matmul": pl.DataFrame({"run_id": ["a", "b", "c"], "status": ["ok", "ok", "ok"]}),
+              "speedups": pl.DataFrame({"run_id": ["a,c"], "status": ["ok"]}),
+              "failed": pl.DataFrame({"run_id": ["b"], "status": ["error"]}), "environment": env}
+    out = {r["table"]: r["numerics"] for r in numerics_by_table(frames, env).iter_rows(named=True)}
+    assert out == {"vision_e2e": "fp32, tf32", "study_b_matmul": "fp32, tf32", "speedups": "fp32"}
