@@ -130,9 +130,10 @@ def test_batch_numerics_and_memory_format_are_labelled_axes_of_the_vision_job(tm
     for name in ("vision_layer_times", "vision_oracles", "vision_selective"):
         df = tables.frame(name, _with_id(out[name]))
         assert df.select(axes).unique().height == 4, name
-    # the timing methods: the study's setting only
+    # the timing methods too, the study's setting first (its compiled model is the one its steps built)
     methods = tables.frame("vision_timing_methods", _with_id(out["vision_timing_methods"]))
-    assert methods.select(axes).unique().rows() == [(2, "fp32", "channels_last")]
+    assert set(methods["status"]) == {"ok"} and methods.select(axes).unique(maintain_order=True).height == 4
+    assert methods.row(0, named=True)["batch_size"] == 2 and methods["device_ms"].is_null().all()   # CPU
     # every setting is its own speedup row, against the eager of its own setting
     speedups = tables.frame("vision_speedups", vision_summary.speedup_rows(e2e, 50, 0.95, 0))
     assert speedups.height == 4 and set(speedups["status"]) == {"ok"}
@@ -145,6 +146,20 @@ def test_batch_numerics_and_memory_format_are_labelled_axes_of_the_vision_job(tm
     oracles = tables.frame("vision_oracles", out["vision_oracles"])
     assert sbm.oracles_display(oracles)["pair"].n_unique() == 4
     assert sbm.e2e_figure(speedups) is not None
+    # one eager baseline per step and setting, each against the e2e step's
+    baselines = tables.frame("vision_eager_baselines", vision_summary.eager_baseline_rows(
+        {n: tables.frame(n, _with_id(out[n])) for n in ("vision_e2e", "vision_layer_times", "vision_selective",
+                                                        "vision_timing_methods")}, 50, 0.95, 0))
+    assert baselines.height == 4 * 4 and set(baselines["step"]) == {"e2e default", "layers", "selective",
+                                                                     "timing_sync"}
+    assert (baselines["ratio_to_e2e_low"] <= baselines["ratio_to_e2e_high"]).all()
+    assert sbm.eager_baselines_display(baselines).height == 16
+    selective_summary = tables.frame("vision_selective_summary", vision_summary.selective_summary_rows(
+        tables.frame("vision_selective", _with_id(out["vision_selective"])), oracles, 50, 0.95, 0))
+    dp = selective_summary.filter(pl.col("variant") == "dp_blocks").row(0, named=True)
+    assert dp["prediction_error"] == pytest.approx(dp["time_ms"] / dp["predicted_ms"])
+    assert dp["prediction_error_low"] <= dp["prediction_error"] <= dp["prediction_error_high"]
+    assert sbm.selective_display(selective_summary).height == selective_summary.height
 
 
 def test_axes_name_the_config_key_at_fault():

@@ -3,8 +3,8 @@
 Steps, in this order, on one Loaded model (vision_models.py):
 
 Steps 1-4 run for every setting of the job's axes (batch size, numerics, memory format; vision_models.settings)
-under that setting's numerics (measure/numerics.py: TF32 flags, and autocast around every call); step 5 for
-the study's setting only.
+under that setting's numerics (measure/numerics.py: TF32 flags, and autocast around every call); step 5 runs
+for every setting after all of them, so that no profiler has run before any other step's timing.
 
 1. end to end in every compile mode of study_b.models.modes, the layer mode last: each compile resets dynamo,
    so only the last one's compiled model survives, and the steps below use it;
@@ -54,19 +54,27 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger) -> di
     """Rows of every table in JOB_TABLES for one (model, pair), each with run.run_id.
 
     Steps 1-4 run once per setting (batch size × numerics × memory format, vision_models.settings), the study's
-    setting (the first) last, so that step 5, which runs for the study's setting only, follows its steps on
-    the same compiled model."""
+    setting (the first) last; then step 5 for every setting, the study's first, on the model its steps compiled
+    (the others compile theirs again: later settings' compiles reset dynamo). Step 5's profiled runs give the
+    device-busy fraction of every setting."""
     out: dict[str, list[dict]] = {name: [] for name in JOB_TABLES}
     every = vm.settings(config, pair)
+    jobs = {}
     for setting in [*every[1:], every[0]]:
         lcase = layer_case(config, model, pair, setting)
         # phases of the study's setting keep their names; the others' are prefixed with the setting
         srun = run if setting == every[0] else PrefixedRun(run, f"{_label(lcase.columns(lcase.compiled))}/")
         with nx.applied(setting.numerics), nx.autocast(setting.numerics, vm.run_device(lcase, config)):
-            loaded = _setting_steps(config, model, pair, setting, lcase, srun, log, out)
-            if setting == every[0]:
-                with _step(log, f"{model} on {pair}: timing methods"):
-                    out["vision_timing_methods"] = timing_methods.timing_methods(lcase, config, run, loaded)
+            jobs[setting] = (lcase, srun, _setting_steps(config, model, pair, setting, lcase, srun, log, out))
+    for setting in every:
+        lcase, srun, loaded = jobs.pop(setting)
+        if setting != every[0]:      # compiled before a later setting's dynamo reset: again, in phases of its own
+            srun = PrefixedRun(run, f"{srun.prefix}timing-methods/")
+            if loaded is not None:
+                loaded.whole = loaded.units = None
+        with nx.applied(setting.numerics), nx.autocast(setting.numerics, vm.run_device(lcase, config)), \
+                _step(log, f"{model} on {pair} at {_label(lcase.columns(lcase.compiled))}: timing methods"):
+            out["vision_timing_methods"] += timing_methods.timing_methods(lcase, config, srun, loaded)
         del loaded
     _stamp(out, run.run_id)
     for b in out["vision_builds"]:

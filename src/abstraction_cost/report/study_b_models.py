@@ -75,6 +75,8 @@ def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
                               pl.col("speedup_high").round(3)).alias("speedup [95% CI]"),
                     pl.col("speedup_includes_one").alias("CI includes 1"),
                     pl.col("study_speedup").alias("study"),
+                    pl.col("eager_device_busy").alias("eager GPU busy"),
+                    pl.col("device_busy").alias("variant GPU busy"),
                     (pl.col("first_call_ms") / 1000).alias("first call (s, compile)"),
                     "graphs", "graph_breaks", "recompiles",
                     pl.format("{}/{}", "cache_hits", "cache_misses").alias("Inductor cache hits/misses"),
@@ -206,9 +208,27 @@ def selective_display(summary: pl.DataFrame) -> pl.DataFrame:
                            pl.format("{} [{}–{}]", pl.col("speedup").round(3), pl.col("speedup_low").round(3),
                                      pl.col("speedup_high").round(3)).alias("realised speedup [95% CI]"),
                            pl.col("speedup_includes_one").alias("CI includes 1"),
+                           pl.format("{} [{}–{}]", pl.col("prediction_error").round(3),
+                                     pl.col("prediction_error_low").round(3),
+                                     pl.col("prediction_error_high").round(3))
+                           .alias("prediction error (realised / predicted ms)"),
                            pl.col("study_speedup").alias("study"), "status")
             .sort("model", "pair", "variant"))
 
 
-FORMATS = {c: "{:.3f}" for c in ("eager ms", "variant ms", "predicted ms", "realised ms", "with switch costs ms",
+def eager_baselines_display(baselines: pl.DataFrame) -> pl.DataFrame:
+    """Every step's eager time of one job beside the end-to-end step's: one baseline where the ratio's interval
+    holds 1."""
+    if baselines.is_empty():
+        return baselines
+    return (labelled(baselines.with_columns(pl.lit(None, pl.String).alias("mode")))
+            .select("model", "pair", "step", pl.col("time_ms").alias("eager ms"),
+                    pl.format("[{}–{}]", pl.col("time_ms_low").round(3), pl.col("time_ms_high").round(3))
+                    .alias("95% CI"),
+                    pl.format("{} [{}–{}]", pl.col("ratio_to_e2e").round(3), pl.col("ratio_to_e2e_low").round(3),
+                              pl.col("ratio_to_e2e_high").round(3)).alias("÷ e2e eager [95% CI]"), "samples")
+            .sort("model", "pair", "step"))
+
+
+FORMATS = {c: "{:.3f}" for c in ("eager GPU busy", "variant GPU busy", "eager ms", "variant ms", "predicted ms", "realised ms", "with switch costs ms",
                                  "predicted speedup", "first call (s, compile)", "allocator peak MiB", "NVML MiB")}
