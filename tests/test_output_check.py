@@ -13,7 +13,7 @@ from abstraction_cost.compiler import cases, output_check, vision_job, vision_su
 from abstraction_cost.compiler import vision_models as vm
 from abstraction_cost.compiler.speedups import Bootstrap, compare
 from abstraction_cost.measure import numerics as nx
-from abstraction_cost.measure.run import measured_run
+from abstraction_cost.measure.run import PrefixedRun, measured_run
 
 from .test_study_b_models import _with_id, smoke_config
 
@@ -181,3 +181,23 @@ def test_the_report_says_which_numerics_every_table_was_measured_in():
               "failed": pl.DataFrame({"run_id": ["b"], "status": ["error"]}), "environment": env}
     out = {r["table"]: r["numerics"] for r in numerics_by_table(frames, env).iter_rows(named=True)}
     assert out == {"vision_e2e": "fp32, tf32", "study_b_matmul": "fp32, tf32", "speedups": "fp32"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_inductor_on_the_gpu_passes_the_output_check_in_every_numerics_and_memory_format(tmp_path):
+    """No false alarm: Inductor's real kernels are within each numerics' tolerance of eager's."""
+    config = smoke_config(models={"gpu": ["squeezenet1_1"]}, numerics=["fp32", "tf32", "bf16-autocast"],
+                          memory_formats=["contiguous", "channels_last"], batch_size=[4])
+    config["device"] = "cuda"
+    rows = []
+    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet") as run:
+        for setting in vm.settings(config, "gpu"):
+            case = vm.case_from_config(config, "squeezenet1_1", "gpu", "default", setting)
+            loaded = vm.load_case(case)
+            srun = PrefixedRun(run, f"{setting}/")
+            with nx.applied(setting.numerics), nx.autocast(setting.numerics, loaded.device):
+                rows += vm.end_to_end(case, config, srun, loaded)[0]
+    e2e = tables.frame("vision_e2e", _with_id(rows))
+    assert set(e2e["status"]) == {"ok"}, e2e.filter(pl.col("status") != "ok")["message"].unique().to_list()
+    assert e2e.select("numerics", "memory_format").unique().height == 6

@@ -395,3 +395,7 @@ def test_gpu_baselines_compute_the_forward_and_every_step_runs(tmp_path):
     builds = [r for r in out["vision_builds"] if r["step"] == "e2e"]
     assert {r["variant"]: r["alloc_peak_mib"] is not None for r in builds} == dict.fromkeys(set(e2e["variant"]), True)
     assert {r["oracle"] for r in out["vision_oracles"] if r["choice"]} == {"btr_timers", "btr_subtraction", "dp"}
+    # the profiled pure calls give the device-busy fraction of eager and compiled
+    timing = tables.frame("vision_timing_methods", out["vision_timing_methods"])
+    busy = vision_summary.device_busy(timing)
+    assert len(busy) == 2 and all(0 < v <= 1.5 for v in busy.values()), busy
