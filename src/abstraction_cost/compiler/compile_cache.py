@@ -19,8 +19,7 @@ Whether the jobs can hit the warm-up's entries is measured, not assumed: before 
 one is compiled by a warm-up worker and then again by a process set up as a timing job is (one compile thread,
 the job's thread count). If that second compile misses the cache (torch 2.11 on an H100 did: the same graph got
 another key in the job), the rest of the warm-up is skipped, since it would cost minutes and save nothing; the
-manifest says so (`usable`, `probe`) and the jobs compile cold with Inductor's parallel workers
-(inductor_env.configure reads inductor_env.USABILITY_FILE).
+manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
 
 Each task runs in a fresh `python -m abstraction_cost.compiler.compile_cache` process (CUDA cannot be
 initialised in forked children, and a spawned pool would re-run the rule's script). A failed or crashed task is
@@ -114,8 +113,6 @@ def warm(config: dict, cache_dir: str, threads: int) -> dict:
                       "is skipped and they compile cold")
             log.warning("%s", reason)
         todo = todo[:-1]
-    with open(os.path.join(path, inductor_env.USABILITY_FILE), "w") as f:
-        json.dump({"usable": usable, "torch": torch.__version__, "reason": reason}, f)
     done = probe[:1]
     if usable:
         with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -11,12 +11,12 @@ Whether a job's compile was served by the cache is recorded on every compiled ro
 With torch 2.14 the jobs hit the warm-up's entries (the CPU pipeline test checks it). With torch 2.11 on an H100
 they missed them: the cache key of the same graph differed between a warm-up worker and a job, in the hash of
 its example inputs' metadata, which printed identically in both. The warm-up therefore probes first (a job-like
-process compiling one task again) and skips itself where the probe misses (compile_cache.warm).
+process compiling one task again) and skips itself where the probe misses (compile_cache.warm); the jobs then
+compile cold, still in process.
 """
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 import sys
@@ -24,9 +24,6 @@ import tempfile
 
 # Threads of a Study B timing job: its rule declares none, so Snakemake runs it with one and sets these.
 JOB_THREADS = 1
-# Written into the shared cache by the warm-up (compile_cache.warm): {"usable": false} when its probe found that
-# a job misses the warm-up's entries.
-USABILITY_FILE = "warm-cache.json"
 
 
 def job_thread_env() -> dict[str, str]:
@@ -66,15 +63,7 @@ def configure(config: dict, shared_dir: str | None) -> str | None:
         return None
     path = os.path.abspath(shared_dir)
     os.makedirs(path, exist_ok=True)
-    os.environ.update(cache_env(path, 1 if warm_cache_usable(path) else None))
+    # one compile thread even where the warm-up was skipped (compile_cache.warm's probe): a pool of compile
+    # workers left in a timing job's process is a suspect of eager drift (benchmarks/eager_drift.py)
+    os.environ.update(cache_env(path, 1))
     return path
-
-
-def warm_cache_usable(path: str) -> bool:
-    """False where the warm-up's probe found that jobs miss its entries: they then compile cold, with Inductor's
-    parallel compile workers (one compile thread would make every cold compile slower)."""
-    marker = os.path.join(path, USABILITY_FILE)
-    if not os.path.exists(marker):
-        return True
-    with open(marker) as f:
-        return bool(json.load(f).get("usable", True))
