@@ -7,4 +7,4 @@ gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GP
 
 from abstraction_cost.backends import eval_job  # noqa: E402
 
-eval_job.run(snakemake, snakemake.wildcards.implementation)
+eval_job.run(snakemake, snakemake.wildcards.implementation, snakemake.wildcards.numerics)

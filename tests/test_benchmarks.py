@@ -14,3 +14,15 @@ def test_harness_overhead_benchmark_runs(tmp_path):
     result = json.loads(out.read_text())
     assert result["bare_ms_per_step"] > 0 and result["harness_wall_ms_per_step"] > 0
     assert result["nvml_status"] == "no CUDA device in use"
+
+
+def test_eager_drift_benchmark_runs(tmp_path):
+    out = tmp_path / "drift.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "eager_drift.py"), "--pair", "cpu", "--model",
+                    "squeezenet1_1", "--resolution", "64", "--rounds", "2", "--repeats", "1", "--backend", "eager",
+                    "--out", str(out)], check=True, capture_output=True)
+    rows = json.loads(out.read_text())["rows"]
+    checkpoints = {r["checkpoint"] for r in rows}
+    assert checkpoints == {"fresh", "whole_compiled", "units_compiled", "chain", "among_variants", "after_profiler"}
+    assert {r["protocol"] for r in rows} == {"plain", "hygienic"} and all(r["median_ms"] > 0 for r in rows)
+    assert all(r["ratio_to_fresh"] == 1.0 for r in rows if r["checkpoint"] == "fresh")

@@ -78,12 +78,15 @@ def test_compare_gives_medians_speedups_and_parity_and_keeps_failures(tmp_path):
     assert failed["time_per_sample_ms"] is None and failed["parity_message"] == "this implementation produced no logits"
     flipped = by["torchscript-cpp"]
     assert flipped["parity_ok"] is False and flipped["argmax_agreement"] == 0.0  # a different network shows
+    assert flipped["status"] == "wrong_output" and flipped["speedup_vs_eager"] is None   # never a speedup
+    assert "logits differ from eager's" in flipped["message"]
     display = study_a_backends.comparison_display(out)
     assert display["implementation"].to_list() == ["eager", "torchscript-cpp", "libtorch", "aoti"]
     assert display.filter(pl.col("implementation") == "aoti")["status"][0].startswith("error: compile failed")
     assert "DIFFERENT" in display.filter(pl.col("implementation") == "torchscript-cpp")["max |Δlogit| vs eager"][0]
     chart = study_a_backends.time_chart(out)
-    assert chart is not None and len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 3
+    # eager and libtorch: the failed aoti and the wrong torchscript-cpp are not drawn
+    assert chart is not None and len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 2
 
 
 def test_compare_when_nothing_was_run_writes_not_run_rows(tmp_path):
@@ -187,3 +190,35 @@ def test_every_shipped_config_has_the_section(name):
     assert "eager" in b["implementations"] and "libtorch" in config["study_a"]["training"]["backends"]
     if name != "smoke":
         assert (b["batch_size"], b["resolution"], b["require_gpu"]) == (32, 224, True)
+
+
+def test_numerics_are_labelled_rows_each_compared_with_eager_in_its_own_numerics(tmp_path, smoke_config):
+    config = copy.deepcopy(smoke_config)
+    config["measure"].update(warmup=0, repeats=2)
+    config["study_a"]["backends"].update(batch_size=2, resolution=32, dataset="synthetic-cifar10")
+    inputs = _inputs(tmp_path, config)
+    paths, tables_out = {}, []
+    for numerics in ("fp32", "tf32", "bf16-autocast"):
+        out = SimpleNamespace(table=str(tmp_path / f"{numerics}.rows.parquet"),
+                              env=str(tmp_path / f"{numerics}.env.parquet"),
+                              logits=str(tmp_path / f"{numerics}.logits.f32"))
+        eval_job.run(SimpleNamespace(config=config, input=inputs, output=out, rule="eval_backend"), "eager", numerics)
+        env = tables.read("environment", out.env).row(0, named=True)
+        assert env["tf32_cudnn"] is (numerics == "tf32") and env["tf32_matmul"] is (numerics == "tf32")
+        tables_out.append(tables.read("backend_eval", out.table))
+        paths[numerics] = {"eager": out.logits}
+    evals = pl.concat(tables_out)
+    assert set(evals["numerics"]) == {"fp32", "tf32", "bf16-autocast"} and (evals["status"] == "ok").all()
+    rows = comparison.compare_numerics(evals, paths, 1e-4, seed=0)
+    assert [(r["numerics"], r["parity_tolerance"]) for r in rows] == [("fp32", 1e-4), ("tf32", 2e-2),
+                                                                      ("bf16-autocast", 1e-1)]
+    # bfloat16 logits really are bfloat16's: they differ from fp32's beyond fp32's tolerance
+    fp32, bf16 = (np.fromfile(paths[n]["eager"], "<f4") for n in ("fp32", "bf16-autocast"))
+    assert not comparison.parity(bf16[None], fp32[None], 1e-4)["parity_ok"]
+    display = study_a_backends.comparison_display(tables.frame("backend_comparison", rows))
+    assert display["numerics"].to_list() == ["fp32", "tf32", "bf16-autocast"]
+
+
+def test_bf16_autocast_is_not_run_in_the_cpp_programs(tmp_path):
+    rows = eval_job._measure("libtorch", None, _settings(), 10, {}, _Run("cpu"), {}, tmp_path / "l", "bf16-autocast")
+    assert rows[0]["status"] == "not_run" and "autocast" in rows[0]["message"]

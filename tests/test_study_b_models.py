@@ -107,6 +107,30 @@ def test_jobs_compile_in_process_from_the_warm_cache(tmp_path):
     assert "before torch is imported" in refused
 
 
+def test_the_warm_up_probes_and_skips_itself_where_a_job_would_miss(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    calls = []
+
+    def worker(config, task, env):
+        calls.append(env["TORCHINDUCTOR_COMPILE_THREADS"])
+        return {**task, "status": "ok", "message": None, "seconds": 0.1, "cache_hits": 0, "cache_misses": 3}
+
+    monkeypatch.setattr(compile_cache, "_in_worker", worker)
+    manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=4)
+    assert calls == ["2", "1"]            # a warm-up worker, then a process set up as a job is
+    assert manifest["usable"] is False and "missed the cache" in manifest["reason"]
+    assert len(manifest["tasks"]) == 1 and all("cannot be hit" in t["reason"] for t in manifest["skipped"]
+                                               if t["reason"].startswith("the warm-up"))
+
+
+def test_compile_cache_tasks_cover_every_setting(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = smoke_config(models={"cpu": ["alexnet"], "gpu": []}, batch_size=[1, 8], numerics=["fp32", "tf32"])
+    todo, _ = compile_cache.tasks(config)
+    assert {tuple(t["setting"]) for t in todo if t["study"] == "models"} == {
+        (b, n, "contiguous") for b in (1, 8) for n in ("fp32", "tf32")}
+
+
 def test_a_fresh_compile_cache_is_empty_and_keeps_the_default_compile_workers():
     out, _ = _configure_in_a_fresh_process(True, None)
     path, cache_dir, _, threads, listing = json.loads(out)
@@ -361,3 +385,7 @@ def test_gpu_baselines_compute_the_forward_and_every_step_runs(tmp_path):
     builds = [r for r in out["vision_builds"] if r["step"] == "e2e"]
     assert {r["variant"]: r["alloc_peak_mib"] is not None for r in builds} == dict.fromkeys(set(e2e["variant"]), True)
     assert {r["oracle"] for r in out["vision_oracles"] if r["choice"]} == {"btr_timers", "btr_subtraction", "dp"}
+    # the profiled pure calls give the device-busy fraction of eager and compiled
+    timing = tables.frame("vision_timing_methods", out["vision_timing_methods"])
+    busy = vision_summary.device_busy(timing)
+    assert len(busy) == 2 and all(0 < v <= 1.5 for v in busy.values()), busy

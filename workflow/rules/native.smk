@@ -141,11 +141,11 @@ rule eval_backend:
     input:
         unpack(backend_eval_inputs),
     output:
-        table=f"{BACKENDS_DIR}/eval/{{implementation,{'|'.join(IMPLEMENTATIONS)}}}.rows.parquet",
-        env=f"{BACKENDS_DIR}/eval/{{implementation}}.env.parquet",
-        logits=f"{BACKENDS_DIR}/eval/{{implementation}}.logits.f32",
+        table=f"{BACKENDS_DIR}/eval/{{numerics,fp32|tf32|bf16-autocast}}/{{implementation,{'|'.join(IMPLEMENTATIONS)}}}.rows.parquet",
+        env=f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.env.parquet",
+        logits=f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.logits.f32",
     log:
-        "logs/study_a/backends/eval-{implementation}.log",
+        "logs/study_a/backends/eval-{numerics}-{implementation}.log",
     params:
         settings=(BACKENDS["batch_size"], BACKENDS["resolution"], config["measure"]["warmup"],
                   config["measure"]["repeats"], config["numerics"]),
@@ -157,10 +157,10 @@ rule eval_backend:
 
 rule concat_backend_eval:
     input:
-        tables=expand(f"{BACKENDS_DIR}/eval/{{implementation}}.rows.parquet",
-                      implementation=BACKENDS["implementations"]),
-        envs=expand(f"{BACKENDS_DIR}/eval/{{implementation}}.env.parquet",
-                    implementation=BACKENDS["implementations"]),
+        tables=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.rows.parquet",
+                      numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
+        envs=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.env.parquet",
+                    numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
     output:
         table="results/study_a/backend_eval.parquet",
         env=env_sidecar("results/study_a/backend_eval.parquet"),
@@ -176,8 +176,8 @@ rule compare_backends:
     input:
         table="results/study_a/backend_eval.parquet",
         env=env_sidecar("results/study_a/backend_eval.parquet"),
-        logits=expand(f"{BACKENDS_DIR}/eval/{{implementation}}.logits.f32",
-                      implementation=BACKENDS["implementations"]),
+        logits=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.logits.f32",
+                      numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
     output:
         table="results/study_a/backend_comparison.parquet",
         env=env_sidecar("results/study_a/backend_comparison.parquet"),
@@ -185,6 +185,7 @@ rule compare_backends:
         "logs/study_a/compare-backends.log",
     params:
         implementations=BACKENDS["implementations"],
+        numerics=BACKENDS["numerics"],
         tolerance=BACKENDS["logit_tolerance"],
     script:
         "../../scripts/compare_backends.py"

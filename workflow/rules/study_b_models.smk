@@ -62,7 +62,8 @@ rule concat_vision_table:
         "../../scripts/concat_table.py"
 
 
-VISION_SUMMARIES = ["vision_speedups", "vision_timing_summary", "vision_layer_summary", "vision_selective_summary"]
+VISION_SUMMARIES = ["vision_speedups", "vision_timing_summary", "vision_layer_summary", "vision_selective_summary",
+                    "vision_eager_baselines"]
 
 
 rule vision_summaries:

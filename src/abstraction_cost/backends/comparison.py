@@ -2,10 +2,11 @@
 bootstrap interval, the speedup over eager, peak memory, and parity errors of its logits against eager's.
 
 Parity compares the logits each implementation computed on the same batch from the same weights on the same
-device (fp32, TF32 as configured: off in every shipped config). Bitwise equality is not expected: TorchScript's
+device in the same numerics (study_a.backends.numerics: one comparison per numerics, compare_numerics). Bitwise equality is not expected: TorchScript's
 fusions, AOTInductor's generated kernels and a different process's choice of convolution algorithm all reorder
 floating-point sums. `parity_ok` applies study_a.backends.logit_tolerance to max |Δlogit| / max |eager logit|, so
-that the verdict does not depend on the logits' scale (large with untrained weights in eval mode).
+that the verdict does not depend on the logits' scale (large with untrained weights in eval mode). An
+implementation that fails it is `wrong_output`, with no speedup: a faster wrong answer is not a speedup.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Mapping
 import numpy as np
 import polars as pl
 
+from ..measure import numerics as nx
 from ..measure import statistics
 from .eval_job import IMPLEMENTATIONS
 
@@ -56,6 +58,25 @@ def _status(rows: pl.DataFrame) -> tuple[str, str | None]:
     return "ok", None
 
 
+def parity_tolerance(numerics: str, logit_tolerance: float) -> float:
+    """study_a.backends.logit_tolerance in fp32; at least the numerics' own output tolerance otherwise (two
+    implementations' TF32 or bfloat16 kernels round differently, as eager's and a compiler's do)."""
+    if numerics == "fp32":
+        return logit_tolerance
+    return max(logit_tolerance, nx.tolerance(numerics).relative)
+
+
+def compare_numerics(evals: pl.DataFrame, logits_paths: Mapping[str, Mapping[str, str | os.PathLike]],
+                     logit_tolerance: float, seed: int) -> list[dict]:
+    """compare() per numerics (logits_paths: numerics -> implementation -> path), each against eager in the
+    same numerics with that numerics' parity tolerance."""
+    out = []
+    for numerics, paths in logits_paths.items():
+        part = evals.filter(pl.col("numerics") == numerics)
+        out += compare(part, paths, parity_tolerance(numerics, logit_tolerance), seed)
+    return out
+
+
 def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], tolerance: float,
             seed: int) -> list[dict]:
     """One backend_comparison row per implementation in logits_paths (in its order)."""
@@ -72,7 +93,8 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
         impl = IMPLEMENTATIONS[name]
         first = rows.row(0, named=True) if rows.height else {}
         status, message = _status(rows)
-        row = {"run_id": first.get("run_id"), "implementation": name, "backend": impl.backend,
+        row = {"run_id": first.get("run_id"), "implementation": name, "numerics": first.get("numerics"),
+               "backend": impl.backend,
                "runtime": impl.runtime, "method": first.get("method"), "device": first.get("device"),
                "batch_size": first.get("batch_size"), "resolution": first.get("resolution"),
                "status": status, "message": message, "repeats": 0, "load_s": first.get("load_s"),
@@ -93,6 +115,11 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
             elif baseline_times:
                 row.update(statistics.speedup(baseline_times, times, seed=seed).columns("speedup_vs_eager"))
         row.update(parity(logits.get(name), logits.get(BASELINE), tolerance))
+        if row["status"] == "ok" and row["parity_ok"] is False:   # correct before fast: no speedup to show
+            row.update(status="wrong_output", message=f"logits differ from {BASELINE}'s: max |Δlogit| / max "
+                       f"|{BASELINE} logit| = {row['max_rel_logit_diff']:.3g} > {tolerance}",
+                       **dict.fromkeys(("speedup_vs_eager", "speedup_vs_eager_low", "speedup_vs_eager_high",
+                                        "speedup_vs_eager_includes_one")))
         if row["run_id"] is None:  # every eval job writes at least one row, so its part is missing
             raise ValueError(f"backend_eval has no rows for implementation {name!r}")
         out.append(row)

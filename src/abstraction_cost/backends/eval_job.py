@@ -32,6 +32,7 @@ from .. import tables
 from ..data import prepared
 from ..data.specs import spec
 from ..measure import device as devices
+from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
 from ..measure.timing import benchmark
 from ..models import resnet, weights_file
@@ -113,7 +114,8 @@ def time_python(forward, images: np.ndarray, mean, std, run: Run, warmup: int, r
     return times, out["logits"].float().cpu().numpy()
 
 
-def eval_python(implementation: str, inputs, settings: EvalSettings, classes: int, run: Run) -> Timed:
+def eval_python(implementation: str, inputs, settings: EvalSettings, classes: int, run: Run,
+                numerics: str = "fp32") -> Timed:
     images, data = input_batch(inputs.input, settings.batch_size)
     started = time.perf_counter()
     if implementation == "eager":
@@ -122,7 +124,8 @@ def eval_python(implementation: str, inputs, settings: EvalSettings, classes: in
     else:
         model = torchscript.load(inputs.module, run.device)
     load_s = time.perf_counter() - started
-    times, logits = time_python(model, images, data.mean, data.std, run, settings.warmup, settings.repeats)
+    times, logits = time_python(nx.under(numerics, model, run.device), images, data.mean, data.std, run,
+                                settings.warmup, settings.repeats)
     return Timed(times, logits, load_s, run.measures("eval"))
 
 
@@ -183,9 +186,16 @@ def _method(implementation: str, artifact: dict) -> str:
             "cudnn-graphs": "cudnn+cublas, cuda graph"}.get(implementation) or artifact.get("method") or "unknown"
 
 
-def run(snakemake, implementation: str) -> None:
-    """Rule eval_backend: measure one implementation and write its rows and logits."""
-    config, inputs, out = snakemake.config, snakemake.input, snakemake.output
+def job_config(config: dict, numerics: str) -> dict:
+    """The config with the TF32 setting of `numerics` (measure/numerics.py), which measured_run applies and
+    records in the environment row and native.common_flags passes to the C++ program."""
+    nx.check_numerics(numerics, "study_a.backends.numerics")
+    return {**config, "numerics": {**config["numerics"], "tf32": numerics == "tf32"}}
+
+
+def run(snakemake, implementation: str, numerics: str = "fp32") -> None:
+    """Rule eval_backend: measure one implementation in one numerics and write its rows and logits."""
+    config, inputs, out = job_config(snakemake.config, numerics), snakemake.input, snakemake.output
     settings = EvalSettings.from_config(config)
     ds = spec(settings.dataset, config)
     impl = IMPLEMENTATIONS[implementation]
@@ -193,13 +203,15 @@ def run(snakemake, implementation: str) -> None:
     artifact = _artifact(implementation, inputs)
     base = {"implementation": implementation, "backend": impl.backend, "runtime": impl.runtime,
             "method": _method(implementation, artifact), "device": device.type, "batch_size": settings.batch_size,
+            "numerics": numerics,
             "resolution": settings.resolution, "dataset": settings.dataset, "init": settings.init,
             "seed": settings.seed, "channels": ds.channels, "prepare_s": artifact.get("prepare_s")}
     logits_path = Path(out.logits)
     logits_path.unlink(missing_ok=True)
-    with measured_run(config, rule=snakemake.rule, job={"implementation": implementation}, env_path=out.env,
-                      device=device) as measured:
-        rows = _measure(implementation, inputs, settings, ds.classes, config, measured, artifact, logits_path)
+    with measured_run(config, rule=snakemake.rule, job={"implementation": implementation, "numerics": numerics},
+                      env_path=out.env, device=device) as measured:
+        rows = _measure(implementation, inputs, settings, ds.classes, config, measured, artifact, logits_path,
+                        numerics)
         defaults = dict.fromkeys(tables.schema("backend_eval"))
         table = [{**defaults, **base, "run_id": measured.run_id, **row} for row in rows]
     tables.write("backend_eval", table, out.table)
@@ -211,7 +223,8 @@ def run(snakemake, implementation: str) -> None:
         logits_path.write_bytes(b"")  # no logits: the comparison reads an empty file as "no parity error"
 
 
-def _measure(implementation, inputs, settings, classes, config, run, artifact, logits_path) -> list[dict]:
+def _measure(implementation, inputs, settings, classes, config, run, artifact, logits_path,
+             numerics="fp32") -> list[dict]:
     def failed(status: str, message: str) -> list[dict]:
         log.warning("%s %s: %s", implementation, status, message)
         return [{"status": status, "message": message}]
@@ -222,9 +235,11 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
         return failed("not_run", cudnn.NOT_RUN_REASON.format(device=run.device.type))
     if artifact.get("status", "ok") != "ok":
         return failed(artifact["status"], artifact.get("message") or "the artifact could not be made")
+    if numerics == "bf16-autocast" and IMPLEMENTATIONS[implementation].runtime != "python":
+        return failed("not_run", "bf16-autocast is torch.autocast in Python; the C++ programs have no autocast")
     try:
         if IMPLEMENTATIONS[implementation].runtime == "python":
-            timed = eval_python(implementation, inputs, settings, classes, run)
+            timed = eval_python(implementation, inputs, settings, classes, run, numerics)
             _write_logits(logits_path, timed.logits)
         else:
             timed = eval_native(implementation, inputs, settings, classes, config, run, logits_path)

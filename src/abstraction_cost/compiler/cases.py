@@ -3,7 +3,9 @@
 A case is a callable and the inputs it takes (built on the device by the experiment). For one compile mode the
 pair's eager and compiled configurations are prepared (first call timed apart), then timed interleaved
 (compiler/interleaved.py). A case that cannot run here is recorded, not dropped: not_run with the reason, oom,
-or error with the exception (a recompile inside the timed loop included); the other cases go on.
+or error with the exception (a recompile inside the timed loop included); the other cases go on. Before timing,
+the compiled callable's output on the first input set is checked against eager's (compiler/output_check.py): a
+case whose outputs differ is `wrong_output` on both rows and is not timed.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import torch
 
 from .configurations import (COMPILE_COLUMNS, PAIRS, Configuration, Prepared, configuration, not_run_reason,
                              prepare)
+from ..measure import numerics
 from .interleaved import interleaved
+from .output_check import WrongOutput, reference
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,8 @@ def pair_device(pair: str, settings: TimingSettings) -> tuple[torch.device, str 
 
 
 def failure_status(err: BaseException) -> str:
+    if isinstance(err, WrongOutput):
+        return "wrong_output"
     return "oom" if isinstance(err, torch.OutOfMemoryError) else "error"
 
 
@@ -93,6 +99,8 @@ def time_case(build: Builder, pair: str, mode: str, device: torch.device, settin
             flush = settings.flush_l2 and device.type == "cuda"
             for cfg in (eager_cfg, compiled_cfg):
                 prepared.append(prepare(fn, cfg, mode, inputs[0], device))
+            # correct before fast: the compiled case computes eager's output on the same input, or is not timed
+            reference(fn, inputs[0], numerics.current(), device).require(prepared[1].fn, inputs[0], label)
             times = interleaved(prepared, inputs, device=device, warmup=settings.warmup, rounds=settings.rounds,
                                 repeats_per_round=settings.repeats_per_round, flush_l2=flush)
     except Exception as err:  # a failed case is a row; the experiment goes on

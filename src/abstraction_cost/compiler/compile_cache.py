@@ -15,6 +15,12 @@ Each worker repeats the jobs' own construction (same model or case, inputs, nume
 arguments), so their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation
 depend on the oracles' choice and are compiled by their job.
 
+Whether the jobs can hit the warm-up's entries is measured, not assumed: before the other tasks the cheapest
+one is compiled by a warm-up worker and then again by a process set up as a timing job is (one compile thread,
+the job's thread count). If that second compile misses the cache (torch 2.11 on an H100 did: the same graph got
+another key in the job), the rest of the warm-up is skipped, since it would cost minutes and save nothing; the
+manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
+
 Each task runs in a fresh `python -m abstraction_cost.compiler.compile_cache` process (CUDA cannot be
 initialised in forked children, and a spawned pool would re-run the rule's script). A failed or crashed task is
 reported in the manifest and the log and fails nothing: the job that compiles the same graph records the
@@ -34,6 +40,8 @@ from typing import Iterator
 import torch
 
 from ..measure import device as devices
+from ..measure import numerics as nx
+from . import configurations as cfgs
 from . import experiments, inductor_env
 from . import vision_models as vm
 
@@ -62,9 +70,12 @@ def _vision_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
     wanted = [(mode, "whole") for mode in section["modes"]] + [(section["layer_mode"], "blocks")]
     for pair, models in section["models"].items():
         for model in models:
-            for mode, what in wanted:
-                task = {"study": "models", "name": model, "pair": pair, "mode": mode, "what": what}
-                yield task, vm.not_run_reason(vm.case_from_config(config, model, pair, mode), config)
+            for setting in vm.settings(config, pair):
+                for mode, what in wanted:
+                    task = {"study": "models", "name": model, "pair": pair, "mode": mode, "what": what,
+                            "setting": [setting.batch_size, setting.numerics, setting.memory_format]}
+                    case = vm.case_from_config(config, model, pair, mode, setting)
+                    yield task, vm.not_run_reason(case, config)
 
 
 def _block_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
@@ -79,7 +90,8 @@ def _block_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
 
 
 def warm(config: dict, cache_dir: str, threads: int) -> dict:
-    """Compile every task into `cache_dir` with up to threads // 2 worker processes; the manifest to write."""
+    """Compile every task into `cache_dir` with up to threads // 2 worker processes, unless the probe shows
+    that the jobs cannot hit the entries; the manifest to write."""
     todo, skipped = tasks(config)
     workers = max(1, min(len(todo), threads // 2))
     compile_threads = max(1, threads // workers)
@@ -89,10 +101,27 @@ def warm(config: dict, cache_dir: str, threads: int) -> dict:
     # each worker starts with the cache's location, its share of the cores for Triton's parallel compilation,
     # and the jobs' own torch thread count (Inductor's cache key includes it)
     env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, compile_threads)}
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        done = list(pool.map(lambda task: _in_worker(config, task, env), todo))
+    job_env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, 1)}
+    probe, usable, reason = [], True, None
+    if todo:
+        probe = [_in_worker(config, todo[-1], env), _in_worker(config, todo[-1], job_env)]
+        warmed, again = probe
+        if warmed["status"] == "ok" and again["status"] == "ok" and not again["cache_hits"] and again["cache_misses"]:
+            usable = False
+            reason = (f"a job-like process compiling {again['name']} again after the warm-up missed the cache "
+                      f"({again['cache_misses']} misses, 0 hits): the jobs would miss every entry, so the warm-up "
+                      "is skipped and they compile cold")
+            log.warning("%s", reason)
+        todo = todo[:-1]
+    done = probe[:1]
+    if usable:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            done += list(pool.map(lambda task: _in_worker(config, task, env), todo))
+    else:
+        skipped += [{**t, "reason": "the warm-up cannot be hit (see usable)"} for t in todo]
     return {"cache_dir": path, "torch": torch.__version__, "workers": workers, "compile_threads": compile_threads,
-            "seconds": time.perf_counter() - start, "tasks": done, "skipped": skipped}
+            "seconds": time.perf_counter() - start, "usable": usable, "reason": reason, "probe": probe,
+            "tasks": done, "skipped": skipped}
 
 
 def _in_worker(config: dict, task: dict, env: dict) -> dict:
@@ -112,24 +141,28 @@ def _in_worker(config: dict, task: dict, env: dict) -> dict:
 
 
 def _compile(config: dict, task: dict) -> dict:
-    """One task: the same construction as its job, timed from the model's or cases' construction."""
-    start = time.perf_counter()
+    """One task: the same construction as its job (its setting's numerics included), timed from the model's or
+    cases' construction; with the Inductor cache's hits and misses."""
+    start, before = time.perf_counter(), cfgs.compile_counters()
     status, message = "ok", None
     try:
         devices.apply_numerics(config)
         if task["study"] == "blocks":
             experiments.compile_cases(task["name"], config, task["pair"], task["mode"])
         else:
-            case = vm.case_from_config(config, task["name"], task["pair"], task["mode"])
+            setting = vm.Setting(*task["setting"])
+            case = vm.case_from_config(config, task["name"], task["pair"], task["mode"], setting)
             loaded = vm.load_case(case)
-            with torch.no_grad():
+            with torch.no_grad(), nx.applied(setting.numerics), nx.autocast(setting.numerics, loaded.device):
                 if task["what"] == "whole":
                     vm.prepare_whole(loaded.model, case, loaded.inputs[0], loaded.device)
                 else:
                     vm.compile_units(loaded, case)
     except Exception as err:   # recorded; the job meets the same failure and writes it as a row
         status, message = vm.status_of(err), f"{type(err).__name__}: {str(err).strip()[:300]}"
-    return {**task, "status": status, "message": message, "seconds": time.perf_counter() - start}
+    counted = cfgs.compile_counters() - before
+    return {**task, "status": status, "message": message, "seconds": time.perf_counter() - start,
+            "cache_hits": counted.cache_hits, "cache_misses": counted.cache_misses}
 
 
 if __name__ == "__main__":   # a worker: one task from stdin, its result as the last line of stdout

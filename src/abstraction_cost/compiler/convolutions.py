@@ -34,6 +34,8 @@ from torchvision.models import resnet50
 from .cases import Builder, TimingSettings, failure_status, pair_configurations
 from .configurations import not_run_reason, prepare
 from ..measure.timing import synchronize
+from ..measure import numerics
+from .output_check import reference
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +231,8 @@ def profile_in_model(config: dict, pair: str, mode: str, device: torch.device, s
                     p.fn(x)
                 p.note_warmup()
                 prepared.append(p)
+            # correct before fast: the compiled model computes eager's output, or no layer of it is timed
+            reference(model, (x,), numerics.current(), device).require(prepared[1].fn, (x,), "resnet50 in model")
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
             for it in range(r["profile_iterations"]):
                 for p in (prepared if it % 2 == 0 else prepared[::-1]):   # interleaved, alternating order

@@ -10,7 +10,9 @@ still start Inductor's pool of compile workers.
 Whether a job's compile was served by the cache is recorded on every compiled row (cache_hits, cache_misses).
 With torch 2.14 the jobs hit the warm-up's entries (the CPU pipeline test checks it). With torch 2.11 on an H100
 they missed them: the cache key of the same graph differed between a warm-up worker and a job, in the hash of
-its example inputs' metadata, which printed identically in both.
+its example inputs' metadata, which printed identically in both. The warm-up therefore probes first (a job-like
+process compiling one task again) and skips itself where the probe misses (compile_cache.warm); the jobs then
+compile cold, still in process.
 """
 from __future__ import annotations
 
@@ -61,5 +63,7 @@ def configure(config: dict, shared_dir: str | None) -> str | None:
         return None
     path = os.path.abspath(shared_dir)
     os.makedirs(path, exist_ok=True)
+    # one compile thread even where the warm-up was skipped (compile_cache.warm's probe): a pool of compile
+    # workers left in a timing job's process is a suspect of eager drift (benchmarks/eager_drift.py)
     os.environ.update(cache_env(path, 1))
     return path

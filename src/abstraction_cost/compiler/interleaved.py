@@ -5,7 +5,9 @@
 
 Each round times every callable `repeats_per_round` times with measure.timing.benchmark (synchronised, CUDA
 events on the GPU, optional L2 flush, rotating inputs); the order within a round alternates (A B, then B A), so
-a slow drift of clocks or temperature loads both sides alike. Warm-up (at least one call per input set) runs per callable before the first
+a slow drift of clocks or temperature loads both sides alike. Each callable's turn in a round starts with one
+untimed call, and Python's garbage collector is paused during the rounds (measure.timing.gc_paused), so that
+neither the previous callable's leftovers nor a collection is timed as this one's. Warm-up (at least one call per input set) runs per callable before the first
 round and is checked for recompilations (Prepared.recompiles); any frame compiled during the rounds raises
 configurations.Recompiled.
 """
@@ -15,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from ..measure.timing import benchmark
+from ..measure.timing import benchmark, gc_paused
 from .configurations import Prepared, no_recompile
 
 
@@ -31,13 +33,17 @@ def interleaved(prepared: Sequence[Prepared], inputs: Sequence[tuple], *, device
     out: list[list[tuple[int, int, float]]] = [[] for _ in prepared]
     order = list(range(len(prepared)))
     calls = 0
-    with no_recompile(*prepared):
+    with no_recompile(*prepared), gc_paused():
         for r in range(rounds):
             for i in (order if r % 2 == 0 else order[::-1]):
                 # continue the rotation across rounds, so consecutive calls never reuse the last input set
                 shift = calls % len(inputs)
-                ms = benchmark(prepared[i].fn, list(inputs[shift:]) + list(inputs[:shift]), device=device,
-                               warmup=0, repeats=repeats_per_round, flush_l2=flush_l2)
+                rotated = list(inputs[shift:]) + list(inputs[:shift])
+                # one untimed call first: the callable's first call after another's runs on caches (host code,
+                # allocator blocks) the other left, and would be timed as its own
+                prepared[i].fn(*rotated[-1])
+                ms = benchmark(prepared[i].fn, rotated, device=device, warmup=0, repeats=repeats_per_round,
+                               flush_l2=flush_l2)
                 calls += repeats_per_round
                 out[i].extend((r, k, t) for k, t in enumerate(ms))
     return out

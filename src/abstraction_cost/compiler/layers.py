@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from ..measure.timing import benchmark, synchronize
+from ..measure.timing import benchmark, gc_paused, synchronize
 from . import vision_models as vm
 from .vision_models import refuse_compilation
 from .oracles import CostModel
@@ -107,10 +107,11 @@ def layer_times(case: vm.Case, config: dict, run, loaded: vm.Loaded | None, log=
                     for _ in range(max(case.warmup, 1)):
                         timed_blocks(fns, inputs[0][0], device)
             calls = 0
-            with run.phase("layers-timed"), refuse_compilation(f"layer probes of {case.model}"):
+            with run.phase("layers-timed"), refuse_compilation(f"layer probes of {case.model}"), gc_paused():
                 for r in range(case.rounds):
                     order = probes if r % 2 == 0 else probes[::-1]
                     for cfg_name, fns in (timers if r % 2 == 0 else timers[::-1]):
+                        timed_blocks(fns, inputs[(calls - 1) % len(inputs)][0], device)   # untimed, as in interleaved
                         for k in range(case.repeats_per_round):
                             x = inputs[(calls + k) % len(inputs)][0]
                             for i, t in enumerate(timed_blocks(fns, x, device)):
@@ -118,8 +119,10 @@ def layer_times(case: vm.Case, config: dict, run, loaded: vm.Loaded | None, log=
                         calls += case.repeats_per_round
                     for p in order:
                         shift = calls % len(inputs)
-                        ms = benchmark(p.fn, list(inputs[shift:]) + list(inputs[:shift]), device=device,
-                                       warmup=0, repeats=case.repeats_per_round, flush_l2=case.flush_l2)
+                        rotated = list(inputs[shift:]) + list(inputs[:shift])
+                        p.fn(*rotated[-1])                 # one untimed call, as in compiler/interleaved.py
+                        ms = benchmark(p.fn, rotated, device=device, warmup=0, repeats=case.repeats_per_round,
+                                       flush_l2=case.flush_l2)
                         calls += case.repeats_per_round
                         rows.extend(_row(case, p.configuration, p.measure, p.block, names, kinds, r, k, t)
                                     for k, t in enumerate(ms))

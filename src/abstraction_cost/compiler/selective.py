@@ -24,6 +24,7 @@ from typing import Callable
 import polars as pl
 import torch
 
+from . import output_check
 from . import vision_models as vm
 from .layers import chain
 from .oracles import COMPILED, parse_choice
@@ -122,7 +123,8 @@ def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run,
             choice = parse_choice(chosen[variant][0])
             builders[variant] = (case.compiled, lambda choice=choice, construction=construction, variant=variant:
                                  _prepare_choice(case, loaded, choice, construction, variant))
-        return vm.measure_variants(case, builders, run, device, inputs, "selective", extra)
+        return vm.measure_variants(case, builders, run, device, inputs, "selective", extra,
+                                   reference=output_check.reference(model, inputs[0], case.numerics, device))
 
 
 def new_graphs(choice: tuple[int, ...], construction: str, units: list[Callable] | None) -> int:

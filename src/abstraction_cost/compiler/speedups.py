@@ -15,7 +15,7 @@ import polars as pl
 from ..measure import statistics
 from .configurations import PAIRS
 
-STATUS_ORDER = ("error", "oom", "missing", "not_run")
+STATUS_ORDER = ("wrong_output", "error", "oom", "missing", "not_run")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,10 @@ perf_counter_ns, as in the study. The compiled configuration of pure and sync is
 (one graph); the timed variants need a timer between blocks, which in a compiled model is a graph break, so
 they run the blocks compiled one by one (vision_models.compile_unit) with the timers between them.
 `profiled` wraps the calls of one measurement in torch.profiler.profile (CPU activity, and CUDA on the GPU);
-the profiler starts before and stops after the timed window, so its trace processing is not timed.
+the profiler starts before and stops after the timed window, so its trace processing is not timed. On the GPU a
+profiled e2e row also carries `device_ms`, the kernels' device time per call (kernel_ms): device_ms / time_ms is
+the fraction of the call the GPU was busy, near 1 where kernels bound the time and far below it where launching
+them from the host does (the profiler's own per-op overhead lowers it a little).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from typing import Callable
 
 import torch
 
-from ..measure.timing import synchronize
+from ..measure.timing import gc_paused, synchronize
 from . import vision_models as vm
 
 TIMINGS = ("pure", "sync", "timed", "timed_sync")
@@ -83,9 +86,15 @@ def profiler(device: torch.device):
     return torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False)
 
 
-def _row(case, configuration, timing, profiled, metric, r, k, t, status="ok", message=None):
+def kernel_ms(prof) -> float:
+    """The device time of every kernel (and copy) the profiler recorded, in ms: the time the GPU was busy."""
+    device = torch.autograd.DeviceType.CUDA
+    return sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == device) / 1e3
+
+
+def _row(case, configuration, timing, profiled, metric, r, k, t, status="ok", message=None, device_ms=None):
     return {**case.columns(configuration), "timing": timing, "profiled": profiled, "metric": metric,
-            "round": r, "repeat": k, "time_ms": t, "status": status, "message": message}
+            "round": r, "repeat": k, "time_ms": t, "device_ms": device_ms, "status": status, "message": message}
 
 
 def timing_methods(case: vm.Case, config: dict, run, loaded: vm.Loaded | None) -> list[dict]:
@@ -118,14 +127,15 @@ def timing_methods(case: vm.Case, config: dict, run, loaded: vm.Loaded | None) -
                         with profiler(device) if p else nullcontext():
                             measure(t, *callables[cfg.name], inputs[:1], device)
             used = 0
-            with run.phase("timing-timed"), vm.refuse_compilation(f"timing variants of {case.model}"):
+            with run.phase("timing-timed"), vm.refuse_compilation(f"timing variants of {case.model}"), gc_paused():
                 for r in range(case.rounds):
                     for cfg, t, p in (combos if r % 2 == 0 else combos[::-1]):
                         xs = [inputs[(used + j) % len(inputs)] for j in range(calls)]
                         used += calls
-                        with profiler(device) if p else nullcontext():
+                        with profiler(device) if p else nullcontext() as prof:
                             e2e, arr = measure(t, *callables[cfg.name], xs, device)
-                        rows.extend(_row(case, cfg, t, p, "e2e", r, k, v) for k, v in enumerate(e2e))
+                        busy = kernel_ms(prof) / len(xs) if p and device.type == "cuda" else None
+                        rows.extend(_row(case, cfg, t, p, "e2e", r, k, v, device_ms=busy) for k, v in enumerate(e2e))
                         rows.extend(_row(case, cfg, t, p, "arr_sum", r, k, v) for k, v in enumerate(arr))
         except Exception as err:  # a failed or recompiling loop: every variant says why
             return failed(vm.status_of(err), vm.message_of(err))

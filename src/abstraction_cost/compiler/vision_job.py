@@ -2,6 +2,10 @@
 
 Steps, in this order, on one Loaded model (vision_models.py):
 
+Steps 1-4 run for every setting of the job's axes (batch size, numerics, memory format; vision_models.settings)
+under that setting's numerics (measure/numerics.py: TF32 flags, and autocast around every call); step 5 runs
+for every setting after all of them, so that no profiler has run before any other step's timing.
+
 1. end to end in every compile mode of study_b.models.modes, the layer mode last: each compile resets dynamo,
    so only the last one's compiled model survives, and the steps below use it;
 2. in the layer mode: the per-layer times, with the blocks compiled one by one once
@@ -25,14 +29,16 @@ from contextlib import contextmanager
 import torch
 
 from .. import tables
+from ..measure import numerics as nx
 from ..measure import steps
+from ..measure.run import PrefixedRun
 from ..tables.study_b_models import JOB_TABLES
 from . import layers, selective, timing_methods, vision_summary
 from . import vision_models as vm
 
 
-def layer_case(config: dict, model: str, pair: str) -> vm.Case:
-    return vm.case_from_config(config, model, pair, config["study_b"]["models"]["layer_mode"])
+def layer_case(config: dict, model: str, pair: str, setting: vm.Setting | None = None) -> vm.Case:
+    return vm.case_from_config(config, model, pair, config["study_b"]["models"]["layer_mode"], setting)
 
 
 def run_device(config: dict, model: str, pair: str) -> torch.device:
@@ -55,56 +61,109 @@ def step_key(config: dict, model: str, pair: str) -> str:
 def run_job(config: dict, model: str, pair: str, run, log: logging.Logger,
             store: steps.StepStore | None = None) -> dict[str, list[dict]]:
     """Rows of every table in JOB_TABLES for one (model, pair), each with run.run_id. With a store, each step's
-    rows are kept as it completes, and steps an interrupted attempt completed are taken back, not measured."""
-    section = config["study_b"]["models"]
-    lcase = layer_case(config, model, pair)
-    loaded = vm.load_case(lcase) if vm.not_run_reason(lcase, config) is None else None
+    rows are kept as it completes, and steps an interrupted attempt completed are taken back, not measured.
+
+    Steps 1-4 run once per setting (batch size × numerics × memory format, vision_models.settings), the study's
+    setting (the first) last; then step 5 for every setting, the study's first, on the model its steps compiled
+    (the others compile theirs again: later settings' compiles reset dynamo). Step 5's profiled runs give the
+    device-busy fraction of every setting."""
     out: dict[str, list[dict]] = {name: [] for name in JOB_TABLES}
-
-    def step(name: str, what: str, measure) -> dict[str, list[dict]]:
-        with _step(log, f"{model} on {pair}: {what}"):
-            return measure() if store is None else store.step(name, measure)
-
-    def e2e(mode):
-        times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode), config, run, loaded)
-        return {"vision_e2e": times, "vision_builds": [{**b, "step": "e2e"} for b in builds]}
-
-    for mode in sorted(section["modes"], key=lambda m: m == lcase.mode):   # stable sort: layer mode last
-        done = step(f"e2e-{mode}", f"end to end in mode {mode}", lambda: e2e(mode))
-        out["vision_e2e"] += done["vision_e2e"]
-        out["vision_builds"] += done["vision_builds"]
-    out["vision_layer_times"] = step("layers", "layer times", lambda: {
-        "vision_layer_times": layers.layer_times(lcase, config, run, loaded, log)})["vision_layer_times"]
-    _stamp(out, run.run_id)
-
-    stats = section["bootstrap"]
-    out["vision_oracles"] = vision_summary.oracle_rows(
-        tables.frame("vision_layer_times", out["vision_layer_times"]), stats["resamples"], stats["confidence"],
-        config["seed"], section["oracles"]["max_exhaustive_blocks"])
-    for r in out["vision_oracles"]:
-        log.info("%s %s %s: choice %s predicted %s ms (speedup %s), exhaustive agrees: %s", r["model"], r["pair"],
-                 r["oracle"], r["choice"], r["predicted_ms"], r["predicted_speedup"], r["dp_matches_exhaustive"])
-        if r["dp_matches_exhaustive"] is False:   # a bug in the optimiser, shown in the table and the report
-            log.error("%s: the dynamic programme (%s ms) missed the exhaustive optimum (%s ms, %s) of its own "
-                      "cost model", model, r["predicted_ms"], r["exhaustive_ms"], r["exhaustive_choice"])
-
-    def selective_step():
-        times, builds = selective.selective(lcase, config, tables.frame("vision_oracles", out["vision_oracles"]),
-                                            run, loaded)
-        return {"vision_selective": times, "vision_builds": [{**b, "step": "selective"} for b in builds]}
-
-    done = step("selective", "selective compilation", selective_step)
-    out["vision_selective"] = done["vision_selective"]
-    out["vision_builds"] += done["vision_builds"]
-    out["vision_timing_methods"] = step("timing-methods", "timing methods", lambda: {
-        "vision_timing_methods": timing_methods.timing_methods(lcase, config, run, loaded)})["vision_timing_methods"]
+    every = vm.settings(config, pair)
+    jobs = {}
+    for setting in [*every[1:], every[0]]:
+        lcase = layer_case(config, model, pair, setting)
+        # phases of the study's setting keep their names; the others' are prefixed with the setting
+        srun = run if setting == every[0] else PrefixedRun(run, f"{_label(lcase.columns(lcase.compiled))}/")
+        with nx.applied(setting.numerics), nx.autocast(setting.numerics, vm.run_device(lcase, config)):
+            jobs[setting] = (lcase, srun,
+                             _setting_steps(config, model, pair, setting, lcase, srun, log, out,
+                                            store, _step_prefix(setting, every, lcase)))
+    for setting in every:
+        lcase, srun, loaded = jobs.pop(setting)
+        if setting != every[0]:      # compiled before a later setting's dynamo reset: again, in phases of its own
+            srun = PrefixedRun(run, f"{srun.prefix}timing-methods/")
+            if loaded is not None:
+                loaded.whole = loaded.units = None
+        label = _label(lcase.columns(lcase.compiled))
+        with nx.applied(setting.numerics), nx.autocast(setting.numerics, vm.run_device(lcase, config)):
+            out["vision_timing_methods"] += _kept(
+                store, log, f"{model} on {pair} at {label}: timing methods",
+                f"{_step_prefix(setting, every, lcase)}timing-methods",
+                lambda: {"vision_timing_methods": timing_methods.timing_methods(lcase, config, srun, loaded)},
+            )["vision_timing_methods"]
+        del loaded
     _stamp(out, run.run_id)
     for b in out["vision_builds"]:
-        log.info("%s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks, Inductor cache %s hits %s "
-                 "misses %s", model, b["step"], b["configuration"], b["mode"], b["variant"], b["status"],
+        log.info("%s %s %s %s %s %s: %s, first call %s ms, %s graphs, %s graph breaks, Inductor cache %s hits %s "
+                 "misses %s", model, _label(b), b["step"], b["configuration"], b["mode"], b["variant"], b["status"],
                  b["first_call_ms"], b["graphs"], b["graph_breaks"], b["cache_hits"], b["cache_misses"],
                  b["message"] or "")
     return out
+
+
+def _label(row: dict) -> str:
+    return f"batch {row['batch_size']} {row['numerics']} {row['memory_format']}"
+
+
+def _step_prefix(setting: vm.Setting, every: list[vm.Setting], lcase: vm.Case) -> str:
+    """Kept steps' names, like phase names: the study's setting's plain, the others' prefixed with the setting."""
+    return "" if setting == every[0] else _label(lcase.columns(lcase.compiled)).replace(" ", "-") + "."
+
+
+def _kept(store: steps.StepStore | None, log: logging.Logger, what: str, name: str, measure):
+    """One step's rows by table: measured now (and kept, with a store), or kept by an interrupted attempt."""
+    with _step(log, what):
+        return measure() if store is None else store.step(name, measure)
+
+
+def _setting_steps(config: dict, model: str, pair: str, setting: vm.Setting, lcase: vm.Case, run,
+                   log: logging.Logger, out: dict[str, list[dict]],
+                   store: steps.StepStore | None, prefix: str) -> vm.Loaded | None:
+    """Steps 1-4 for one setting, their rows appended to `out`; the Loaded they shared (None: not run here)."""
+    section = config["study_b"]["models"]
+    label = _label(lcase.columns(lcase.compiled))
+    what = f"{model} on {pair} at {label}"
+    loaded = vm.load_case(lcase) if vm.not_run_reason(lcase, config) is None else None
+
+    def e2e(mode):
+        times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode, setting), config, run, loaded)
+        return {"vision_e2e": times, "vision_builds": [{**b, "step": "e2e"} for b in builds]}
+
+    for mode in sorted(section["modes"], key=lambda m: m == lcase.mode):   # stable sort: layer mode last
+        done = _kept(store, log, f"{what}: end to end in mode {mode}", f"{prefix}e2e-{mode}", lambda: e2e(mode))
+        out["vision_e2e"] += done["vision_e2e"]
+        out["vision_builds"] += done["vision_builds"]
+
+    def layer_step():
+        rows = layers.layer_times(lcase, config, run, loaded, log)
+        _stamp({"rows": rows}, run.run_id)
+        return {"vision_layer_times": rows}
+
+    layer_rows = _kept(store, log, f"{what}: layer times", f"{prefix}layers", layer_step)["vision_layer_times"]
+    out["vision_layer_times"] += layer_rows
+
+    stats = section["bootstrap"]
+    oracle_rows = vision_summary.oracle_rows(
+        tables.frame("vision_layer_times", layer_rows), stats["resamples"], stats["confidence"],
+        config["seed"], section["oracles"]["max_exhaustive_blocks"])
+    _stamp({"rows": oracle_rows}, run.run_id)
+    out["vision_oracles"] += oracle_rows
+    for r in oracle_rows:
+        log.info("%s %s: choice %s predicted %s ms (speedup %s), exhaustive agrees: %s", what, r["oracle"],
+                 r["choice"], r["predicted_ms"], r["predicted_speedup"], r["dp_matches_exhaustive"])
+        if r["dp_matches_exhaustive"] is False:   # a bug in the optimiser, shown in the table and the report
+            log.error("%s: the dynamic programme (%s ms) missed the exhaustive optimum (%s ms, %s) of its own "
+                      "cost model", what, r["predicted_ms"], r["exhaustive_ms"], r["exhaustive_choice"])
+
+    def selective_step():
+        times, builds = selective.selective(lcase, config, tables.frame("vision_oracles", oracle_rows), run,
+                                            loaded)
+        return {"vision_selective": times, "vision_builds": [{**b, "step": "selective"} for b in builds]}
+
+    done = _kept(store, log, f"{what}: selective compilation", f"{prefix}selective", selective_step)
+    out["vision_selective"] += done["vision_selective"]
+    out["vision_builds"] += done["vision_builds"]
+    return loaded
 
 
 def _stamp(out: dict[str, list[dict]], run_id: str) -> None:

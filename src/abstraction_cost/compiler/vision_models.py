@@ -42,7 +42,9 @@ from torch import nn
 from ..measure.timing import synchronize
 from ..models import blocks as model_blocks
 from ..tables.common import PHASE_MEASURES
+from ..measure import numerics as nx
 from . import configurations as cfgs
+from . import output_check
 from .configurations import Configuration, Prepared
 from .interleaved import interleaved
 
@@ -65,6 +67,8 @@ class Case:
     repeats_per_round: int
     inputs: int               # distinct input tensors the calls rotate through
     flush_l2: bool
+    numerics: str = "fp32"    # measure/numerics.py: fp32 | tf32 | bf16-autocast
+    memory_format: str = "contiguous"   # of the model's weights and its inputs: contiguous | channels_last
 
     @property
     def eager(self) -> Configuration:
@@ -78,20 +82,62 @@ class Case:
         """The case columns of every row (tables.study_b_models._CASE)."""
         name = configuration if isinstance(configuration, str) else configuration.name
         return {"model": self.model, "pair": self.pair, "configuration": name, "mode": self.mode,
-                "batch_size": self.batch_size, "resolution": self.resolution}
+                "batch_size": self.batch_size, "resolution": self.resolution, "numerics": self.numerics,
+                "memory_format": self.memory_format}
 
 
-def case_from_config(config: dict, model: str, pair: str, mode: str) -> Case:
-    """The case of study_b.models for one (model, pair, mode); names the config key that is at fault."""
+MEMORY_FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the job's axes: batch size, numerics and memory format (study_b.models)."""
+    batch_size: int
+    numerics: str
+    memory_format: str
+
+
+def batch_sizes(config: dict, pair: str) -> list[int]:
+    """study_b.models.batch_size: one size, a list, or {cpu: [...], gpu: [...]} per pair."""
+    value = config["study_b"]["models"]["batch_size"]
+    if isinstance(value, dict):
+        if pair not in value:
+            raise ValueError(f"config key study_b.models.batch_size has no entry for pair {pair!r}")
+        value = value[pair]
+    return [value] if isinstance(value, int) else list(value)
+
+
+def settings(config: dict, pair: str) -> list[Setting]:
+    """Every setting a (model, pair) job measures; the first (first batch size, numerics and memory format of
+    the config's lists: the study's batch 1, fp32, contiguous in the shipped configs) is the study's."""
+    section = config["study_b"]["models"]
+    for key in ("numerics", "memory_formats"):
+        if not section.get(key):
+            raise ValueError(f"config key study_b.models.{key} must list at least one value")
+    for n in section["numerics"]:
+        nx.check_numerics(n, "study_b.models.numerics")
+    for f in section["memory_formats"]:
+        if f not in MEMORY_FORMATS:
+            raise ValueError(f"unknown memory format {f!r} (config key study_b.models.memory_formats); "
+                             f"allowed: {sorted(MEMORY_FORMATS)}")
+    return [Setting(b, n, f) for b in batch_sizes(config, pair) for n in section["numerics"]
+            for f in section["memory_formats"]]
+
+
+def case_from_config(config: dict, model: str, pair: str, mode: str, setting: Setting | None = None) -> Case:
+    """The case of study_b.models for one (model, pair, mode) at `setting` (default: the study's, the first);
+    names the config key that is at fault."""
     section = config["study_b"]["models"]
     if pair not in cfgs.PAIRS:
         raise ValueError(f"pair {pair!r}: expected one of {sorted(cfgs.PAIRS)} (config key study_b.models.models)")
     if model not in section["models"].get(pair, []):
         raise ValueError(f"model {model!r} is not listed under config key study_b.models.models.{pair}")
     t = section["timing"]
-    return Case(model=model, pair=pair, mode=cfgs.check_mode(mode), batch_size=section["batch_size"],
+    setting = setting or settings(config, pair)[0]
+    return Case(model=model, pair=pair, mode=cfgs.check_mode(mode), batch_size=setting.batch_size,
                 resolution=section["resolution"], seed=config["seed"], warmup=t["warmup"], rounds=t["rounds"],
-                repeats_per_round=t["repeats_per_round"], inputs=t["inputs"], flush_l2=t["flush_l2"])
+                repeats_per_round=t["repeats_per_round"], inputs=t["inputs"], flush_l2=t["flush_l2"],
+                numerics=setting.numerics, memory_format=setting.memory_format)
 
 
 def not_run_reason(case: Case, config: dict) -> str | None:
@@ -113,16 +159,19 @@ def run_device(case: Case, config: dict) -> torch.device:
 
 
 def load(case: Case, device: torch.device) -> tuple[nn.Module, list[model_blocks.Block]]:
-    """The model with the case's seed, on the device in eval mode, and its blocks."""
+    """The model with the case's seed, on the device in eval mode and the case's memory format, and its blocks."""
     model = model_blocks.build(case.model, case.seed).to(device).eval()
+    model = model.to(memory_format=MEMORY_FORMATS[case.memory_format])
     return model, model_blocks.blocks(case.model, model)
 
 
 def make_inputs(case: Case, device: torch.device) -> list[tuple[torch.Tensor]]:
-    """`case.inputs` distinct NCHW inputs drawn from the seed (contiguous, as a user passes them)."""
+    """`case.inputs` distinct NCHW inputs drawn from the seed, in the case's memory format (contiguous as a user
+    passes them, or channels_last as one who converts the model converts them too)."""
     g = torch.Generator().manual_seed(case.seed)
     shape = model_blocks.input_shape(case.batch_size, case.resolution)
-    return [(torch.randn(shape, generator=g).to(device),) for _ in range(case.inputs)]
+    fmt = MEMORY_FORMATS[case.memory_format]
+    return [(torch.randn(shape, generator=g).to(device).contiguous(memory_format=fmt),) for _ in range(case.inputs)]
 
 
 @dataclass
@@ -183,15 +232,21 @@ class NotCompiled(RuntimeError):
 def compile_units(loaded: Loaded, case: Case) -> list[Callable]:
     """Every block compiled alone in case.mode, each compiled by one call on the first input's activations.
 
-    Raises NotCompiled if a block's first call produced no graph."""
+    Raises NotCompiled if a block's first call produced no graph, WrongOutput if a block's output differs from
+    the eager block's on the same activations."""
     units = [compile_unit(b.module, case.mode, f"{case.model}.{b.name}") for b in loaded.parts]
     x = loaded.inputs[0][0]
     for unit, part in zip(units, loaded.parts):
+        ref = output_check.reference(part.module, (x,), case.numerics, loaded.device)
         before = cfgs.compile_counters()
         x = unit(x)
         if (cfgs.compile_counters() - before).graphs < 1:
             raise NotCompiled(f"{case.model} block {part.name}: its first call through torch.compile produced "
                               "no graph (dynamo skipped the frame, e.g. at its recompile limit)")
+        result = ref.check(x)
+        if not result.ok:
+            raise output_check.WrongOutput(f"{case.model} block {part.name} compiled alone: output differs from "
+                                           f"eager's: {result.message}")
     synchronize(loaded.device)
     return units
 
@@ -213,6 +268,8 @@ def _build_shared(case: Case, loaded: Loaded, run, logger: logging.Logger) -> No
         loaded.units = None
         with run.phase("whole-build"):
             loaded.whole = prepare_whole(loaded.model, case, loaded.inputs[0], loaded.device)
+        output_check.reference(loaded.model, loaded.inputs[0], case.numerics, loaded.device).require(
+            loaded.whole.fn, loaded.inputs[0], f"{case.model} compiled whole")
     if loaded.units is None:
         before, start = cfgs.compile_counters(), time.perf_counter()
         with run.phase("units-build"):
@@ -266,6 +323,8 @@ def cuda_graphed(model: nn.Module, example: torch.Tensor) -> Callable:
 
 
 def status_of(err: BaseException) -> str:
+    if isinstance(err, output_check.WrongOutput):
+        return "wrong_output"
     return "oom" if isinstance(err, torch.cuda.OutOfMemoryError) else "error"
 
 
@@ -309,12 +368,15 @@ def missing_row(case: Case, variant: str, configuration: Configuration, status: 
 
 
 def measure_variants(case: Case, builders: dict[str, tuple[Configuration, Callable[[], Prepared]]],
-                     run, device: torch.device, inputs, step: str, extra: dict[str, dict] | None = None):
-    """Build every variant (each in its own phase, `{step}-build-{variant}`), then time the built ones
-    interleaved (phase `{step}-timed`).
+                     run, device: torch.device, inputs, step: str, extra: dict[str, dict] | None = None,
+                     reference: output_check.Reference | None = None):
+    """Build every variant (each in its own phase, `{step}-build-{variant}`), check every variant but eager
+    against `reference` (eager's output on inputs[0]), then time the built ones interleaved (phase
+    `{step}-timed`).
 
     builders: variant -> (configuration, build function returning a Prepared). Returns (time rows, build rows)
-    with a status row for every variant that failed to build or whose timed loop failed.
+    with a status row for every variant that failed to build, computed a wrong output (`wrong_output`, not
+    timed) or whose timed loop failed.
     """
     extra = extra or {}
     prepared: dict[str, Prepared] = {}
@@ -324,13 +386,16 @@ def measure_variants(case: Case, builders: dict[str, tuple[Configuration, Callab
         try:
             with run.phase(phase):
                 prepared[variant] = build()
-        except Exception as err:  # a failed build is a row, and the other variants still run
+            if reference is not None and variant != "eager":
+                reference.require(prepared[variant].fn, inputs[0], f"{case.model} {variant}")
+        except Exception as err:  # a failed build or check is a row, and the other variants still run
+            built = prepared.pop(variant, None)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             status, message = status_of(err), message_of(err)
             time_out.append(missing_row(case, variant, configuration, status, message, extra.get(variant)))
-            build_out.append(build_row(case, variant, None, configuration, run.measures(phase)
-                                       if phase in run.sampler.phases else {}, status, message))
+            build_out.append(build_row(case, variant, built, configuration, run.measures(phase)
+                                       if run.has_phase(phase) else {}, status, message))
             continue
         build_out.append(build_row(case, variant, prepared[variant], configuration, run.measures(phase)))
     names = list(prepared)
@@ -395,5 +460,6 @@ def end_to_end(case: Case, config: dict, run, loaded: Loaded | None) -> tuple[li
             else:
                 builders["eager_cuda_graphs"] = (case.eager, lambda: prepare_timed(
                     cuda_graphed(model, inputs[0][0]), case.eager, case.mode, inputs[0], device))
-        t, b = measure_variants(case, builders, run, device, inputs, f"e2e-{case.mode}")
+        t, b = measure_variants(case, builders, run, device, inputs, f"e2e-{case.mode}",
+                                reference=output_check.reference(model, inputs[0], case.numerics, device))
     return time_out + t, fill_measures(build_out + b)

@@ -26,7 +26,7 @@ from . import configurations as cfgs
 from . import layers as layer_data
 from . import oracles
 
-CASE = ["model", "pair", "mode", "batch_size", "resolution"]
+CASE = ["model", "pair", "mode", "batch_size", "resolution", "numerics", "memory_format"]
 
 # Goldfarb 2024: Fig. 5.6 / sec. 6.1 (GPU, default mode, whole model compiled), Table 5.1 (best of two runs
 # from layer timers), sec. 6.1 (realised selective compilation, "custom oracle configuration").
@@ -68,10 +68,30 @@ def _against_eager(part: pl.DataFrame, ok: np.ndarray, eager: pl.DataFrame, eage
                 speedup_high=None, speedup_includes_one=None, status=status, message=message)
 
 
-def speedup_rows(e2e: pl.DataFrame, resamples: int, confidence: float, seed: int) -> list[dict]:
+def device_busy(timing: pl.DataFrame) -> dict[tuple, float]:
+    """(CASE..., configuration) -> median kernel time / median wall time of the profiled `pure` calls (GPU)."""
+    if "device_ms" not in timing.columns:
+        return {}
+    part = timing.filter(pl.col("status") == "ok", pl.col("timing") == "pure", pl.col("profiled"),
+                         pl.col("metric") == "e2e", pl.col("device_ms").is_not_null())
+    out = {}
+    for key, group in part.group_by([*CASE, "configuration"], maintain_order=True):
+        wall = float(np.median(group["time_ms"].to_numpy()))
+        out[tuple(key)] = float(np.median(group["device_ms"].to_numpy())) / wall if wall > 0 else None
+    return out
+
+
+def speedup_rows(e2e: pl.DataFrame, resamples: int, confidence: float, seed: int,
+                 timing: pl.DataFrame | None = None) -> list[dict]:
+    """vision_speedups; with the timing-method rows, each row's device-busy fractions: eager's (any mode: eager
+    has none) and the variant's (compiled in the timing methods' mode only; null for the eager baselines)."""
+    busy = device_busy(timing) if timing is not None else {}
     rows = []
     for key, group in e2e.group_by(CASE, maintain_order=True):
         case = dict(zip(CASE, key))
+        eager_cfg, compiled_cfg = cfgs.PAIRS[case["pair"]]
+        eager_busy = next((v for k, v in busy.items() if k[-1] == eager_cfg and all(
+            k[i] == case[c] for i, c in enumerate(CASE) if c != "mode")), None)
         eager = group.filter(pl.col("variant") == "eager")
         eager_ok = eager.filter(pl.col("status") == "ok")["time_ms"].to_numpy()
         for variant in [v for v in group["variant"].unique(maintain_order=True).to_list() if v != "eager"]:
@@ -80,7 +100,8 @@ def speedup_rows(e2e: pl.DataFrame, resamples: int, confidence: float, seed: int
             study = (STUDY_E2E.get(case["model"]) if case["pair"] == "gpu" and case["mode"] == "default"
                      and variant == "compiled" else None)
             row = {"run_id": run_ids(part.vstack(eager)), **case, "configuration": part["configuration"][0],
-                   "variant": variant, "study_speedup": study, "samples": len(ok)}
+                   "variant": variant, "study_speedup": study, "samples": len(ok), "eager_device_busy": eager_busy,
+                   "device_busy": busy.get((*key, compiled_cfg)) if variant == "compiled" else None}
             row.update(_against_eager(part, ok, eager, eager_ok, resamples, confidence, seed))
             rows.append(row)
     return rows
@@ -92,8 +113,61 @@ def timing_summary_rows(timing: pl.DataFrame, resamples: int, confidence: float,
     for key, group in timing.filter(pl.col("status") == "ok").group_by(keys, maintain_order=True):
         t = statistics.median_interval(group["time_ms"].to_numpy(), resamples=resamples, confidence=confidence,
                                        seed=seed)
+        device = group["device_ms"].drop_nulls() if "device_ms" in group.columns else []
+        busy = float(np.median(device.to_numpy())) / t.estimate if len(device) and t.estimate > 0 else None
         rows.append({"run_id": run_ids(group), **dict(zip(keys, key)), "time_ms": t.estimate,
-                     "time_ms_low": t.low, "time_ms_high": t.high, "samples": group.height})
+                     "time_ms_low": t.low, "time_ms_high": t.high, "device_busy": busy, "samples": group.height})
+    return rows
+
+
+# The eager model as each step of a vision job timed it (vision_eager_baselines): (table, step, filter).
+EAGER_STEPS = (
+    ("vision_e2e", "e2e", pl.col("variant") == "eager"),
+    ("vision_selective", "selective", pl.col("variant") == "eager"),
+    ("vision_timing_methods", "timing_sync", (pl.col("timing") == "sync") & ~pl.col("profiled")),
+)
+
+
+def eager_baseline_rows(frames: dict[str, pl.DataFrame], resamples: int, confidence: float,
+                        seed: int) -> list[dict]:
+    """Every step's eager time of the whole model per case, and its ratio to the end-to-end step's eager (the
+    baseline of vision_speedups) with a bootstrap interval: one eager, if the job's steps agree.
+
+    Steps: e2e (one row per compile mode it was paired with), layers (the all-eager prefix of every block,
+    called block by block), selective, timing_sync (unprofiled, synchronised per call, as the others)."""
+    parts = []
+    for table, step, keep in EAGER_STEPS:
+        df = frames.get(table)
+        if df is None or df.is_empty():
+            continue
+        part = df.filter(keep, pl.col("status") == "ok")
+        parts.append(part.select(*CASE, "run_id", "time_ms").with_columns(
+            step=pl.lit(step) if step != "e2e" else pl.format("e2e {}", "mode")))
+    layers = frames.get("vision_layer_times")
+    if layers is not None and not layers.is_empty():
+        ok = layers.filter(pl.col("status") == "ok", pl.col("measure") == "prefix")
+        ok = ok.filter(pl.col("configuration") == pl.col("pair").replace_strict(
+            {p: e for p, (e, _) in cfgs.PAIRS.items()}, default=None))
+        last = ok.group_by(CASE).agg(pl.col("block").max().alias("n"))
+        full = ok.join(last, on=CASE).filter(pl.col("block") == pl.col("n"))
+        parts.append(full.select(*CASE, "run_id", "time_ms").with_columns(step=pl.lit("layers")))
+    if not parts:
+        return []
+    every = pl.concat(parts)
+    keys = [c for c in CASE if c != "mode"]     # eager has no mode; its steps pair it with different ones
+    rows = []
+    for key, group in every.group_by(keys, maintain_order=True):
+        case = dict(zip(keys, key))
+        reference = group.filter(pl.col("step").str.starts_with("e2e"))["time_ms"].to_numpy()
+        for (step,), part in group.group_by(["step"], maintain_order=True):
+            times = part["time_ms"].to_numpy()
+            t = statistics.median_interval(times, resamples=resamples, confidence=confidence, seed=seed)
+            row = {"run_id": run_ids(part), **case, "step": step, "time_ms": t.estimate, "time_ms_low": t.low,
+                   "time_ms_high": t.high, "samples": len(times)}
+            if len(reference):
+                r = statistics.speedup(times, reference, resamples=resamples, confidence=confidence, seed=seed)
+                row.update(ratio_to_e2e=r.estimate, ratio_to_e2e_low=r.low, ratio_to_e2e_high=r.high)
+            rows.append(row)
     return rows
 
 
@@ -245,6 +319,18 @@ def oracle_rows(layers: pl.DataFrame, resamples: int, confidence: float, seed: i
     return rows
 
 
+def _prediction_error(row: dict) -> dict:
+    """predicted speedup / realised speedup over one eager baseline = realised ms / predicted ms (the baseline
+    cancels, so the eager of neither step enters). Above 1: the oracle promised more than the plan delivered.
+    Interval: the realised interval over the predicted one, ends crossed (conservative: both are 95%)."""
+    p, lo, hi, t = row["predicted_ms"], row["predicted_ms_low"], row["predicted_ms_high"], row["time_ms"]
+    if p is None or t is None or not p > 0:
+        return dict.fromkeys(("prediction_error", "prediction_error_low", "prediction_error_high"))
+    return {"prediction_error": t / p,
+            "prediction_error_low": row["time_ms_low"] / hi if hi and hi > 0 else None,
+            "prediction_error_high": row["time_ms_high"] / lo if lo and lo > 0 else None}
+
+
 def selective_summary_rows(selective: pl.DataFrame, oracle_table: pl.DataFrame, resamples: int,
                            confidence: float, seed: int) -> list[dict]:
     rows = []
@@ -265,9 +351,12 @@ def selective_summary_rows(selective: pl.DataFrame, oracle_table: pl.DataFrame, 
                          "dp_segments": STUDY_SELECTIVE}.get(variant, {}).get(case["model"])
             row = {"run_id": run_ids(part), **case, "configuration": part["configuration"][0], "variant": variant,
                    "choice": part["choice"][0], "predicted_ms": predicted,
+                   "predicted_ms_low": o_row["predicted_ms_low"][0] if o_row.height else None,
+                   "predicted_ms_high": o_row["predicted_ms_high"][0] if o_row.height else None,
                    "predicted_speedup": o_row["predicted_speedup"][0] if o_row.height else None,
                    "study_speedup": study, "samples": len(ok)}
             row.update(_against_eager(part, ok, group.filter(pl.col("variant") == "eager"), eager_ok, resamples,
                                       confidence, seed))
+            row.update(_prediction_error(row))
             rows.append(row)
     return rows

@@ -49,6 +49,34 @@ class Run:
         """The phase's PHASE_MEASURES columns (tables.common)."""
         return {"alloc_peak_mib": self._alloc_peaks.get(name), **self.sampler.summary(name)}
 
+    def has_phase(self, name: str) -> bool:
+        return name in self.sampler.phases
+
+
+@dataclass
+class PrefixedRun:
+    """A Run whose phases are named `prefix + name`: one job measuring several settings, whose phase names
+    must stay unique within the run."""
+    run: Run
+    prefix: str
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def device(self) -> torch.device:
+        return self.run.device
+
+    def phase(self, name: str):
+        return self.run.phase(self.prefix + name)
+
+    def measures(self, name: str) -> dict:
+        return self.run.measures(self.prefix + name)
+
+    def has_phase(self, name: str) -> bool:
+        return self.run.has_phase(self.prefix + name)
+
 
 def _state_columns(reader: NvmlReader | None, suffix: str) -> dict:
     keys = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "throttle_reasons")

@@ -8,11 +8,29 @@ Two shapes, after triton.testing.do_bench and timm's benchmark.py:
 """
 from __future__ import annotations
 
+import gc
 import time
 from contextlib import contextmanager
 from typing import Callable, Sequence
 
 import torch
+
+
+@contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off inside (after one collection), restored after.
+
+    A collection triggered inside a timed loop lands on whichever call allocated the object that crossed the
+    threshold, and the heap a job has built by then (compiled graphs, earlier steps' rows) makes later steps'
+    collections longer: launch-bound eager calls of later steps then look slower (benchmarks/eager_drift.py)."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def synchronize(device: torch.device) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from ..measure.numerics import NUMERICS
+
 ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 
 
@@ -13,7 +15,7 @@ def time_chart(comparison: pl.DataFrame, width: int = 420) -> alt.Chart | None:
     ok = comparison.filter((pl.col("status") == "ok") & pl.col("time_per_sample_ms").is_not_null())
     if ok.is_empty():
         return None
-    data = ok.select("implementation", "runtime", "method", "device", "batch_size", "resolution",
+    data = ok.select("implementation", "numerics", "runtime", "method", "device", "batch_size", "resolution",
                      "time_per_sample_ms", "time_per_sample_ms_low", "time_per_sample_ms_high", "speedup_vs_eager")
     order = [i for i in ORDER if i in data["implementation"].to_list()]
     y = alt.Y("implementation:N", sort=order, title=None)
@@ -23,7 +25,9 @@ def time_chart(comparison: pl.DataFrame, width: int = 420) -> alt.Chart | None:
         y=y, color=alt.Color("runtime:N", title="runs from"), tooltip=tooltip)
     interval = alt.Chart().mark_rule(color="black").encode(
         x="time_per_sample_ms_low:Q", x2="time_per_sample_ms_high:Q", y=y)
-    return alt.layer(bars, interval, data=data).properties(width=width, height=28 * len(order))
+    # one panel per numerics (study_a.backends.numerics): times are compared within a numerics, never across
+    return (alt.layer(bars, interval, data=data).properties(width=width, height=28 * len(order))
+            .facet(row=alt.Row("numerics:N", title=None)))
 
 
 def _interval(estimate, low, high, digits: int = 3) -> str | None:
@@ -61,7 +65,7 @@ def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
         elif r["status"] == "ok":
             parity = r["parity_message"]
         out.append({
-            "implementation": r["implementation"], "made by": r["method"], "device": r["device"],
+            "numerics": r["numerics"], "implementation": r["implementation"], "made by": r["method"], "device": r["device"],
             "status": r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}",
             "ms/sample [95% CI]": _interval(r["time_per_sample_ms"], r["time_per_sample_ms_low"],
                                             r["time_per_sample_ms_high"]),
@@ -72,13 +76,14 @@ def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
             "max |Δlogit| vs eager": parity, "same argmax": r["argmax_agreement"],
             "prepare (s)": r["prepare_s"], "convolution algorithms": _algorithms(r),
         })
-    columns = ["implementation", "made by", "device", "status", "ms/sample [95% CI]", "speedup vs eager",
+    columns = ["numerics", "implementation", "made by", "device", "status", "ms/sample [95% CI]", "speedup vs eager",
                "device memory (MiB, NVML)", "allocator peak (MiB)", "max |Δlogit| vs eager", "same argmax",
                "prepare (s)", "convolution algorithms"]
     schema = {c: (pl.Float64 if c in ("device memory (MiB, NVML)", "allocator peak (MiB)", "same argmax",
                                       "prepare (s)") else pl.String) for c in columns}
     order = {name: i for i, name in enumerate(ORDER)}
-    out.sort(key=lambda r: order.get(r["implementation"], len(ORDER)))
+    ranks = {n: i for i, n in enumerate(NUMERICS)}
+    out.sort(key=lambda r: (ranks.get(r["numerics"], len(ranks)), order.get(r["implementation"], len(ORDER))))
     return pl.DataFrame(out, schema=schema)
 
 

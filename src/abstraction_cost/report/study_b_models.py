@@ -10,6 +10,29 @@ import polars as pl
 PAIR_LABEL = {"cpu": "CPU (interp → cpp)", "gpu": "GPU (cuda → triton)"}
 
 
+SETTING = ("batch_size", "numerics", "memory_format")
+
+
+def labelled(df: pl.DataFrame) -> pl.DataFrame:
+    """`pair` extended by the row's setting (batch, numerics, memory format), so that every facet, table row and
+    tooltip keyed by pair tells the settings of one job apart."""
+    if df.is_empty() or not all(c in df.columns for c in SETTING):
+        return df
+    parts = [pl.col(c).cast(pl.String).fill_null("?") for c in SETTING]
+    return df.with_columns(pl.format("{} · batch {} · {} · {}", "pair", *parts).alias("pair"))
+
+
+def study_setting(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the study's setting: the smallest batch, in fp32 (where measured), contiguous (where measured)."""
+    if df.is_empty() or not all(c in df.columns for c in SETTING):
+        return df
+    df = df.filter(pl.col("batch_size") == pl.col("batch_size").min())
+    for column, value in (("numerics", "fp32"), ("memory_format", "contiguous")):
+        if value in df[column].to_list():
+            df = df.filter(pl.col(column) == value)
+    return df
+
+
 def _speedup_axis(title: str = "speedup (eager / variant)") -> alt.Y:
     return alt.Y("speedup:Q", title=title, scale=alt.Scale(type="log", zero=False))
 
@@ -20,7 +43,7 @@ def _rule_at_one() -> alt.Chart:
 
 def e2e_figure(speedups: pl.DataFrame) -> alt.TopLevelMixin | None:
     """Fig. 5.6: speedup over eager per model and variant (bars: bootstrap intervals; black ticks: the study)."""
-    ok = speedups.filter(pl.col("status") == "ok")
+    ok = labelled(speedups.filter(pl.col("status") == "ok"))
     if ok.is_empty():
         return None
     data = ok.with_columns(pl.format("{} / {}", "pair", "mode").alias("run"),
@@ -41,17 +64,19 @@ def e2e_figure(speedups: pl.DataFrame) -> alt.TopLevelMixin | None:
 
 def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
     """vision_speedups beside what building each variant cost (vision_builds of the e2e jobs)."""
-    keys = ["model", "pair", "mode", "batch_size", "resolution", "variant"]
+    keys = ["model", "pair", "mode", "batch_size", "resolution", "numerics", "memory_format", "variant"]
     built = builds.filter(pl.col("step") == "e2e").select(*keys, "first_call_ms", "graphs", "graph_breaks",
                                                           "recompiles", "cache_hits", "cache_misses",
                                                           "alloc_peak_mib", "mem_used_mib_max")
-    return (speedups.join(built, on=keys, how="left")
+    return (labelled(speedups.join(built, on=keys, how="left"))
             .select("model", "pair", "mode", "variant", pl.col("eager_ms").alias("eager ms"),
                     pl.col("time_ms").alias("variant ms"),
                     pl.format("{} [{}–{}]", pl.col("speedup").round(3), pl.col("speedup_low").round(3),
                               pl.col("speedup_high").round(3)).alias("speedup [95% CI]"),
                     pl.col("speedup_includes_one").alias("CI includes 1"),
                     pl.col("study_speedup").alias("study"),
+                    pl.col("eager_device_busy").alias("eager GPU busy"),
+                    pl.col("device_busy").alias("variant GPU busy"),
                     (pl.col("first_call_ms") / 1000).alias("first call (s, compile)"),
                     "graphs", "graph_breaks", "recompiles",
                     pl.format("{}/{}", "cache_hits", "cache_misses").alias("Inductor cache hits/misses"),
@@ -81,7 +106,7 @@ def timing_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
 def layer_density_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
     """Fig. 5.8: density of per-layer speedups (eager / compiled) per model; right of the red line: faster
     compiled."""
-    data = layers.filter(pl.col("speedup").is_not_null() & (pl.col("speedup") > 0))
+    data = labelled(layers.filter(pl.col("speedup").is_not_null() & (pl.col("speedup") > 0)))
     if data.is_empty():
         return None
     data = data.with_columns(pl.col("speedup").log(10).alias("log10_speedup"))
@@ -97,7 +122,7 @@ def layer_density_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
 def subtraction_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
     """Fig. 5.10: per-layer times by layer subtraction, eager and compiled, with the blocks the dynamic
     programme compiles marked (the study's "custom" configuration)."""
-    sub = layers.filter(pl.col("method") == "subtraction")
+    sub = labelled(layers.filter(pl.col("method") == "subtraction"))
     if sub.is_empty():
         return None
     long = pl.concat([
@@ -123,7 +148,7 @@ def subtraction_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
 
 def configurations_figure(layers: pl.DataFrame, method: str = "timer") -> alt.TopLevelMixin | None:
     """Fig. 5.11: per-layer times of each model in all four configurations (interp, cpp, cuda, triton)."""
-    part = layers.filter(pl.col("method") == method)
+    part = study_setting(layers).filter(pl.col("method") == method)
     if part.is_empty():
         return None
     eager_name = {"cpu": "interp", "gpu": "cuda"}
@@ -145,7 +170,7 @@ def configurations_figure(layers: pl.DataFrame, method: str = "timer") -> alt.To
 
 def oracles_display(oracles: pl.DataFrame) -> pl.DataFrame:
     """Table 5.1 and beyond: every oracle's predicted speedup with its interval, beside the study."""
-    return (oracles.filter(pl.col("choice").is_not_null())
+    return (labelled(oracles.filter(pl.col("choice").is_not_null()))
             .select("model", "pair", "oracle", "blocks", "compiled_blocks", "choice",
                     pl.col("reference_ms").alias("eager ms"), pl.col("predicted_ms").alias("predicted ms"),
                     pl.format("{} [{}–{}]", pl.col("predicted_speedup").round(3),
@@ -160,7 +185,7 @@ def oracles_display(oracles: pl.DataFrame) -> pl.DataFrame:
 def selective_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
     """Predicted against realised selective compilation: realised speedups (intervals), predicted (crosses), the
     study's realised and full-compile speedups (black ticks)."""
-    ok = summary.filter(pl.col("status") == "ok")
+    ok = labelled(summary.filter(pl.col("status") == "ok"))
     if ok.is_empty():
         return None
     base = alt.Chart().encode(x=alt.X("variant:N", title=None, sort=["compiled", "all_blocks", "btr_blocks",
@@ -177,15 +202,33 @@ def selective_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
 
 
 def selective_display(summary: pl.DataFrame) -> pl.DataFrame:
-    return (summary.select("model", "pair", "variant", "choice", pl.col("predicted_ms").alias("predicted ms"),
+    return (labelled(summary).select("model", "pair", "variant", "choice", pl.col("predicted_ms").alias("predicted ms"),
                            pl.col("predicted_speedup").alias("predicted speedup"),
                            pl.col("time_ms").alias("realised ms"),
                            pl.format("{} [{}–{}]", pl.col("speedup").round(3), pl.col("speedup_low").round(3),
                                      pl.col("speedup_high").round(3)).alias("realised speedup [95% CI]"),
                            pl.col("speedup_includes_one").alias("CI includes 1"),
+                           pl.format("{} [{}–{}]", pl.col("prediction_error").round(3),
+                                     pl.col("prediction_error_low").round(3),
+                                     pl.col("prediction_error_high").round(3))
+                           .alias("prediction error (realised / predicted ms)"),
                            pl.col("study_speedup").alias("study"), "status")
             .sort("model", "pair", "variant"))
 
 
-FORMATS = {c: "{:.3f}" for c in ("eager ms", "variant ms", "predicted ms", "realised ms", "with switch costs ms",
+def eager_baselines_display(baselines: pl.DataFrame) -> pl.DataFrame:
+    """Every step's eager time of one job beside the end-to-end step's: one baseline where the ratio's interval
+    holds 1."""
+    if baselines.is_empty():
+        return baselines
+    return (labelled(baselines.with_columns(pl.lit(None, pl.String).alias("mode")))
+            .select("model", "pair", "step", pl.col("time_ms").alias("eager ms"),
+                    pl.format("[{}–{}]", pl.col("time_ms_low").round(3), pl.col("time_ms_high").round(3))
+                    .alias("95% CI"),
+                    pl.format("{} [{}–{}]", pl.col("ratio_to_e2e").round(3), pl.col("ratio_to_e2e_low").round(3),
+                              pl.col("ratio_to_e2e_high").round(3)).alias("÷ e2e eager [95% CI]"), "samples")
+            .sort("model", "pair", "step"))
+
+
+FORMATS = {c: "{:.3f}" for c in ("eager GPU busy", "variant GPU busy", "eager ms", "variant ms", "predicted ms", "realised ms", "with switch costs ms",
                                  "predicted speedup", "first call (s, compile)", "allocator peak MiB", "NVML MiB")}

@@ -57,5 +57,6 @@ PHASE_MEASURES = {
     "nvml_samples": pl.Int64,
 }
 
-# Every measured row says whether it was measured: ok, or error / oom / missing / not_run with a message.
+# Every measured row says whether it was measured: ok, or error / oom / missing / not_run with a message, or
+# wrong_output: a compiled or transformed variant whose output differed from eager's (not timed, no speedup).
 STATUS = {"status": pl.String, "message": pl.String}

@@ -12,6 +12,7 @@ _KEYS = {
     "device": pl.String,
     "batch_size": pl.Int64,
     "resolution": pl.Int64,
+    "numerics": pl.String,           # fp32 | tf32 | bf16-autocast (study_a.backends.numerics): eager's of the same
 }
 
 # The cudnn implementations' convolution algorithm choice (study_a.cudnn.algo: heuristic | find) and the workspace

@@ -1,7 +1,7 @@
 """Study B vision-model tables: end to end, timing methods, per-layer times, oracles, selective compilation.
 
 Measured tables have one row per timed call (round, repeat) or, for a variant that did not run, one row with
-null times whose status says why. Every job pairs an eager configuration with a compiled one on one device
+null times whose status says why (`wrong_output`: its output differed from eager's, so it was not timed). Every job pairs an eager configuration with a compiled one on one device
 (`pair` cpu: interp/cpp, gpu: cuda/triton) and times them interleaved. Summary tables (vision_speedups,
 vision_timing_summary, vision_layer_summary, vision_oracles, vision_selective_summary) are computed by rules;
 their run_id lists every run_id they were computed from, comma-separated and sorted.
@@ -22,6 +22,8 @@ _CASE = {
     "mode": pl.String,            # compile mode of the compiled side of the job (eager rows: the mode they pair)
     "batch_size": pl.Int64,
     "resolution": pl.Int64,
+    "numerics": pl.String,        # fp32 | tf32 | bf16-autocast (measure/numerics.py), with its own output tolerance
+    "memory_format": pl.String,   # contiguous | channels_last: of the model's weights and inputs
 }
 _SAMPLE = {"round": pl.Int64, "repeat": pl.Int64, "time_ms": pl.Float64}
 _INTERVAL = lambda name: {name: pl.Float64, f"{name}_low": pl.Float64, f"{name}_high": pl.Float64}  # noqa: E731
@@ -41,8 +43,9 @@ SCHEMAS = {
                       **PHASE_MEASURES, **STATUS},
     # Fig. 5.7: timing variants. timing: pure | sync | timed | timed_sync; profiled: inside torch.profiler;
     # metric: e2e (per call) | arr_sum (sum of the block timers of one call; timed variants only).
+    # device_ms: profiled e2e rows on the GPU, the kernels' device time per call (timing_methods.kernel_ms).
     "vision_timing_methods": {**_CASE, "timing": pl.String, "profiled": pl.Boolean, "metric": pl.String,
-                              **_SAMPLE, **STATUS},
+                              **_SAMPLE, "device_ms": pl.Float64, **STATUS},
     # Per-layer raw times (compiler/layers.py). measure: timer (block `block` timed with synchronisation,
     # configuration eager or compiled), prefix (blocks 0..block-1, block = 0 .. n), mixed_to_compiled /
     # mixed_to_eager (blocks 0..block-1 in one state, block `block` in the other; configuration = the compiled one).
@@ -56,10 +59,18 @@ SCHEMAS = {
 
     # Speedup of each variant over eager in the same job: median ratio with bootstrap interval; the study's
     # number where it gives one (Fig. 5.6: GPU, default mode, compiled).
+    # eager_device_busy / device_busy: kernels' device time / wall time per call from the job's profiled `pure`
+    # timing method (GPU; compiled: the timing methods' mode only): near 1 kernel-bound, far below launch-bound.
     "vision_speedups": {**_CASE, "variant": pl.String, "eager_ms": pl.Float64, **_INTERVAL("time_ms"),
-                        **_SPEEDUP, "study_speedup": pl.Float64, "samples": pl.Int64, **STATUS},
+                        **_SPEEDUP, "study_speedup": pl.Float64, "samples": pl.Int64,
+                        "eager_device_busy": pl.Float64, "device_busy": pl.Float64, **STATUS},
     "vision_timing_summary": {**_CASE, "timing": pl.String, "profiled": pl.Boolean, "metric": pl.String,
-                              **_INTERVAL("time_ms"), "samples": pl.Int64},
+                              **_INTERVAL("time_ms"), "device_busy": pl.Float64, "samples": pl.Int64},
+    # The eager model as every step of a job timed it (step: e2e <mode>, layers, selective, timing_sync), and
+    # its ratio to the e2e step's eager with a bootstrap interval: 1 inside the interval = one baseline.
+    "vision_eager_baselines": {**{k: v for k, v in _CASE.items() if k not in ("configuration", "mode")},
+                               "step": pl.String, **_INTERVAL("time_ms"), **_INTERVAL("ratio_to_e2e"),
+                               "samples": pl.Int64},
     # Per block, by method timer (medians of synchronised block timers) or subtraction (differences of prefix
     # medians); speedup = eager / compiled with a bootstrap interval over rounds. Switch costs: subtraction only.
     "vision_layer_summary": {**_CASE, "method": pl.String, "block": pl.Int64, "block_name": pl.String,
@@ -75,8 +86,10 @@ SCHEMAS = {
                        "exhaustive_ms": pl.Float64, "exhaustive_choice": pl.String,
                        "dp_matches_exhaustive": pl.Boolean, "study_speedup": pl.Float64, "resamples": pl.Int64},
     # Predicted against realised, per selective variant: realised speedup over eager in the same rounds.
-    "vision_selective_summary": {**_CASE, "variant": pl.String, "choice": pl.String, "predicted_ms": pl.Float64,
-                                 "predicted_speedup": pl.Float64, "eager_ms": pl.Float64,
-                                 **_INTERVAL("time_ms"), **_SPEEDUP, "study_speedup": pl.Float64,
+    # prediction_error: realised ms / predicted ms = predicted speedup / realised speedup over one baseline.
+    "vision_selective_summary": {**_CASE, "variant": pl.String, "choice": pl.String,
+                                 **_INTERVAL("predicted_ms"), "predicted_speedup": pl.Float64,
+                                 "eager_ms": pl.Float64, **_INTERVAL("time_ms"), **_SPEEDUP,
+                                 **_INTERVAL("prediction_error"), "study_speedup": pl.Float64,
                                  "samples": pl.Int64, **STATUS},
 }
