@@ -223,3 +223,49 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [(0, "ok", 0), (1, "error", 0),
                                                                       (2, "ok", 1), (3, "ok", 1)]
     assert rows[3]["h2d_bytes"] == 2 * 3 * 16 * 16 and rows[3]["time_ms"] > 0
+
+
+@pytest.mark.parametrize("implementation", ["eager", "libtorch"])
+def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, monkeypatch, implementation):
+    """Rule sweep's job (measured run, table) on the smoke config, an oom at cell 0 and a crash at cell 2."""
+    from abstraction_cost import config as config_module, tables
+    from abstraction_cost.models import resnet, weights_file
+    config = config_module.load(REPO / "config/smoke.yaml")
+    config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8, 16], repeats=2, warmup=0)
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
+    if implementation == "libtorch":
+        inputs.program = str(native.ensure_built("libtorch"))
+    out = SimpleNamespace(table=str(tmp_path / "rows.parquet"), env=str(tmp_path / "env.parquet"))
+    job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
+                          wildcards=SimpleNamespace(implementation=implementation, transfer="uint8-pinned"))
+    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@2")
+    sweep.run(job)
+    df = tables.read("sweep", out.table)
+    assert df["cell"].to_list() == [0, 1, 2, 3]
+    assert df["status"].to_list() == ["oom", "oom", "error", "ok"]
+    assert df["message"][1] == "skipped: batch 1 already out of memory at this resolution"
+    assert df["run_id"].n_unique() == 1 and tables.read("environment", out.env).height == 1
+    assert df["time_per_sample_ms"][3] > 0 and df["implementation"].unique().to_list() == [implementation]
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("batches", [8, 0], "study_a.sweep.batches.1"),
+    ("resolutions", [64, "128"], "study_a.sweep.resolutions.1"),
+    ("transfers", ["float16-pinned"], "study_a.sweep.transfers.0"),
+    ("implementations", ["cudnn"], "study_a.sweep.implementations.0"),
+])
+def test_config_schema_refuses_bad_sweep_values_naming_the_key(key, value, words):
+    from abstraction_cost import config as config_module
+    config = config_module.load(REPO / "config/smoke.yaml")
+    config["study_a"]["sweep"][key] = value
+    with pytest.raises(config_module.ConfigError, match=words.replace(".", r"\.")):
+        config_module.validate(config)
+
+
+@pytest.mark.parametrize("name", ["smoke", "gpu-smoke", "config", "paper"])
+def test_every_config_has_a_sweep_that_checks(name):
+    from abstraction_cost import config as config_module
+    settings = sweep_cells.SweepSettings.from_config(config_module.load(REPO / f"config/{name}.yaml"))
+    assert len(settings.batches) >= 2 and len(settings.resolutions) >= 2

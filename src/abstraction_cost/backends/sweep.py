@@ -273,7 +273,8 @@ def run(snakemake) -> None:
     build_s = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if implementation == "aoti" else None
     base = {"implementation": implementation, "backend": backend, "runtime": runtime, "transfer": transfer,
             "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
-    with measured_run(config, rule=snakemake.rule, job=dict(wildcards), env_path=out.env, device=device) as measured:
+    job = {"implementation": implementation, "transfer": transfer}
+    with measured_run(config, rule=snakemake.rule, job=job, env_path=out.env, device=device) as measured:
         try:
             rows = sweep_rows(implementation, transfer, inputs, settings, config, classes, measured)
         except Exception as err:  # the process could not start its walk: every cell says why
