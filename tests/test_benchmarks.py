@@ -14,3 +14,13 @@ def test_harness_overhead_benchmark_runs(tmp_path):
     result = json.loads(out.read_text())
     assert result["bare_ms_per_step"] > 0 and result["harness_wall_ms_per_step"] > 0
     assert result["nvml_status"] == "no CUDA device in use"
+
+
+def test_sweep_overhead_benchmark_runs(tmp_path):
+    out = tmp_path / "sweep_overhead.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep_overhead.py"), "--config",
+                    str(REPO / "config" / "smoke.yaml"), "--device", "cpu", "--implementations", "eager",
+                    "--out", str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    assert [j["transfer"] for j in result["jobs"]] == ["float32-pageable", "uint8-pinned"]
+    assert all(j["ok_cells"] == j["cells"] == 4 and 0 < j["timed_s"] < j["wall_s"] for j in result["jobs"])
