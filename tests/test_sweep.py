@@ -269,3 +269,45 @@ def test_every_config_has_a_sweep_that_checks(name):
     from abstraction_cost import config as config_module
     settings = sweep_cells.SweepSettings.from_config(config_module.load(REPO / f"config/{name}.yaml"))
     assert len(settings.batches) >= 2 and len(settings.resolutions) >= 2
+
+
+# ------------------------------------------------------------------------------------------------- GPU
+class GreedyModel(TinyModel):
+    """Asks the CUDA allocator for 1 TiB from batch 4 on: a real out-of-memory error, not an injected one."""
+
+    def __init__(self):
+        super().__init__()
+        conv = self.forward.cuda()
+        self.forward = lambda x: torch.empty(1 << 40, dtype=torch.uint8, device=x.device) if x.shape[0] >= 4 \
+            else conv(x)
+
+
+def _cuda_run() -> Run:
+    from abstraction_cost.measure.nvml import NvmlReader
+    reader, status = NvmlReader.open(None)
+    return Run(run_id="gpu-test", device=torch.device("cuda"), sampler=NvmlSampler(reader, 20, status))
+
+
+@pytest.mark.gpu
+def test_python_sweep_on_cuda_records_a_real_oom_and_goes_on(pool_dir):
+    run = _cuda_run()
+    with run.sampler:
+        rows = sweep.python_cells(GreedyModel(), walk([2, 4, 8], [8, 16]), "float32-pinned",
+                                  transfer.Pool(pool_dir), 1, 3, run)
+    assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"]
+    assert "out of memory" in rows[1]["message"].lower() and rows[2]["message"] == \
+        "skipped: batch 4 already out of memory at this resolution"
+    assert rows[3]["alloc_peak_mib"] is not None and rows[3]["h2d_bytes"] == 2 * 3 * 16 * 16 * 4
+    assert torch.cuda.memory_allocated() < 1 << 30  # the failed cells' memory was released
+
+
+@pytest.mark.gpu
+def test_transfer_modes_on_cuda_pin_and_normalise_alike(pool_dir):
+    pool = transfer.Pool(pool_dir)
+    inputs = {m: transfer.cell_input(pool, 32, 16, m, torch.device("cuda")) for m in sweep_cells.TRANSFERS}
+    assert [inputs[m].host.is_pinned() for m in sweep_cells.TRANSFERS] == [False, True, True]
+    assert inputs["uint8-pinned"].nbytes * 4 == inputs["float32-pageable"].nbytes == 32 * 3 * 16 * 16 * 4
+    x = {m: d.to_device() for m, d in inputs.items()}
+    torch.cuda.synchronize()
+    torch.testing.assert_close(x["uint8-pinned"], x["float32-pageable"])
+    torch.testing.assert_close(x["float32-pinned"], x["float32-pageable"])
