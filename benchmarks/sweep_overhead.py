@@ -111,10 +111,10 @@ def main() -> None:
             if args.kernels:
                 subprocess.run([sys.executable, __file__, "--config", args.config, "--child", impl, "kernels", tmp]
                                + (["--device", args.device] if args.device else []), check=True)
-        if args.keep:
-            Path(args.keep).mkdir(parents=True, exist_ok=True)
-            for path in work.glob("*.parquet"):
-                shutil.copy(path, Path(args.keep) / path.name)
+            if args.keep:  # after each implementation, so that a run cut short keeps what it measured
+                Path(args.keep).mkdir(parents=True, exist_ok=True)
+                for path in work.glob("*.parquet"):
+                    shutil.copy(path, Path(args.keep) / path.name)
     total_wall, total_timed = sum(j["wall_s"] for j in jobs), sum(j["timed_s"] for j in jobs)
     result = {"config": args.config, "torch": torch.__version__, "jobs": jobs, "wall_s": total_wall,
               "timed_s": total_timed, "outside_timed_pct": 100.0 * (1 - total_timed / total_wall)}
