@@ -7,7 +7,7 @@ from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
 measured = pl.concat([tables.read("sweep_kernels", p) for p in snakemake.input.tables], how="vertical")
-df = tables.write("sweep_kernels", pl.concat([measured, tables.frame("sweep_kernels", sweep_summary.study_kernel_rows())]),
-                  snakemake.output.table)
+study = tables.frame("sweep_kernels", sweep_summary.study_kernel_rows())
+df = tables.write("sweep_kernels", pl.concat([measured, study]), snakemake.output.table)
 env = tables.concat("environment", snakemake.input.envs, snakemake.output.env)
 log.info("sweep_kernels: %d rows (%d environment rows)", df.height, env.height)

@@ -17,7 +17,8 @@ settings = SweepSettings.from_config(config)
 ds = spec(config["study_a"]["backends"]["dataset"], config)
 device = devices.select(config)
 if settings.require_gpu and device.type != "cuda":
-    meta = aoti_dynamic.not_run(snakemake.output[0], "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
+    meta = aoti_dynamic.not_run(snakemake.output[0],
+                                "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
 else:
     devices.apply_numerics(config)
     meta = aoti_dynamic.package(snakemake.input.weights, ds.channels, ds.classes, settings.batches,
