@@ -62,6 +62,7 @@ def test_memory_finding_libtorch_same_torchscript_lower():
     text = ss.memory_finding(_sweep())
     assert "holds here" in text and "torchscript-cpp 0.80× eager's" in text
     assert "Not measured" in ss.memory_finding(_sweep().with_columns(pl.lit(None).alias("mem_used_mib_max")))
+    assert "only eager" in ss.memory_finding(_sweep().filter(pl.col("implementation") == "eager"))
 
 
 def test_h2d_rows_and_finding_with_the_studys_numbers():
