@@ -12,6 +12,7 @@ include: "workflow/rules/study_b_compile_cache.smk"
 include: "workflow/rules/study_b_models.smk"
 include: "workflow/rules/study_b_blocks.smk"
 include: "workflow/rules/native.smk"
+include: "workflow/rules/study_a_sweep.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -26,3 +26,13 @@ def test_eager_drift_benchmark_runs(tmp_path):
     assert checkpoints == {"fresh", "whole_compiled", "units_compiled", "chain", "among_variants", "after_profiler"}
     assert {r["protocol"] for r in rows} == {"plain", "hygienic"} and all(r["median_ms"] > 0 for r in rows)
     assert all(r["ratio_to_fresh"] == 1.0 for r in rows if r["checkpoint"] == "fresh")
+
+
+def test_sweep_overhead_benchmark_runs(tmp_path):
+    out = tmp_path / "sweep_overhead.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep_overhead.py"), "--config",
+                    str(REPO / "config" / "smoke.yaml"), "--device", "cpu", "--implementations", "eager",
+                    "--out", str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    assert [j["transfer"] for j in result["jobs"]] == ["float32-pageable", "uint8-pinned"]
+    assert all(j["ok_cells"] == j["cells"] == 4 and 0 < j["timed_s"] < j["wall_s"] for j in result["jobs"])

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 
+#include "models.h"
 #include "prepared.h"
 #include "programs.h"
 #include "resnet.h"
@@ -22,11 +23,7 @@
 #include "weights_file.h"
 
 namespace ac {
-namespace {
 
-using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
-
-// The model as a forward function; the objects it needs live in `keep`.
 Forward load_model(const std::string& kind, const Args& a, const Session& s, int64_t channels,
                    std::shared_ptr<void>& keep) {
   if (kind == "libtorch") {
@@ -56,6 +53,8 @@ Forward load_model(const std::string& kind, const Args& a, const Session& s, int
   }
   throw ArgError("--model: '" + kind + "' is not one of libtorch, torchscript, aoti");
 }
+
+namespace {
 
 void write_logits(const std::string& path, const torch::Tensor& logits) {
   const torch::Tensor cpu = logits.detach().to(torch::kCPU, torch::kFloat32).contiguous();

@@ -1,4 +1,4 @@
-// ac_libtorch <train|eval> --flag value ...
+// ac_libtorch <train|eval|sweep> --flag value ...
 // Records go to stdout as JSON lines; a failure becomes a last record {"kind": "error", "status": "error" | "oom",
 // "message": ...} and a non-zero exit code (1 error, 2 usage, 3 out of memory), so the launcher can write rows
 // with that status and message even when no phase finished.
@@ -14,7 +14,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ac_libtorch train --flag value ...   (flags: native/libtorch/train.cpp)\n"
-    "       ac_libtorch eval --flag value ...    (flags: native/libtorch/eval.cpp)\n";
+    "       ac_libtorch eval --flag value ...    (flags: native/libtorch/eval.cpp)\n"
+    "       ac_libtorch sweep --flag value ...   (flags: native/libtorch/sweep.cpp, native/common/sweep.h)\n";
 
 int fail(const std::string& status, const std::string& message, int code) {
   ac::Record("error").add("status", status).add("message", message).emit();
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     const ac::Args args(argc, argv, 2);
     if (subcommand == "train") return ac::train_main(args);
     if (subcommand == "eval") return ac::eval_main(args);
+    if (subcommand == "sweep") return ac::sweep_main(args);
     std::cerr << kUsage;
     return fail("error", "unknown subcommand '" + subcommand + "'", 2);
   } catch (const ac::ArgError& e) {

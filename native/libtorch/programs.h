@@ -12,4 +12,7 @@ int train_main(const Args& args);
 // Timed evaluation of one model (torch::nn, TorchScript or an AOTInductor package) on one batch (see eval.cpp).
 int eval_main(const Args& args);
 
+// Study A's inference sweep of one model over batch × resolution for one transfer mode (see sweep.cpp).
+int sweep_main(const Args& args);
+
 }  // namespace ac

@@ -8,6 +8,7 @@ ENVIRONMENT = "results/environment.parquet"
 SUMMARIES = {
     "training_curve": "results/study_a/training_curve.parquet",
     "training_summary": "results/study_a/training_summary.parquet",
+    **SWEEP_SUMMARIES,
 }
 
 # Every table the report reads, by table name: passed to it as JSON (report/page.py), named only here.

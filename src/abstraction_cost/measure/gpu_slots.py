@@ -28,18 +28,21 @@ FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NV
 POLL_S = 0.2
 
 # Timing rules whose device is config["device"] (auto, cuda, cpu).
-DEVICE_RULES = ("train_eager", "train_libtorch", "train_cudnn", "eval_backend")
+DEVICE_RULES = ("train_eager", "train_libtorch", "train_cudnn", "eval_backend", "sweep", "sweep_kernels_job")
 # Timing rules whose wildcard `pair` (cpu | gpu) is their device.
 PAIR_RULES = ("study_b_block_timing", "vision_model")
 # The jobs of one comparison, for gpus.pin_comparisons: a rule's group name and the wildcards that, with it,
-# name one comparison. Eager, LibTorch and cuDNN training of one (dataset, init, seed) are compared; every backend of
-# the evaluation comparison; the pairs and modes of one building-block experiment. A vision model's eager and
-# compiled runs share one job already (as do Study B's interleaved pairs), so each model is its own comparison.
+# name one comparison. Eager, LibTorch and cuDNN training of one (dataset, init, seed) are compared; every
+# backend of the evaluation comparison; every implementation of the sweep (and of its kernel table); the pairs and
+# modes of one building-block experiment. A vision model's eager and compiled runs share one job already (as do
+# Study B's interleaved pairs), so each model is its own comparison.
 COMPARISON_WILDCARDS = {
     "train_eager": ("training", ("dataset", "init", "seed")),
     "train_libtorch": ("training", ("dataset", "init", "seed")),
     "train_cudnn": ("training", ("dataset", "init", "seed")),
     "eval_backend": ("backend_eval", ()),
+    "sweep": ("sweep", ()),
+    "sweep_kernels_job": ("sweep_kernels", ()),
     "study_b_block_timing": ("blocks", ("experiment",)),
     "vision_model": ("vision", ("pair", "model")),
 }

@@ -1,0 +1,127 @@
+"""Sweep overhead: the share of a sweep job's wall time spent outside its timed calls.
+
+Each (implementation, transfer) job of the config's sweep grid runs as rule `sweep` runs it (backends/sweep.run,
+in a process of its own, measured run and table included), on random uint8 images at the grid's resolutions and
+freshly initialised weights (time does not depend on either). The parent times each child process from launch to
+exit; the timed calls are the cells' median time per batch × repeats. Everything else is overhead: interpreter and
+torch start-up, model load, the C++ program's start, making each cell's input, warm-up calls, the copies timed
+alone, NVML and table bookkeeping. Issue 10's target: at most 25% on an H100 at the default config.
+
+    python benchmarks/sweep_overhead.py --config config/config.yaml --implementations eager libtorch \
+        --out sweep_overhead.json
+
+--keep DIR keeps every job's sweep rows (and, with --kernels, each implementation's kernel rows from rule
+sweep_kernels_job's code) for a look at the tables where the pipeline itself cannot run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_inputs(out: Path, resolutions, pool: int, channels: int = 3) -> None:
+    from abstraction_cost.backends import transfer
+    rng = np.random.default_rng(0)
+    out.mkdir(parents=True, exist_ok=True)
+    for r in resolutions:
+        rng.integers(0, 256, size=(pool, channels, r, r), dtype=np.uint8).tofile(out / f"res{r}.u8")
+    (out / transfer.MANIFEST).write_text(json.dumps(
+        {"channels": channels, "pool": pool, "mean": [0.45] * channels, "std": [0.25] * channels,
+         "resolutions": list(resolutions)}))
+
+
+def child(args) -> None:
+    """One sweep job as rule sweep runs it, or (transfer "kernels") one kernel job as rule sweep_kernels_job."""
+    from abstraction_cost import config as config_module
+    from abstraction_cost.backends import native, sweep, sweep_kernels
+    config = config_module.load(args.config)
+    config["device"] = args.device or config["device"]
+    work = Path(args.workdir)
+    inputs = SimpleNamespace(inputs=str(work / "inputs"), weights=str(work / "w.weights"),
+                             module=str(work / "model.pt"))
+    if sweep.kind(args.implementation)[1] == "cpp":
+        inputs.program = str(native.ensure_built("libtorch"))
+    stem = work / f"{args.implementation}-{args.transfer}"
+    out = SimpleNamespace(table=f"{stem}.rows.parquet", env=f"{stem}.env.parquet")
+    job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
+                          wildcards=SimpleNamespace(implementation=args.implementation, transfer=args.transfer))
+    (sweep_kernels if args.transfer == "kernels" else sweep).run(job)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(REPO / "config/config.yaml"))
+    p.add_argument("--device", default=None, help="override the config's device (cpu for a dry run)")
+    p.add_argument("--implementations", nargs="+", default=["eager", "libtorch"],
+                   choices=["eager", "torchscript-cpp", "libtorch"])
+    p.add_argument("--out", default=None)
+    p.add_argument("--keep", default=None, help="copy every job's rows here")
+    p.add_argument("--kernels", action="store_true", help="also run each implementation's kernel job")
+    p.add_argument("--child", nargs=3, metavar=("IMPLEMENTATION", "TRANSFER", "WORKDIR"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        args.implementation, args.transfer, args.workdir = args.child
+        return child(args)
+
+    import polars as pl
+    import torch
+
+    from abstraction_cost import config as config_module, tables
+    from abstraction_cost.backends.sweep_cells import SweepSettings
+    from abstraction_cost.data.specs import spec
+    from abstraction_cost.backends import torchscript
+    from abstraction_cost.models import resnet, weights_file
+    config = config_module.load(args.config)
+    settings = SweepSettings.from_config(config)
+    classes = spec(config["study_a"]["backends"]["dataset"], config).classes
+    jobs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        make_inputs(work / "inputs", settings.resolutions, settings.pool)
+        weights_file.save(resnet.resnet50(3, classes).state_dict(), work / "w.weights")
+        if "torchscript-cpp" in args.implementations:
+            torchscript.save(work / "w.weights", 3, classes, settings.resolutions[0], work / "model.pt",
+                             work / "model.json")
+        for impl in args.implementations:
+            for transfer in settings.transfers:
+                command = [sys.executable, __file__, "--config", args.config, "--child", impl, transfer, tmp]
+                if args.device:
+                    command += ["--device", args.device]
+                started = time.perf_counter()
+                subprocess.run(command, check=True)
+                wall = time.perf_counter() - started
+                df = tables.read("sweep", work / f"{impl}-{transfer}.rows.parquet")
+                ok = df.filter(pl.col("status") == "ok")
+                timed = float((ok["time_ms"] * ok["repeats"]).sum()) / 1000.0
+                jobs.append({"implementation": impl, "transfer": transfer, "cells": df.height, "ok_cells": ok.height,
+                             "wall_s": wall, "timed_s": timed, "outside_timed_pct": 100.0 * (1 - timed / wall),
+                             "device": df["device"][0]})
+                print(json.dumps(jobs[-1]), flush=True)
+            if args.kernels:
+                subprocess.run([sys.executable, __file__, "--config", args.config, "--child", impl, "kernels", tmp]
+                               + (["--device", args.device] if args.device else []), check=True)
+            if args.keep:  # after each implementation, so that a run cut short keeps what it measured
+                Path(args.keep).mkdir(parents=True, exist_ok=True)
+                for path in work.glob("*.parquet"):
+                    shutil.copy(path, Path(args.keep) / path.name)
+    total_wall, total_timed = sum(j["wall_s"] for j in jobs), sum(j["timed_s"] for j in jobs)
+    result = {"config": args.config, "torch": torch.__version__, "jobs": jobs, "wall_s": total_wall,
+              "timed_s": total_timed, "outside_timed_pct": 100.0 * (1 - total_timed / total_wall)}
+    print(json.dumps({k: v for k, v in result.items() if k != "jobs"}))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

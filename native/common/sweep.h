@@ -1,0 +1,262 @@
+// Study A's inference sweep, for any C++ program: walk the cells of batch × resolution, time each one, and stream
+// one JSON-lines record per cell as soon as it is measured. Framework-free (no torch): a program implements
+// SweepBackend (below) and calls run_sweep(); ac_libtorch sweep does so for torch::nn and TorchScript, and a
+// hand-written cuDNN program can do the same.
+//
+// Flags read here (the program reads its own model flags first; Args::reject_unused() is its call):
+//   --batches 8,16,...   --resolutions 8,16,...   positive integers; cells run resolution ascending, then batch
+//   --warmup N --repeats N                        untimed calls, then timed calls per cell (repeats >= 1)
+//   --transfer float32-pageable|float32-pinned|uint8-pinned   how the input reaches the device (the backend's job)
+//   --start-cell K                                 first cell to run (0-based, in walk order): the launcher
+//                                                  restarts a crashed program from the cell after the crash
+//   --oom-at R:B,...                               (resolution, batch) pairs already oom in an earlier process,
+//                                                  so larger batches at R are skipped as if this process saw it
+//
+// Per cell: prepare(cell) (untimed: host input of the exact shape in the transfer's dtype and memory, device
+// buffers, whatever the model needs for the shape), `warmup` untimed forwards, `repeats` timed forwards (each
+// synchronised before it starts; CUDA events from before the host-to-device copy to the logits), then `repeats`
+// copies alone (the H2D time on its own), then release(). Record fields:
+//   {"kind":"cell","cell":K,"batch":B,"resolution":R,"status":"ok"|"oom"|"error","message":...,
+//    "times_ms":[...],"h2d_ms":[...],"h2d_bytes":N,"prepare_s":s,"alloc_peak_mib":x,
+//    "start_monotonic_s":t0,"end_monotonic_s":t1}
+// after a first {"kind":"sweep_start","cells":N,"start_cell":K,"transfer":...} (the program is up: a death after
+// it is a cell's), and a last {"kind":"sweep_done","cells":recorded}. A backend throws SweepOom for an out-of-memory (its framework's
+// exception translated); any other exception is an `error` cell. Either way release() runs and the walk goes on.
+// Once batch B is oom at resolution R, larger batches at R are recorded oom "skipped: batch B already out of
+// memory at this resolution" without being tried.
+//
+// Test hook: AC_SWEEP_FAULT="oom@K" makes cell K an injected oom, "crash@K" raises SIGSEGV in cell K (after the
+// earlier cells' records are out); several as "oom@1,crash@3". For CPU tests of the launcher's restart.
+#pragma once
+
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "jsonl.h"
+#include "timer.h"
+
+namespace ac {
+
+struct SweepCell {
+  int64_t index;       // position in walk order over the whole grid
+  int64_t batch;
+  int64_t resolution;  // height = width
+};
+
+// Out of device memory, as the backend's framework reported it (its message is the row's message).
+class SweepOom : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline const std::vector<std::string>& sweep_transfers() {
+  static const std::vector<std::string> modes{"float32-pageable", "float32-pinned", "uint8-pinned"};
+  return modes;
+}
+
+// What a program implements. Calls per cell: prepare, (forward)×(warmup+repeats), copy_input×repeats, release.
+class SweepBackend {
+ public:
+  virtual ~SweepBackend() = default;
+  // Untimed: the host input of shape batch × C × R × R for the transfer mode (float32 pageable or pinned, or uint8
+  // pinned), device buffers, and the model for this shape. Throws SweepOom when the device is out of memory.
+  virtual void prepare(const SweepCell& cell, const std::string& transfer) = 0;
+  // The host-to-device copy of the prepared input alone (enqueued on stream()).
+  virtual void copy_input() = 0;
+  // One inference as the study timed it: copy_input(), normalisation on the device, the model, the logits.
+  virtual void forward() = 0;
+  // Frees what prepare() made (also after an oom or error in the cell); must not throw.
+  virtual void release() noexcept = 0;
+  // Bytes copy_input() moves.
+  virtual int64_t input_bytes() const = 0;
+  virtual bool cuda() const = 0;
+  virtual void* stream() const = 0;  // the cudaStream_t the work runs on (nullptr: the legacy default stream)
+  virtual void synchronize() const = 0;
+  virtual void reset_alloc_peak() const {}
+  virtual std::optional<double> alloc_peak_mib() const { return std::nullopt; }
+};
+
+struct SweepSettings {
+  std::vector<int64_t> batches, resolutions;
+  int64_t warmup = 0, repeats = 1, start_cell = 0;
+  std::string transfer;
+  std::map<int64_t, int64_t> oom_at;  // resolution -> smallest batch known to be oom there
+};
+
+namespace sweep_detail {
+
+inline std::vector<int64_t> positive_list(const Args& a, const std::string& name) {
+  std::vector<int64_t> out;
+  std::stringstream in(a.str(name));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t end = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &end);
+    } catch (const std::exception&) {
+      end = 0;
+    }
+    if (end != item.size() || item.empty() || v < 1)
+      throw ArgError("--" + name + ": '" + item + "' is not a positive integer");
+    out.push_back(v);
+  }
+  if (out.empty()) throw ArgError("--" + name + ": no values");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// AC_SWEEP_FAULT -> cell index -> "oom" | "crash"
+inline std::map<int64_t, std::string> faults() {
+  std::map<int64_t, std::string> out;
+  const char* env = std::getenv("AC_SWEEP_FAULT");
+  if (env == nullptr) return out;
+  std::stringstream in(env);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t at = item.find('@');
+    const std::string kind = item.substr(0, at);
+    if (at == std::string::npos || (kind != "oom" && kind != "crash"))
+      throw ArgError("AC_SWEEP_FAULT: '" + item + "' is not oom@CELL or crash@CELL");
+    out[std::stoll(item.substr(at + 1))] = kind;
+  }
+  return out;
+}
+
+}  // namespace sweep_detail
+
+inline SweepSettings read_sweep_settings(const Args& a) {
+  SweepSettings s;
+  s.batches = sweep_detail::positive_list(a, "batches");
+  s.resolutions = sweep_detail::positive_list(a, "resolutions");
+  s.warmup = a.integer("warmup");
+  s.repeats = a.integer("repeats");
+  s.start_cell = a.integer("start-cell", 0);
+  if (s.warmup < 0 || s.repeats < 1) throw ArgError("--warmup must be >= 0 and --repeats >= 1");
+  if (s.start_cell < 0) throw ArgError("--start-cell must be >= 0");
+  s.transfer = a.str("transfer");
+  const auto& modes = sweep_transfers();
+  if (std::find(modes.begin(), modes.end(), s.transfer) == modes.end())
+    throw ArgError("--transfer: '" + s.transfer + "' is not float32-pageable, float32-pinned or uint8-pinned");
+  std::stringstream in(a.str("oom-at", ""));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) throw ArgError("--oom-at: '" + item + "' is not RESOLUTION:BATCH");
+    const int64_t r = std::stoll(item.substr(0, colon)), b = std::stoll(item.substr(colon + 1));
+    auto it = s.oom_at.find(r);
+    s.oom_at[r] = it == s.oom_at.end() ? b : std::min(it->second, b);
+  }
+  return s;
+}
+
+// The grid in walk order: resolution ascending, then batch ascending.
+inline std::vector<SweepCell> sweep_cells(const SweepSettings& s) {
+  std::vector<SweepCell> cells;
+  for (int64_t r : s.resolutions)
+    for (int64_t b : s.batches) cells.push_back({static_cast<int64_t>(cells.size()), b, r});
+  return cells;
+}
+
+namespace sweep_detail {
+
+inline Record cell_record(const SweepCell& c, const std::string& status, const std::string& message) {
+  Record r("cell");
+  r.add("cell", c.index).add("batch", c.batch).add("resolution", c.resolution).add("status", status);
+  if (message.empty()) {
+    r.add("message", std::optional<double>());  // null
+  } else {
+    r.add("message", message);
+  }
+  return r;
+}
+
+inline std::vector<double> timed(SweepBackend& b, int64_t repeats, bool copy_only) {
+  StepTimer timer(b.cuda(), b.stream());
+  for (int64_t i = 0; i < repeats; ++i) {
+    b.synchronize();
+    timer.start();
+    if (copy_only) {
+      b.copy_input();
+    } else {
+      b.forward();
+    }
+    timer.stop();
+  }
+  return timer.elapsed_ms();
+}
+
+}  // namespace sweep_detail
+
+// Walks the cells from s.start_cell and streams their records; returns the number of cells recorded.
+inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
+  const auto faults = sweep_detail::faults();
+  std::map<int64_t, int64_t> oom_at = s.oom_at;
+  int64_t recorded = 0;
+  const std::vector<SweepCell> cells = sweep_cells(s);
+  Record("sweep_start").add("cells", static_cast<int64_t>(cells.size())).add("start_cell", s.start_cell)
+      .add("transfer", s.transfer).emit();
+  for (const SweepCell& cell : cells) {
+    if (cell.index < s.start_cell) continue;
+    auto known = oom_at.find(cell.resolution);
+    if (known != oom_at.end() && cell.batch > known->second) {
+      sweep_detail::cell_record(cell, "oom", "skipped: batch " + std::to_string(known->second) +
+                                                 " already out of memory at this resolution").emit();
+      ++recorded;
+      continue;
+    }
+    const auto fault = faults.find(cell.index);
+    const double start = monotonic_s();
+    std::string status = "ok", message;
+    try {
+      if (fault != faults.end() && fault->second == "crash") std::raise(SIGSEGV);
+      if (fault != faults.end()) throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
+      backend.reset_alloc_peak();
+      const double prepare_start = monotonic_s();
+      backend.prepare(cell, s.transfer);
+      backend.synchronize();
+      const double prepare_s = monotonic_s() - prepare_start;
+      for (int64_t i = 0; i < s.warmup; ++i) backend.forward();
+      const std::vector<double> times = sweep_detail::timed(backend, s.repeats, false);
+      const std::vector<double> h2d = sweep_detail::timed(backend, s.repeats, true);
+      backend.synchronize();
+      const std::optional<double> peak = backend.alloc_peak_mib();
+      const int64_t bytes = backend.input_bytes();
+      const double end = monotonic_s();
+      backend.release();
+      Record r = sweep_detail::cell_record(cell, status, message);
+      r.add("times_ms", times).add("h2d_ms", h2d).add("h2d_bytes", bytes)
+          .add("prepare_s", prepare_s).add("alloc_peak_mib", peak)
+          .add("start_monotonic_s", start).add("end_monotonic_s", end);
+      r.emit();
+      ++recorded;
+      continue;
+    } catch (const SweepOom& e) {
+      status = "oom";
+      message = e.what();
+      oom_at[cell.resolution] = cell.batch;
+    } catch (const std::exception& e) {
+      status = "error";
+      message = e.what();
+    }
+    backend.release();
+    Record r = sweep_detail::cell_record(cell, status, message);
+    r.add("start_monotonic_s", start).add("end_monotonic_s", monotonic_s());
+    r.emit();
+    ++recorded;
+  }
+  Record("sweep_done").add("cells", recorded).emit();
+  return recorded;
+}
+
+}  // namespace ac

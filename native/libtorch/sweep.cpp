@@ -1,0 +1,149 @@
+// ac_libtorch sweep: Study A's inference sweep of one model (libtorch, torchscript or aoti: models.h) over
+// batch × resolution for one input transfer mode, driven by native/common/sweep.h (flags, walk order, timing,
+// streamed records, oom handling, fault hook).
+//   --inputs DIR --pool P   DIR/res<R>.u8 holds P images at resolution R (uint8, P × --channels × R × R), resized
+//                           once per resolution by the launcher; a batch of B is those images repeated in order
+//   --mean/--std            per-channel normalisation: on the host for float32 transfers (before timing, as the
+//                           study's PyTorch data loader did), on the device for uint8-pinned
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "models.h"
+#include "prepared.h"
+#include "programs.h"
+#include "runtime.h"
+#include "sweep.h"
+
+#ifdef AC_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace ac {
+namespace {
+
+class TorchSweep : public SweepBackend {
+ public:
+  TorchSweep(const Session& s, Forward forward, std::string inputs, int64_t pool, int64_t channels,
+             const std::vector<double>& mean, const std::vector<double>& std)
+      : s_(s), forward_(std::move(forward)), inputs_(std::move(inputs)), pool_(pool), channels_(channels) {
+    auto as_tensor = [&](const std::vector<double>& v) {
+      return torch::tensor(std::vector<float>(v.begin(), v.end())).view({1, channels, 1, 1});
+    };
+    mean_host_ = as_tensor(mean);
+    std_host_ = as_tensor(std);
+    mean_dev_ = mean_host_.to(s.device);
+    std_dev_ = std_host_.to(s.device);
+  }
+
+  void prepare(const SweepCell& cell, const std::string& transfer) override {
+    guard([&] {
+      const torch::Tensor images = pool_images(cell.resolution);
+      const torch::Tensor index = torch::arange(cell.batch, torch::kLong).remainder(pool_);
+      torch::Tensor host = images.index_select(0, index);
+      uint8_ = transfer == "uint8-pinned";
+      if (!uint8_) host = (host.to(torch::kFloat32).div_(255.0) - mean_host_) / std_host_;
+      // Pinning needs a CUDA host allocator; on the CPU every mode copies from ordinary memory.
+      if (transfer != "float32-pageable" && s_.cuda()) host = host.pin_memory();
+      host_ = host.contiguous();
+      pinned_ = host_.is_pinned();
+      device_input_ = torch::empty_like(host_, host_.options().device(s_.device).pinned_memory(false));
+    });
+  }
+
+  void copy_input() override {
+    guard([&] { device_input_.copy_(host_, /*non_blocking=*/pinned_); });
+  }
+
+  void forward() override {
+    guard([&] {
+      torch::NoGradGuard no_grad;
+      copy_input();
+      torch::Tensor x = uint8_ ? (device_input_.to(torch::kFloat32).div_(255.0) - mean_dev_) / std_dev_
+                               : device_input_;
+      logits_ = forward_(x);
+    });
+  }
+
+  void release() noexcept override {
+    host_ = torch::Tensor();
+    device_input_ = torch::Tensor();
+    logits_ = torch::Tensor();
+#ifdef AC_WITH_CUDA
+    if (s_.cuda()) {
+      try {
+        s_.synchronize();
+      } catch (...) {
+      }
+      c10::cuda::CUDACachingAllocator::emptyCache();
+    }
+#endif
+  }
+
+  int64_t input_bytes() const override { return host_.defined() ? host_.numel() * host_.element_size() : 0; }
+  bool cuda() const override { return s_.cuda(); }
+  void* stream() const override { return s_.stream(); }
+  void synchronize() const override { s_.synchronize(); }
+  void reset_alloc_peak() const override { s_.reset_alloc_peak(); }
+  std::optional<double> alloc_peak_mib() const override { return s_.alloc_peak_mib(); }
+
+ private:
+  // torch's out-of-memory error becomes the sweep's oom, with torch's own message.
+  template <typename F>
+  static void guard(F&& f) {
+    try {
+      f();
+    } catch (const c10::OutOfMemoryError& e) {
+      throw SweepOom(e.what_without_backtrace());
+    }
+  }
+
+  torch::Tensor pool_images(int64_t resolution) {
+    auto it = pools_.find(resolution);
+    if (it != pools_.end()) return it->second;
+    const std::string path = inputs_ + "/res" + std::to_string(resolution) + ".u8";
+    auto bytes = std::make_shared<std::vector<uint8_t>>(
+        read_exact<uint8_t>(path, pool_ * channels_ * resolution * resolution));
+    torch::Tensor t = torch::from_blob(bytes->data(), {pool_, channels_, resolution, resolution},
+                                       [bytes](void*) {}, torch::kUInt8);
+    pools_.clear();  // resolutions ascend: the previous one is not needed again
+    return pools_[resolution] = t;
+  }
+
+  const Session& s_;
+  Forward forward_;
+  std::string inputs_;
+  int64_t pool_, channels_;
+  torch::Tensor mean_host_, std_host_, mean_dev_, std_dev_;
+  std::map<int64_t, torch::Tensor> pools_;
+  torch::Tensor host_, device_input_, logits_;
+  bool uint8_ = false, pinned_ = false;
+};
+
+}  // namespace
+
+int sweep_main(const Args& a) {
+  const Session session = open_session(a);
+  const std::string kind = a.str("model");
+  const int64_t channels = a.integer("channels"), pool = a.integer("pool");
+  if (pool < 1) throw ArgError("--pool must be >= 1");
+  const SweepSettings settings = read_sweep_settings(a);
+  const std::string inputs = a.str("inputs");
+  const std::vector<double> mean = a.numbers("mean"), std = a.numbers("std");
+  if (static_cast<int64_t>(mean.size()) != channels || static_cast<int64_t>(std.size()) != channels)
+    throw ArgError("--mean/--std: need " + std::to_string(channels) + " values each");
+  const double load_start = monotonic_s();
+  std::shared_ptr<void> keep;
+  Forward forward = load_model(kind, a, session, channels, keep);
+  const double load_s = monotonic_s() - load_start;
+  a.reject_unused();
+  emit_start(session, "sweep");
+  Record("loaded").add("model", kind).add("load_s", load_s).emit();
+  TorchSweep backend(session, std::move(forward), inputs, pool, channels, mean, std);
+  run_sweep(backend, settings);
+  return 0;
+}
+
+}  // namespace ac

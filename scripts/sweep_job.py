@@ -1,0 +1,10 @@
+"""Rule sweep: one (implementation, transfer mode) over every cell of the sweep grid (backends/sweep.py)."""
+from abstraction_cost.measure import gpu_slots
+from abstraction_cost.workflow import setup_logging
+
+log = setup_logging(snakemake)
+gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+
+from abstraction_cost.backends import sweep  # noqa: E402
+
+sweep.run(snakemake)

@@ -1,0 +1,10 @@
+"""Rule sweep_kernels_job: the top kernels of one implementation at the kernel point (backends/sweep_kernels.py)."""
+from abstraction_cost.measure import gpu_slots
+from abstraction_cost.workflow import setup_logging
+
+log = setup_logging(snakemake)
+gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+
+from abstraction_cost.backends import sweep_kernels  # noqa: E402
+
+sweep_kernels.run(snakemake)

@@ -1,0 +1,287 @@
+"""Study A's inference sweep: one process per (implementation, transfer mode) walks every cell of batch ×
+resolution (sweep_cells: order, oom skipping, fault hook) and writes one row per cell.
+
+    implementation       runtime  the model                                      build
+    eager                python   models.resnet.resnet50 (nn.Module)             none
+    torchscript-python   python   torch.jit.load of the scripted module          none (shape-independent)
+    compiled-<mode>      python   torch.compile(eager, mode, dynamic=False)      per-shape: a fresh build per cell,
+                                                                                 its first call timed as build_s
+    torchscript-cpp      cpp      ac_libtorch sweep --model torchscript          none
+    libtorch             cpp      ac_libtorch sweep --model libtorch             none
+    aoti                 cpp      ac_libtorch sweep --model aoti                 dynamic: one package with dynamic
+                                                                                 batch and resolution (aoti_dynamic)
+
+Per cell, in Python as in C++ (native/common/sweep.h): the input is made (untimed), `warmup` calls, `repeats`
+timed calls (each synchronised before it starts; CUDA events from before the host-to-device copy to the logits),
+then `repeats` copies alone. An out-of-memory cell becomes an `oom` row with the allocator's first message line,
+its memory is released and the walk goes on; any other exception is an `error` row. A C++ program streams its
+records; when it dies, the job restarts it from the cell after the one it died in (--start-cell), which becomes
+an `error` row with the exit status, and tells it which cells were oom (--oom-at) so the skip rule holds.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from .. import tables
+from ..data.specs import spec
+from ..measure import device as devices
+from ..measure.run import Run, measured_run
+from ..measure.timing import StepTimer, synchronize
+from ..models import resnet, weights_file
+from . import aoti_dynamic, native, torchscript
+from .sweep_cells import Cell, OomTracker, SweepSettings, faults, timed_columns
+from .transfer import Pool, cell_input
+
+log = logging.getLogger(__name__)
+
+# implementation -> (backend, runtime)
+KINDS = {"eager": ("eager", "python"), "torchscript-python": ("torchscript", "python"),
+         "torchscript-cpp": ("torchscript", "cpp"), "libtorch": ("libtorch", "cpp"), "aoti": ("aoti", "cpp")}
+NATIVE_MODELS = {"torchscript-cpp": "torchscript", "libtorch": "libtorch", "aoti": "aoti"}
+
+
+def kind(implementation: str) -> tuple[str, str]:
+    if implementation.startswith("compiled-"):
+        return "compiled", "python"
+    return KINDS[implementation]
+
+
+def build_kind(implementation: str) -> str:
+    if implementation.startswith("compiled-"):
+        return "per-shape"
+    return "dynamic" if implementation == "aoti" else "none"
+
+
+class InjectedCrash(RuntimeError):
+    """AC_SWEEP_FAULT=crash@K in a Python process: the cell fails as a crash would, and the walk goes on."""
+
+
+# --------------------------------------------------------------------------------------------- Python
+class PythonModel:
+    """The model of a Python implementation; build(cell) makes it ready for the cell's shape (untimed)."""
+
+    def __init__(self, implementation: str, inputs, channels: int, classes: int, device: torch.device):
+        self.implementation = implementation
+        if implementation == "torchscript-python":
+            self.module = torchscript.load(inputs.module, device)
+        else:
+            self.module = weights_file.load_into(resnet.resnet50(channels, classes), inputs.weights).eval().to(device)
+        self.mode = implementation.removeprefix("compiled-") if implementation.startswith("compiled-") else None
+        self.forward = self.module
+
+    def build(self, example: torch.Tensor) -> float | None:
+        """A per-shape build: a fresh torch.compile and its first call (compile + one run), timed apart."""
+        if self.mode is None:
+            return None
+        torch._dynamo.reset()
+        self.forward = torch.compile(self.module, mode=self.mode, dynamic=False)
+        started = time.perf_counter()
+        self.forward(example)
+        synchronize(example.device)
+        return time.perf_counter() - started
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def python_cells(model: PythonModel, cells: list[Cell], transfer: str, pool: Pool, warmup: int, repeats: int,
+                 run: Run) -> list[dict]:
+    tracker, injected, rows = OomTracker(), faults(), []
+    for cell in cells:
+        skip = tracker.skip_message(cell)
+        if skip is not None:
+            rows.append({"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution,
+                         "status": "oom", "message": skip})
+            continue
+        row = {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution}
+        name = f"cell{cell.index}"
+        data = None
+        try:
+            with torch.no_grad(), run.phase(name):
+                if injected.get(cell.index) == "oom":
+                    raise torch.OutOfMemoryError("injected out of memory (AC_SWEEP_FAULT)")
+                if injected.get(cell.index) == "crash":
+                    raise InjectedCrash("injected crash (AC_SWEEP_FAULT)")
+                started = time.perf_counter()
+                data = cell_input(pool, cell.batch, cell.resolution, transfer, run.device)
+                synchronize(run.device)
+                row["prepare_s"] = time.perf_counter() - started
+                row["build_s"] = model.build(data.to_device())
+                for _ in range(warmup):
+                    model.forward(data.to_device())
+                times, copies = StepTimer(run.device), StepTimer(run.device)
+                for _ in range(repeats):
+                    synchronize(run.device)
+                    with times.step():
+                        model.forward(data.to_device())
+                for _ in range(repeats):
+                    synchronize(run.device)
+                    with copies.step():
+                        data.copy()
+                times_ms, h2d_ms = times.elapsed_ms(), copies.elapsed_ms()
+            row.update(status="ok", message=None, h2d_bytes=data.nbytes,
+                       **timed_columns(cell.batch, times_ms, h2d_ms), **run.measures(name))
+        except torch.OutOfMemoryError as err:
+            tracker.add(cell)
+            row.update(status="oom", message=_first_line(err).removeprefix("OutOfMemoryError: "))
+        except Exception as err:
+            log.error("cell %s failed:\n%s", cell, traceback.format_exc())
+            row.update(status="error", message=_first_line(err))
+        finally:
+            data = None
+            _release(run.device)
+        if row["status"] != "ok" and name in run.sampler.phases:
+            row.update(run.measures(name))
+        log.info("cell %d (batch %d, %d px): %s %s", cell.index, cell.batch, cell.resolution, row["status"],
+                 row.get("time_ms") or row.get("message"))
+        rows.append(row)
+    return rows
+
+
+def _release(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------------------------------ C++
+def sweep_command(program, implementation: str, inputs, manifest: dict, settings: SweepSettings, transfer: str,
+                  config: dict, device: torch.device, classes: int, start_cell: int = 0,
+                  oom_at: str = "") -> list[str]:
+    """ac_libtorch sweep: flags of native/libtorch/sweep.cpp and native/common/sweep.h."""
+    model = NATIVE_MODELS[implementation]
+    numbers = lambda xs: ",".join(repr(float(x)) for x in xs)  # noqa: E731
+    command = [program, "sweep", "--model", model, *native.common_flags(config, device),
+               "--channels", manifest["channels"], "--pool", manifest["pool"], "--inputs", inputs.inputs,
+               "--mean", numbers(manifest["mean"]), "--std", numbers(manifest["std"]),
+               "--batches", ",".join(map(str, settings.batches)),
+               "--resolutions", ",".join(map(str, settings.resolutions)),
+               "--warmup", settings.warmup, "--repeats", settings.repeats, "--transfer", transfer,
+               "--start-cell", start_cell]
+    if oom_at:
+        command += ["--oom-at", oom_at]
+    if model == "libtorch":
+        command += ["--weights", inputs.weights, "--classes", classes]
+    elif model == "torchscript":
+        command += ["--module", inputs.module]
+    else:
+        command += ["--module", Path(inputs.package) / aoti_dynamic.PACKAGE]
+    return [str(c) for c in command]
+
+
+def _native_row(record: dict, attempt: int, run: Run) -> dict:
+    row = {"cell": record["cell"], "batch_size": record["batch"], "resolution": record["resolution"],
+           "status": record["status"], "message": record.get("message"), "attempt": attempt}
+    if "start_monotonic_s" in record:
+        name = f"cell{record['cell']}"
+        native.mark_phase(run, name, record)
+        row.update(native.phase_measures(run, name, record))
+    if record["status"] == "ok":
+        row.update(h2d_bytes=record["h2d_bytes"], prepare_s=record["prepare_s"],
+                   **timed_columns(record["batch"], record["times_ms"], record["h2d_ms"]))
+    return row
+
+
+def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program") -> list[dict]:
+    """Runs the program until every cell has a row, restarting it after a crash from the next cell.
+    command_for(start_cell, oom_at) is its command line (sweep_command's, or a test program's)."""
+    rows: dict[int, dict] = {}
+    tracker = OomTracker()
+    start, attempt = 0, 0
+    while start < len(cells):
+        seen = {"started": False}
+        records = []
+
+        def on_record(record: dict) -> None:
+            if record["kind"] == "sweep_start":
+                seen["started"] = True
+            elif record["kind"] == "cell":
+                records.append(record)
+                if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
+                    tracker.add(cells[record["cell"]])
+
+        command = command_for(start, tracker.flag())
+        result = native.launch(command, on_record=on_record, logger=log)
+        for record in records:
+            rows[record["cell"]] = _native_row(record, attempt, run)
+        if result.returncode == 0 and result.of_kind("sweep_done"):
+            break
+        status, message = result.failure() or ("error", "the program ended without its sweep_done record")
+        if not seen["started"]:  # it never reached the cells: every remaining cell fails the same way
+            for cell in cells[start:]:
+                rows.setdefault(cell.index, {"cell": cell.index, "batch_size": cell.batch,
+                                             "resolution": cell.resolution, "status": status, "message": message,
+                                             "exit_status": result.returncode, "attempt": attempt})
+            break
+        crashed = max((r["cell"] for r in records), default=start - 1) + 1
+        if crashed >= len(cells):
+            break
+        cell = cells[crashed]
+        log.warning("%s died in cell %d (batch %d, %d px): %s; restarting from cell %d", name,
+                    crashed, cell.batch, cell.resolution, message, crashed + 1)
+        rows[crashed] = {"cell": crashed, "batch_size": cell.batch, "resolution": cell.resolution,
+                         "status": status, "message": message, "exit_status": result.returncode,
+                         "attempt": attempt}
+        start, attempt = crashed + 1, attempt + 1
+    return [rows[i] for i in sorted(rows)]
+
+
+# ------------------------------------------------------------------------------------------------ job
+def _not_run_rows(cells: list[Cell], status: str, message: str) -> list[dict]:
+    return [{"cell": c.index, "batch_size": c.batch, "resolution": c.resolution, "status": status,
+             "message": message} for c in cells]
+
+
+def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettings, config: dict, classes: int,
+               run: Run) -> list[dict]:
+    cells = settings.cells()
+    if settings.require_gpu and run.device.type != "cuda":
+        return _not_run_rows(cells, "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
+    pool = Pool(inputs.inputs)
+    if implementation == "aoti":
+        meta = aoti_dynamic.read_meta(inputs.package)
+        if meta["status"] != "ok":
+            return _not_run_rows(cells, meta["status"], meta.get("message") or "no package")
+    if kind(implementation)[1] == "cpp":
+        def command_for(start: int, oom_at: str) -> list[str]:
+            return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, transfer,
+                                 config, run.device, classes, start, oom_at)
+        return native_cells(cells, command_for, run, implementation)
+    model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device)
+    return python_cells(model, cells, transfer, pool, settings.warmup, settings.repeats, run)
+
+
+def run(snakemake) -> None:
+    """Rule sweep: one (implementation, transfer) over every cell; one row per cell."""
+    config, inputs, out, wildcards = snakemake.config, snakemake.input, snakemake.output, snakemake.wildcards
+    settings = SweepSettings.from_config(config)
+    implementation, transfer = wildcards.implementation, wildcards.transfer
+    dataset = config["study_a"]["backends"]["dataset"]
+    classes = spec(dataset, config).classes
+    device = devices.select(config)
+    backend, runtime = kind(implementation)
+    build = build_kind(implementation)
+    build_s = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if implementation == "aoti" else None
+    base = {"implementation": implementation, "backend": backend, "runtime": runtime, "transfer": transfer,
+            "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
+    job = {"implementation": implementation, "transfer": transfer}
+    with measured_run(config, rule=snakemake.rule, job=job, env_path=out.env, device=device) as measured:
+        try:
+            rows = sweep_rows(implementation, transfer, inputs, settings, config, classes, measured)
+        except Exception as err:  # the process could not start its walk: every cell says why
+            log.error("%s/%s failed:\n%s", implementation, transfer, traceback.format_exc())
+            rows = _not_run_rows(settings.cells(), "error", _first_line(err))
+        defaults = dict.fromkeys(tables.schema("sweep"))
+        table = [{**defaults, **base, "build_s": build_s, "run_id": measured.run_id, **row} for row in rows]
+    tables.write("sweep", table, out.table)
+    ok = sum(r["status"] == "ok" for r in table)
+    log.info("%s/%s: %d of %d cells ok", implementation, transfer, ok, len(table))

@@ -1,0 +1,147 @@
+"""Study A's inference sweep, what every sweep process shares (Python and C++ alike, native/common/sweep.h):
+the settings of config study_a.sweep and their checks, the walk order of the cells, the oom-skip rule, the fault
+test hook, and how one cell's timed calls become a row of the sweep table.
+
+Walk order: resolution ascending, then batch ascending. Once batch B is oom at resolution R, larger batches at R
+are recorded oom "skipped: batch B already out of memory at this resolution" without being tried (larger batches
+need more memory at the same shape).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..measure.statistics import median_interval
+
+TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
+FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K", comma-separated: the test hook of Python and C++ sweeps
+SKIPPED = "skipped: batch {batch} already out of memory at this resolution"
+
+
+class SweepConfigError(ValueError):
+    """A study_a.sweep value that cannot run; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    batch: int
+    resolution: int
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    batches: tuple[int, ...]
+    resolutions: tuple[int, ...]
+    warmup: int
+    repeats: int
+    transfers: tuple[str, ...]
+    implementations: tuple[str, ...]
+    compile_modes: tuple[str, ...]
+    pool: int
+    kernel_batch: int
+    kernel_resolution: int
+    kernel_top: int
+    require_gpu: bool
+
+    @classmethod
+    def from_config(cls, config: dict) -> "SweepSettings":
+        s = config["study_a"]["sweep"]
+        check(s)
+        k = s["kernels"]
+        return cls(tuple(sorted(set(s["batches"]))), tuple(sorted(set(s["resolutions"]))), s["warmup"],
+                   s["repeats"], tuple(s["transfers"]), tuple(s["implementations"]),
+                   tuple(s.get("compile_modes", ())), s["pool"], k["batch_size"], k["resolution"], k["top"],
+                   s["require_gpu"])
+
+    def cells(self) -> list[Cell]:
+        return walk(self.batches, self.resolutions)
+
+    def jobs(self) -> list[str]:
+        """Implementation names of the sweep's processes: `compiled` becomes compiled-<mode> per compile mode."""
+        out = []
+        for impl in self.implementations:
+            out += [f"compiled-{m}" for m in self.compile_modes] if impl == "compiled" else [impl]
+        return out
+
+
+SWEEP_IMPLEMENTATIONS = ("eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "compiled")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _positive_ints(values, key: str) -> None:
+    if not isinstance(values, list) or not values:
+        raise SweepConfigError(f"config key 'study_a.sweep.{key}': need a non-empty list of positive integers, "
+                               f"got {values!r}")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SweepConfigError(f"config key 'study_a.sweep.{key}': {v!r} is not a positive integer")
+
+
+def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
+    """Refuse what cannot run, naming the key (the schema says the same; this is the check jobs rely on)."""
+    _positive_ints(s.get("batches"), "batches")
+    _positive_ints(s.get("resolutions"), "resolutions")
+    for key in ("repeats", "pool"):
+        _positive_ints([s.get(key)], key)
+    for t in s.get("transfers") or [None]:
+        if t not in TRANSFERS:
+            raise SweepConfigError(f"config key 'study_a.sweep.transfers': {t!r} is not one of {list(TRANSFERS)}")
+    for impl in s.get("implementations") or [None]:
+        if impl not in built:
+            raise SweepConfigError(f"config key 'study_a.sweep.implementations': {impl!r} is not built here; "
+                                   f"built: {list(built)}")
+    if "compiled" in s["implementations"]:
+        modes = s.get("compile_modes") or []
+        if not modes or any(m not in COMPILE_MODES for m in modes):
+            raise SweepConfigError(f"config key 'study_a.sweep.compile_modes': {modes!r}; need one or more of "
+                                   f"{list(COMPILE_MODES)} when implementations has compiled")
+
+
+def walk(batches, resolutions) -> list[Cell]:
+    cells = []
+    for r in sorted(set(resolutions)):
+        for b in sorted(set(batches)):
+            cells.append(Cell(len(cells), b, r))
+    return cells
+
+
+@dataclass
+class OomTracker:
+    """Smallest oom batch per resolution, so that larger batches there are skipped."""
+    smallest: dict[int, int] = field(default_factory=dict)
+
+    def add(self, cell: Cell) -> None:
+        self.smallest[cell.resolution] = min(cell.batch, self.smallest.get(cell.resolution, cell.batch))
+
+    def skip_message(self, cell: Cell) -> str | None:
+        b = self.smallest.get(cell.resolution)
+        return SKIPPED.format(batch=b) if b is not None and cell.batch > b else None
+
+    def flag(self) -> str:
+        """--oom-at for a restarted C++ program."""
+        return ",".join(f"{r}:{b}" for r, b in sorted(self.smallest.items()))
+
+
+def faults(environ=os.environ) -> dict[int, str]:
+    """AC_SWEEP_FAULT -> {cell index: "oom" | "crash"}."""
+    out = {}
+    for item in filter(None, environ.get(FAULT_ENV, "").split(",")):
+        kind, _, index = item.partition("@")
+        if kind not in ("oom", "crash") or not index.isdigit():
+            raise ValueError(f"{FAULT_ENV}: {item!r} is not oom@CELL or crash@CELL")
+        out[int(index)] = kind
+    return out
+
+
+def _interval(values, prefix: str, scale: float = 1.0) -> dict:
+    if not values:
+        return dict.fromkeys((prefix, f"{prefix}_low", f"{prefix}_high"))
+    i = median_interval([v / scale for v in values])
+    return {prefix: i.estimate, f"{prefix}_low": i.low, f"{prefix}_high": i.high}
+
+
+def timed_columns(batch: int, times_ms, h2d_ms) -> dict:
+    """Median and bootstrap interval per batch, per sample, and of the copy alone."""
+    return {"repeats": len(times_ms), **_interval(times_ms, "time_ms"),
+            **_interval(times_ms, "time_per_sample_ms", batch), **_interval(h2d_ms, "h2d_ms")}

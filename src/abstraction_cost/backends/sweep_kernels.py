@@ -1,0 +1,106 @@
+"""The sweep's kernel table: the top CUDA kernels of one implementation at the kernel point (study: batch 32;
+its 25.166 MB copy says resolution 256), float32 pageable as the study's PyTorch, from torch.profiler.
+
+Each kernel's name, calls, total and mean device time, share of all kernel time, and launch grid and block
+(from the profiler's Chrome trace, where Kineto writes them). Python implementations only: the C++ programs
+(ac_libtorch) have no profiler wired in and ncu is not run by the pipeline, so their row is not_run with that
+reason; without a GPU every row is not_run (no CUDA kernels to see).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import traceback
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from .. import tables
+from ..data.specs import spec
+from ..measure import device as devices
+from ..measure.run import measured_run
+from ..measure.timing import synchronize
+from .sweep import PythonModel, _first_line, kind
+from .sweep_cells import SweepSettings
+from .sweep_summary import STUDY_TRANSFER, point_resolution
+from .transfer import Pool, cell_input
+
+log = logging.getLogger(__name__)
+PROFILED_CALLS = 3
+
+
+def kernels_from_trace(trace: dict, top: int) -> list[dict]:
+    """Kernel events of a Chrome trace grouped by (name, grid, block), most total time first."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for e in trace.get("traceEvents", []):
+        if e.get("cat") != "kernel" or "dur" not in e:
+            continue
+        args = e.get("args", {})
+        grid = "({})".format(",".join(map(str, args.get("grid", [])))) if "grid" in args else None
+        block = "({})".format(",".join(map(str, args.get("block", [])))) if "block" in args else None
+        groups[(e["name"], grid, block)].append(float(e["dur"]))
+    total = sum(sum(v) for v in groups.values())
+    ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:top]
+    return [{"rank": i + 1, "kernel": name, "calls": len(d), "total_us": sum(d), "mean_us": sum(d) / len(d),
+             "share": sum(d) / total if total else None, "grid": grid, "block": block, "status": "ok",
+             "message": None}
+            for i, ((name, grid, block), d) in enumerate(ranked)]
+
+
+def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device: torch.device, top: int,
+            warmup: int) -> list[dict]:
+    data = cell_input(pool, batch, resolution, STUDY_TRANSFER, device)
+    with torch.no_grad():
+        model.build(data.to_device())
+        for _ in range(max(warmup, 1)):
+            model.forward(data.to_device())
+        synchronize(device)
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(PROFILED_CALLS):
+                model.forward(data.to_device())
+            synchronize(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        rows = kernels_from_trace(json.loads(path.read_text()), top)
+    for r in rows:  # per inference, not per profiled window
+        r["calls"] = max(1, round(r["calls"] / PROFILED_CALLS))
+        r["total_us"] /= PROFILED_CALLS
+    return rows or [{"status": "error", "message": "the profiler recorded no CUDA kernel"}]
+
+
+def run(snakemake) -> None:
+    config, inputs, out = snakemake.config, snakemake.input, snakemake.output
+    implementation = snakemake.wildcards.implementation
+    settings = SweepSettings.from_config(config)
+    dataset = config["study_a"]["backends"]["dataset"]
+    device = devices.select(config)
+    resolution = point_resolution(settings.resolutions, settings.kernel_resolution)
+    base = {"implementation": implementation, "transfer": STUDY_TRANSFER, "device": device.type,
+            "batch_size": settings.kernel_batch, "resolution": resolution, "source": "torch.profiler"}
+    with measured_run(config, rule=snakemake.rule, job={"implementation": implementation}, env_path=out.env,
+                      device=device) as measured:
+        if device.type != "cuda":
+            rows = [{"status": "not_run", "message": "no CUDA GPU: no kernels to profile"}]
+        elif kind(implementation)[1] == "cpp":
+            rows = [{"status": "not_run", "message": "C++ program: ac_libtorch has no profiler wired in and the "
+                                                     "pipeline does not run ncu (optional, by hand)"}]
+        else:
+            try:
+                pool = Pool(inputs.inputs)
+                model = PythonModel(implementation, inputs, pool.manifest["channels"],
+                                    spec(dataset, config).classes, device)
+                rows = profile(model, pool, settings.kernel_batch, resolution, device, settings.kernel_top,
+                               settings.warmup)
+            except torch.OutOfMemoryError as err:
+                rows = [{"status": "oom", "message": _first_line(err)}]
+            except Exception as err:
+                log.error("%s: profiling failed:\n%s", implementation, traceback.format_exc())
+                rows = [{"status": "error", "message": _first_line(err)}]
+        defaults = dict.fromkeys(tables.schema("sweep_kernels"))
+        table = [{**defaults, **base, "run_id": measured.run_id, **r} for r in rows]
+    tables.write("sweep_kernels", table, out.table)
+    log.info("%s: %d kernel rows (%s)", implementation, len(table), table[0]["status"])

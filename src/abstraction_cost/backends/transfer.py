@@ -1,0 +1,121 @@
+"""The sweep's inputs and how they reach the device (Python side; native/libtorch/sweep.cpp does the same in C++).
+
+Inputs: `pool` test images of the prepared split, resized once per resolution (bilinear, antialiased) by rule
+sweep_inputs into DIR/res<R>.u8 (uint8, pool × C × R × R) with DIR/manifest.json (channels, pool, mean, std,
+resolutions). A cell of batch B takes those images repeated in order: time does not depend on pixel values and
+memory depends only on the shape, which is exact.
+
+Transfer modes (how the study's question "PyTorch copies twice the bytes" is put to the test):
+    float32-pageable  normalised on the host (untimed, as a data loader would), float32 copied from pageable memory
+                      (what the study's PyTorch did)
+    float32-pinned    the same from page-locked memory (non-blocking copy)
+    uint8-pinned      uint8 from page-locked memory, normalised on the device: a quarter of the bytes
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..data import prepared
+
+MANIFEST = "manifest.json"
+
+
+def resize(images: np.ndarray, resolution: int) -> np.ndarray:
+    """uint8 N×C×H×W -> uint8 N×C×R×R."""
+    x = torch.from_numpy(np.ascontiguousarray(images)).float()
+    if x.shape[-2:] != (resolution, resolution):
+        x = F.interpolate(x, size=(resolution, resolution), mode="bilinear", antialias=True, align_corners=False)
+    return x.round_().clamp_(0, 255).to(torch.uint8).numpy()
+
+
+def write_inputs(prepared_dir: str | os.PathLike, pool: int, resolutions, out_dir: str | os.PathLike) -> dict:
+    """Rule sweep_inputs: the pool resized to every resolution, and the manifest."""
+    data = prepared.load(prepared_dir)
+    count = len(data.test.labels)
+    if count == 0:
+        raise ValueError(f"{prepared_dir}: the test split is empty; the sweep needs images")
+    images = np.array(data.test.images[:min(pool, count)])
+    images = images[np.arange(pool) % len(images)]  # fewer test images than the pool: repeat them
+    out = Path(out_dir)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    for r in sorted(set(resolutions)):
+        resize(images, r).tofile(tmp / f"res{r}.u8")
+    manifest = {"channels": int(images.shape[1]), "pool": pool, "mean": data.mean, "std": data.std,
+                "resolutions": sorted(set(resolutions)), "source": str(prepared_dir)}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    if out.exists():
+        for p in out.iterdir():
+            p.unlink()
+        out.rmdir()
+    os.replace(tmp, out)
+    return manifest
+
+
+def read_manifest(inputs_dir: str | os.PathLike) -> dict:
+    return json.loads((Path(inputs_dir) / MANIFEST).read_text())
+
+
+class Pool:
+    """The resized images of one resolution at a time (resolutions ascend, so one is kept)."""
+
+    def __init__(self, inputs_dir: str | os.PathLike):
+        self.dir = Path(inputs_dir)
+        self.manifest = read_manifest(inputs_dir)
+        self._resolution, self._images = None, None
+
+    def images(self, resolution: int) -> np.ndarray:
+        if resolution != self._resolution:
+            m = self.manifest
+            path = self.dir / f"res{resolution}.u8"
+            flat = np.fromfile(path, dtype=np.uint8)
+            shape = (m["pool"], m["channels"], resolution, resolution)
+            if flat.size != int(np.prod(shape)):
+                raise ValueError(f"{path}: {flat.size} bytes, expected {shape}")
+            self._resolution, self._images = resolution, flat.reshape(shape)
+        return self._images
+
+
+@dataclass
+class CellInput:
+    """One cell's input: the host batch in the transfer's dtype and memory, and its device buffer."""
+    host: torch.Tensor
+    device_buffer: torch.Tensor
+    uint8: bool
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return self.host.numel() * self.host.element_size()
+
+    def copy(self) -> torch.Tensor:
+        """The host-to-device copy alone."""
+        return self.device_buffer.copy_(self.host, non_blocking=self.host.is_pinned())
+
+    def to_device(self) -> torch.Tensor:
+        """The copy and, for uint8, the normalisation on the device: the model's input."""
+        x = self.copy()
+        return (x.float().div_(255.0) - self.mean) / self.std if self.uint8 else x
+
+
+def cell_input(pool: Pool, batch: int, resolution: int, transfer: str, device: torch.device) -> CellInput:
+    images = pool.images(resolution)
+    host = torch.from_numpy(images[np.arange(batch) % len(images)])
+    m = pool.manifest
+    mean = torch.tensor(m["mean"], dtype=torch.float32).view(1, -1, 1, 1)
+    std = torch.tensor(m["std"], dtype=torch.float32).view(1, -1, 1, 1)
+    uint8 = transfer == "uint8-pinned"
+    if not uint8:
+        host = (host.float().div_(255.0) - mean) / std
+    if transfer != "float32-pageable" and device.type == "cuda":  # pinning needs CUDA; on the CPU it is moot
+        host = host.pin_memory()
+    return CellInput(host.contiguous(), torch.empty(host.shape, dtype=host.dtype, device=device), uint8,
+                     mean.to(device), std.to(device))

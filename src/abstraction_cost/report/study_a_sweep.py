@@ -1,0 +1,195 @@
+"""Study A's inference sweep (tables sweep, sweep_h2d, sweep_kernels): the counterparts of the study's Fig. 8-14
+(time per sample and memory against resolution at a fixed batch and against batch at a fixed resolution, a line
+per implementation, log axes, oom cells marked), a heat map per implementation of its speed against eager, the
+H2D and kernel tables beside the study's numbers, and one sentence per figure on whether the study's finding
+holds here."""
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti"]
+STUDY_TRANSFER = "float32-pageable"
+METRICS = {"time_per_sample_ms": "time per sample (ms), median", "memory_mib": "device memory (MiB)"}
+
+
+def _order(names) -> list[str]:
+    names = list(dict.fromkeys(names))
+    rank = {n: i for i, n in enumerate(ORDER)}
+    return sorted(names, key=lambda n: (rank.get(n, len(ORDER)), n))
+
+
+def with_memory(sweep: pl.DataFrame) -> pl.DataFrame:
+    """memory_mib: NVML's device memory used where it was sampled, else the allocator's peak."""
+    return sweep.with_columns(memory_mib=pl.coalesce("mem_used_mib_max", "alloc_peak_mib"))
+
+
+def fixed_points(sweep: pl.DataFrame, batch: int = 32, resolution: int = 256) -> tuple[int | None, int | None]:
+    """The grid's batch and resolution nearest the study's point (batch 32; resolution 256), for the fixed axes."""
+    if sweep.is_empty():
+        return None, None
+    nearest = lambda values, x: min(values, key=lambda v: (abs(v - x), v))  # noqa: E731
+    return nearest(sweep["batch_size"].unique().to_list(), batch), nearest(sweep["resolution"].unique().to_list(),
+                                                                          resolution)
+
+
+def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -> alt.Chart | None:
+    """`metric` against `along` (resolution or batch_size) at the other axis's fixed point; one panel per transfer
+    mode, a line per implementation; oom cells as crosses on the panel's floor. None when nothing was measured."""
+    fixed_column = "batch_size" if along == "resolution" else "resolution"
+    batch, resolution = fixed_points(sweep)
+    fixed = batch if fixed_column == "batch_size" else resolution
+    data = with_memory(sweep).filter(pl.col(fixed_column) == fixed) if fixed is not None else sweep
+    ok = data.filter((pl.col("status") == "ok") & pl.col(metric).is_not_null() & (pl.col(metric) > 0))
+    if ok.is_empty():
+        return None
+    floor = ok[metric].min() * 0.7
+    oom = data.filter(pl.col("status") == "oom").with_columns(pl.lit(floor).alias(metric))
+    columns = ["implementation", "transfer", along, metric, "status", "message"]
+    order = _order(ok["implementation"])
+    x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "))
+    y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=METRICS[metric])
+    color = alt.Color("implementation:N", sort=order)
+    both = pl.concat([ok.select(columns), oom.select(columns)])
+    lines = alt.Chart().mark_line(point=True).encode(x=x, y=y, color=color, tooltip=columns).transform_filter(
+        alt.datum.status == "ok")
+    crosses = alt.Chart().mark_point(shape="cross", size=80, filled=True).encode(
+        x=x, y=y, color=color, tooltip=columns).transform_filter(alt.datum.status == "oom")
+    layers = [lines, crosses] if not oom.is_empty() else [lines]
+    title = f"{METRICS[metric]} against {along.replace('_', ' ')} at {fixed_column.replace('_', ' ')} {fixed}"
+    return alt.layer(*layers, data=both).properties(width=width, height=200).facet(
+        column=alt.Column("transfer:N", title=None)).properties(title=title)
+
+
+def speed_vs_eager(sweep: pl.DataFrame) -> pl.DataFrame:
+    """Per (implementation, transfer, cell): eager's median time per sample over the implementation's."""
+    ok = sweep.filter((pl.col("status") == "ok") & pl.col("time_per_sample_ms").is_not_null())
+    eager = ok.filter(pl.col("implementation") == "eager").select(
+        "transfer", "batch_size", "resolution", pl.col("time_per_sample_ms").alias("eager_ms"))
+    return ok.filter(pl.col("implementation") != "eager").join(
+        eager, on=["transfer", "batch_size", "resolution"]).with_columns(
+        speedup=pl.col("eager_ms") / pl.col("time_per_sample_ms")).select(
+        "implementation", "transfer", "batch_size", "resolution", "time_per_sample_ms", "eager_ms", "speedup")
+
+
+def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
+    data = speed_vs_eager(sweep)
+    if data.is_empty():
+        return None
+    order = _order(data["implementation"])
+    base = alt.Chart(data).encode(x=alt.X("batch_size:O", title="batch"),
+                                  y=alt.Y("resolution:O", sort="descending", title="resolution"))
+    rect = base.mark_rect().encode(
+        color=alt.Color("speedup:Q", title="speed vs eager", scale=alt.Scale(type="log", scheme="redblue",
+                                                                             domainMid=1)),
+        tooltip=data.columns)
+    text = base.mark_text(fontSize=9).encode(text=alt.Text("speedup:Q", format=".2f"))
+    n_b, n_r = data["batch_size"].n_unique(), data["resolution"].n_unique()
+    return alt.layer(rect, text).properties(width=cell * n_b, height=cell * n_r).facet(
+        column=alt.Column("implementation:N", sort=order, title=None), row=alt.Row("transfer:N", title=None))
+
+
+# --------------------------------------------------------------------------------------------- findings
+def _study_rows(sweep: pl.DataFrame) -> pl.DataFrame:
+    transfers = sweep["transfer"].unique().to_list() if not sweep.is_empty() else []
+    transfer = STUDY_TRANSFER if STUDY_TRANSFER in transfers else (sorted(transfers) or [None])[0]
+    return sweep.filter(pl.col("transfer") == transfer) if transfer else sweep
+
+
+def time_finding(sweep: pl.DataFrame) -> str:
+    """Study: PyTorch almost an order of magnitude slower than all others, the gap narrowing with batch or
+    resolution. Here: each implementation's speed against eager at the smallest and the largest common cell."""
+    data = speed_vs_eager(_study_rows(sweep))
+    if data.is_empty():
+        return "Not measured here: no implementation has a cell beside an eager cell."
+    parts, slower, narrowing = [], True, True
+    for impl in _order(data["implementation"]):
+        d = data.filter(pl.col("implementation") == impl).sort("resolution", "batch_size")
+        small, large = d.row(0, named=True), d.row(-1, named=True)
+        parts.append(f"{impl} {small['speedup']:.2f}× at batch {small['batch_size']}, {small['resolution']} px and "
+                     f"{large['speedup']:.2f}× at batch {large['batch_size']}, {large['resolution']} px")
+        slower &= small["speedup"] >= 5
+        narrowing &= large["speedup"] < small["speedup"]
+    verdict = ("holds" if slower and narrowing else "holds in part" if slower or narrowing else "does not hold")
+    return (f"The study's finding (PyTorch almost an order of magnitude slower, the gap narrowing as batch or "
+            f"resolution grows) {verdict} here: speed against eager, {'; '.join(parts)} "
+            f"(an order of magnitude: ≥ 5× at the smallest cell {'everywhere' if slower else 'not everywhere'}; "
+            f"{'narrowing' if narrowing else 'not narrowing'} towards the largest).")
+
+
+def memory_finding(sweep: pl.DataFrame) -> str:
+    """Study: PyTorch ≈ LibTorch; TorchScript (and cuDNN) lower, especially below resolution 64 and batch 128."""
+    data = with_memory(_study_rows(sweep)).filter((pl.col("status") == "ok") & pl.col("memory_mib").is_not_null())
+    if data.is_empty() or "eager" not in data["implementation"].to_list():
+        return "Not measured here: no device memory was recorded (no GPU, or no eager cell)."
+    small = data.filter((pl.col("resolution") < 64) & (pl.col("batch_size") < 128))
+    small = small if not small.is_empty() else data
+    medians = {impl: small.filter(pl.col("implementation") == impl)["memory_mib"].median()
+               for impl in _order(small["implementation"])}
+    eager = medians["eager"]
+    if len(medians) == 1:
+        return "Not measured here: only eager has device memory in those cells, nothing to order it against."
+    parts = [f"{impl} {m / eager:.2f}× eager's" for impl, m in medians.items() if impl != "eager"]
+    same = "libtorch" in medians and abs(medians["libtorch"] / eager - 1) <= 0.1
+    lower = [i for i in medians if i.startswith("torchscript") and medians[i] < eager]
+    verdict = "holds" if same and lower else "holds in part" if same or lower else "does not hold"
+    return (f"The study's memory ordering (LibTorch ≈ PyTorch, TorchScript lower below 64 px and batch 128) "
+            f"{verdict} here; median memory of those cells: {', '.join(parts)}.")
+
+
+def h2d_finding(h2d: pl.DataFrame) -> str:
+    ok = h2d.filter((pl.col("status") == "ok") & pl.col("h2d_ms").is_not_null())
+    if ok.is_empty():
+        return "Not measured here: no host-to-device copy at the study's point."
+    by = {t: ok.filter(pl.col("transfer") == t) for t in ok["transfer"].unique().to_list()}
+    parts = [f"{t}: {d['h2d_mb'].median():.3f} MB in {d['h2d_ms'].median():.3f} ms" for t, d in sorted(by.items())]
+    point = ok.row(0, named=True)
+    text = (f"At batch {point['batch_size']} and {point['resolution']} px every implementation copies the same "
+            f"bytes for the same transfer mode ({'; '.join(parts)}), against the study's 25.166 MB (PyTorch) and "
+            f"12.583 MB (the others).")
+    if "float32-pageable" in by and "float32-pinned" in by:
+        ratio = by["float32-pinned"]["h2d_ms"].median() / by["float32-pageable"]["h2d_ms"].median()
+        text += (f" Pinned memory takes {ratio:.2f}× the pageable copy's time (study: it halves it): the study's "
+                 f"finding {'holds' if ratio <= 0.6 else 'does not hold'} here.")
+    return text
+
+
+def relu_rows(kernels: pl.DataFrame) -> pl.DataFrame:
+    """The ReLU kernels (relu, or clamp_min as eager launches it) of every implementation, and the study's."""
+    name = pl.col("kernel").str.to_lowercase()
+    return kernels.filter(name.str.contains("relu") | name.str.contains("clamp_min"))
+
+
+def kernel_finding(kernels: pl.DataFrame) -> str:
+    measured = relu_rows(kernels.filter(pl.col("source") != "study"))
+    if measured.is_empty():
+        return ("Not measured here: no ReLU kernel was profiled (the profiler needs a GPU; the C++ programs are "
+                "not profiled).")
+    parts = [f"{r['implementation']}: grid {r['grid']}, block {r['block']}, {r['mean_us']:.1f} µs per call "
+             f"({r['share']:.0%} of kernel time)" for r in measured.sort("implementation").iter_rows(named=True)]
+    grids = set(measured["grid"].to_list())
+    return (f"ReLU kernels here: {'; '.join(parts)}. The study saw PyTorch launch a larger grid than LibTorch "
+            f"((1024,2,1) vs (512,2,1), 690.6 vs 372.6 µs); here the profiled implementations launch "
+            f"{'one grid' if len(grids) == 1 else 'different grids'}.")
+
+
+# ---------------------------------------------------------------------------------------------- tables
+def h2d_display(h2d: pl.DataFrame) -> pl.DataFrame:
+    if h2d.is_empty():
+        return h2d
+    return h2d.sort("implementation", "transfer").select(
+        "implementation", "transfer", "device", "batch_size", "resolution", "status",
+        pl.col("h2d_mb").alias("copy (MB)"), pl.col("h2d_ms").alias("copy (ms), median"),
+        pl.col("study_h2d_mb").alias("study (MB)"), pl.col("study_h2d_ms").alias("study (ms)"))
+
+
+def kernel_display(kernels: pl.DataFrame) -> pl.DataFrame:
+    if kernels.is_empty():
+        return kernels
+    return kernels.sort("source", "implementation", "rank", nulls_last=True).select(
+        "implementation", "source", "status", "message", "rank", "kernel", "calls", "total_us", "mean_us", "share",
+        "grid", "block")
+
+
+H2D_FORMATS = {"copy (MB)": "{:.3f}", "copy (ms), median": "{:.3f}", "study (MB)": "{:.3f}", "study (ms)": "{:.2f}"}
+KERNEL_FORMATS = {"total_us": "{:.1f}", "mean_us": "{:.1f}", "share": "{:.1%}"}

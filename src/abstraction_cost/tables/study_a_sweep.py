@@ -1,0 +1,85 @@
+"""Study A's inference sweep: every implementation over batch × resolution × input transfer mode (study Fig. 8-14),
+the host-to-device copies at the study's point, and the top kernels at batch 32."""
+import polars as pl
+
+from .common import PHASE_MEASURES, STATUS
+
+# The study's numbers (Levental & Orlova, the profiler section), beside the measured rows.
+STUDY_H2D = {  # batch 32 at resolution 256: 32 × 3 × 256² float32 = 25.166 MB
+    "pytorch": {"bytes": 25_165_824, "ms": 15.17},
+    "others": {"bytes": 12_582_912, "ms": 7.55},
+}
+STUDY_RELU = {  # the ReLU kernel, second most often executed, ~12% of execution time
+    "pytorch": {"grid": "(1024,2,1)", "mean_us": 690.6},
+    "libtorch/cudnn": {"grid": "(512,2,1)", "mean_us": 372.6},
+}
+
+_KEYS = {
+    "implementation": pl.String,   # eager | torchscript-python | torchscript-cpp | libtorch | aoti | compiled-<mode>
+    "backend": pl.String,          # eager | torchscript | libtorch | aoti | compiled
+    "runtime": pl.String,          # python | cpp
+    "transfer": pl.String,         # float32-pageable | float32-pinned | uint8-pinned
+    "device": pl.String,
+    "dataset": pl.String,
+}
+
+SCHEMAS = {
+    # One row per (implementation, transfer, cell): medians and bootstrap 95% intervals over the timed repeats.
+    "sweep": {
+        **_KEYS,
+        "cell": pl.Int64,                     # position in walk order (resolution ascending, then batch)
+        "batch_size": pl.Int64,
+        "resolution": pl.Int64,
+        **STATUS,                             # ok | oom (allocator's message, or "skipped: ...") | error | not_run
+        "repeats": pl.Int64,
+        "time_ms": pl.Float64,                # per batch: H2D copy + normalisation + forward, CUDA events
+        "time_ms_low": pl.Float64,
+        "time_ms_high": pl.Float64,
+        "time_per_sample_ms": pl.Float64,
+        "time_per_sample_ms_low": pl.Float64,
+        "time_per_sample_ms_high": pl.Float64,
+        "h2d_bytes": pl.Int64,                # bytes of one batch's host-to-device copy
+        "h2d_ms": pl.Float64,                 # that copy alone, timed on its own (median)
+        "h2d_ms_low": pl.Float64,
+        "h2d_ms_high": pl.Float64,
+        "build": pl.String,                   # how the model met this shape: none | dynamic | per-shape
+        "build_s": pl.Float64,                # a per-shape build's time (never inside the timed calls)
+        "prepare_s": pl.Float64,              # the cell's input made and pinned (untimed)
+        "exit_status": pl.Int64,              # C++ programs: the exit status of a crashed process, on its row
+        "attempt": pl.Int64,                  # which process of the job measured the cell (0, then restarts)
+        **PHASE_MEASURES,                     # NVML and allocator over the cell (warm-up, timed calls, copies)
+    },
+    # The host-to-device copy per (implementation, transfer) at the study's point, beside the study's numbers.
+    "sweep_h2d": {
+        **_KEYS,
+        "batch_size": pl.Int64,
+        "resolution": pl.Int64,
+        **STATUS,
+        "h2d_bytes": pl.Int64,
+        "h2d_mb": pl.Float64,                 # 10^6 bytes, as the study wrote MB
+        "h2d_ms": pl.Float64,
+        "h2d_ms_low": pl.Float64,
+        "h2d_ms_high": pl.Float64,
+        "study_h2d_mb": pl.Float64,           # the study's copy: 25.166 (PyTorch) or 12.583 (the others)
+        "study_h2d_ms": pl.Float64,           # ~15.17 or ~7.55 (pageable; pinned "halves it again")
+    },
+    # Top kernels per implementation at batch 32 and the kernel resolution; the study's ReLU rows have
+    # source "study". A C++ program the profiler cannot see is one not_run row with the reason.
+    "sweep_kernels": {
+        "implementation": pl.String,
+        "transfer": pl.String,
+        "device": pl.String,
+        "batch_size": pl.Int64,
+        "resolution": pl.Int64,
+        "source": pl.String,                  # torch.profiler | study
+        **STATUS,
+        "rank": pl.Int64,                     # 1 = most total device time
+        "kernel": pl.String,
+        "calls": pl.Int64,
+        "total_us": pl.Float64,
+        "mean_us": pl.Float64,
+        "share": pl.Float64,                  # of the implementation's total kernel time
+        "grid": pl.String,                    # "(x,y,z)"
+        "block": pl.String,
+    },
+}

@@ -1,0 +1,337 @@
+"""Study A's inference sweep on the CPU: walk order, the oom-skip rule, config checks, and faults injected through
+AC_SWEEP_FAULT in Python and in C++ (a framework-free fake backend of native/common/sweep.h, and ac_libtorch
+sweep): an oom or a crash never stops the sweep nor loses a measured cell, and a crashed program restarts from
+the next cell."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from abstraction_cost.backends import native, sweep, sweep_cells, transfer
+from abstraction_cost.backends.sweep_cells import Cell, OomTracker, SweepConfigError, walk
+from abstraction_cost.measure.nvml import NvmlSampler
+from abstraction_cost.measure.run import Run
+
+REPO = Path(__file__).resolve().parents[1]
+SKIPPED_B2 = "skipped: batch 2 already out of memory at this resolution"
+
+
+def _run() -> Run:
+    return Run(run_id=uuid.uuid4().hex[:16], device=torch.device("cpu"), sampler=NvmlSampler(None, 50, "no GPU"))
+
+
+def _sweep_config(**overrides) -> dict:
+    s = {"batches": [1, 2], "resolutions": [8, 16], "warmup": 0, "repeats": 2,
+         "transfers": list(sweep_cells.TRANSFERS), "implementations": ["eager", "libtorch"], "compile_modes": [],
+         "pool": 2, "require_gpu": False, "kernels": {"batch_size": 2, "resolution": 16, "top": 5}}
+    s.update(overrides)
+    return s
+
+
+# ------------------------------------------------------------------------------------------- settings
+def test_walk_is_resolution_then_batch():
+    cells = walk([4, 1, 2], [16, 8])
+    assert [(c.resolution, c.batch) for c in cells] == [(8, 1), (8, 2), (8, 4), (16, 1), (16, 2), (16, 4)]
+    assert [c.index for c in cells] == list(range(6))
+
+
+def test_oom_tracker_skips_larger_batches_at_that_resolution_only():
+    t = OomTracker()
+    t.add(Cell(1, 2, 8))
+    assert t.skip_message(Cell(2, 4, 8)) == SKIPPED_B2
+    assert t.skip_message(Cell(0, 1, 8)) is None
+    assert t.skip_message(Cell(5, 4, 16)) is None
+    assert t.flag() == "8:2"
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("batches", [8, 0], "'study_a.sweep.batches': 0 is not a positive integer"),
+    ("resolutions", [8, 2.5], "'study_a.sweep.resolutions': 2.5 is not a positive integer"),
+    ("batches", [True], "'study_a.sweep.batches': True is not a positive integer"),
+    ("repeats", -1, "'study_a.sweep.repeats'"),
+    ("transfers", ["float16-pinned"], "'study_a.sweep.transfers': 'float16-pinned' is not one of"),
+    ("implementations", ["cudnn"], "'study_a.sweep.implementations': 'cudnn' is not built here"),
+    ("implementations", ["compiled"], "'study_a.sweep.compile_modes'"),
+])
+def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
+    with pytest.raises(SweepConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
+        sweep_cells.check(_sweep_config(**{key: value}))
+
+
+def test_faults_parse_and_reject():
+    assert sweep_cells.faults({"AC_SWEEP_FAULT": "oom@1,crash@3"}) == {1: "oom", 3: "crash"}
+    assert sweep_cells.faults({}) == {}
+    with pytest.raises(ValueError, match="AC_SWEEP_FAULT"):
+        sweep_cells.faults({"AC_SWEEP_FAULT": "boom@1"})
+
+
+def test_jobs_expand_compiled_per_mode():
+    config = {"study_a": {"sweep": _sweep_config(implementations=["eager", "compiled"],
+                                                 compile_modes=["default", "max-autotune"])}}
+    assert sweep_cells.SweepSettings.from_config(config).jobs() == ["eager", "compiled-default",
+                                                                    "compiled-max-autotune"]
+
+
+# -------------------------------------------------------------------------------------------- inputs
+@pytest.fixture
+def pool_dir(tmp_path) -> Path:
+    """A sweep input directory as rule sweep_inputs writes it: 2 images of 3×20×20 resized to 8 and 16."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(2, 3, 20, 20), dtype=np.uint8)
+    out = tmp_path / "inputs"
+    out.mkdir()
+    for r in (8, 16):
+        transfer.resize(images, r).tofile(out / f"res{r}.u8")
+    (out / transfer.MANIFEST).write_text(
+        '{"channels": 3, "pool": 2, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "resolutions": [8, 16]}')
+    return out
+
+
+@pytest.mark.parametrize("mode,dtype,nbytes", [("float32-pageable", torch.float32, 3 * 3 * 8 * 8 * 4),
+                                               ("uint8-pinned", torch.uint8, 3 * 3 * 8 * 8)])
+def test_cell_input_has_the_cells_exact_shape_and_same_values(pool_dir, mode, dtype, nbytes):
+    data = transfer.cell_input(transfer.Pool(pool_dir), 3, 8, mode, torch.device("cpu"))
+    assert data.host.dtype == dtype and data.nbytes == nbytes
+    x = data.to_device()
+    assert x.shape == (3, 3, 8, 8) and x.dtype == torch.float32
+    other = transfer.cell_input(transfer.Pool(pool_dir), 3, 8, "float32-pinned", torch.device("cpu")).to_device()
+    torch.testing.assert_close(x, other)  # uint8 normalised on the device = float32 normalised on the host
+    torch.testing.assert_close(x[2], x[0])  # batch 3 from a pool of 2 repeats the pool in order
+
+
+# ----------------------------------------------------------------------------------- Python processes
+class TinyModel:
+    """A stand-in for PythonModel: a real forward on the CPU, no per-shape build."""
+
+    def __init__(self):
+        self.forward = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1),
+                                           torch.nn.Flatten()).eval()
+
+    def build(self, example):
+        return None
+
+
+def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
+    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2")
+    cells = walk([1, 2, 4], [8, 16])
+    rows = sweep.python_cells(TinyModel(), cells, "uint8-pinned", transfer.Pool(pool_dir), 1, 3, _run())
+    assert [(r["cell"], r["status"]) for r in rows] == [(0, "ok"), (1, "oom"), (2, "oom"), (3, "ok"), (4, "ok"),
+                                                        (5, "ok")]
+    assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
+    assert rows[2]["message"] == SKIPPED_B2  # crash@2 is never reached: batch 4 is skipped after batch 2's oom
+    ok = rows[5]
+    assert ok["repeats"] == 3 and ok["time_ms_low"] <= ok["time_ms"] <= ok["time_ms_high"]
+    assert ok["time_per_sample_ms"] == pytest.approx(ok["time_ms"] / 4)
+    assert ok["h2d_bytes"] == 4 * 3 * 16 * 16 and ok["h2d_ms"] >= 0
+
+
+def test_python_crash_is_an_error_row_and_the_walk_goes_on(pool_dir, monkeypatch):
+    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@0")
+    rows = sweep.python_cells(TinyModel(), walk([1, 2], [8]), "float32-pageable", transfer.Pool(pool_dir), 0, 2,
+                              _run())
+    assert [r["status"] for r in rows] == ["error", "ok"]
+    assert "InjectedCrash" in rows[0]["message"]
+
+
+# -------------------------------------------------------------------------------------- C++ programs
+@pytest.fixture(scope="module")
+def fake_program(tmp_path_factory) -> Path:
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    exe = tmp_path_factory.mktemp("fake") / "sweep_fake"
+    subprocess.run([compiler, "-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(REPO / "native/common"),
+                    str(REPO / "native/common/examples/sweep_fake.cpp"), "-o", str(exe)], check=True)
+    return exe
+
+
+def _fake_command(exe, cells, oom_above=10**9):
+    batches = sorted({c.batch for c in cells})
+    resolutions = sorted({c.resolution for c in cells})
+
+    def command_for(start, oom_at):
+        command = [str(exe), "--batches", ",".join(map(str, batches)),
+                   "--resolutions", ",".join(map(str, resolutions)), "--warmup", "1", "--repeats", "3",
+                   "--transfer", "float32-pinned", "--start-cell", str(start), "--oom-above", str(oom_above)]
+        return command + (["--oom-at", oom_at] if oom_at else [])
+    return command_for
+
+
+def test_cpp_crash_loses_no_cell_and_restarts_from_the_next(fake_program, monkeypatch):
+    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1,crash@4")
+    cells = walk([1, 2, 4], [8, 16])
+    rows = sweep.native_cells(cells, _fake_command(fake_program, cells), _run(), "fake")
+    assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
+        (0, "ok", 0), (1, "error", 0), (2, "ok", 1), (3, "ok", 1), (4, "error", 1), (5, "ok", 2)]
+    assert rows[1]["exit_status"] == -11 and "SIGSEGV" in rows[1]["message"]
+    assert rows[5]["h2d_bytes"] == 4 * 3 * 16 * 16 * 4 and rows[5]["repeats"] == 3
+
+
+def test_cpp_oom_skips_larger_batches_even_across_a_restart(fake_program, monkeypatch):
+    # batch 2 at 16 px is oom (2·16² > 300); the crash in cell 4 restarts the program, which must still skip 4
+    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
+    cells = walk([1, 2, 4, 8], [8, 16])
+    rows = sweep.native_cells(cells, _fake_command(fake_program, cells, oom_above=300), _run(), "fake")
+    by_cell = {r["cell"]: (r["status"], r["message"]) for r in rows}
+    assert [by_cell[i][0] for i in range(4)] == ["ok", "ok", "ok", "oom"]  # 8·8² = 512 > 300
+    assert by_cell[4][0] == "error" and by_cell[5] == ("oom", "fake: cannot allocate 1536 elements")
+    assert by_cell[6] == ("oom", SKIPPED_B2) and by_cell[7] == ("oom", SKIPPED_B2)
+
+
+def test_cpp_program_that_never_starts_fails_every_cell_once(tmp_path):
+    cells = walk([1, 2], [8])
+    rows = sweep.native_cells(cells, lambda start, oom_at: [str(tmp_path / "missing")], _run(), "missing")
+    assert [(r["status"], r["exit_status"]) for r in rows] == [("error", 127), ("error", 127)]
+    assert "cannot start" in rows[0]["message"]
+
+
+def test_fake_program_refuses_bad_flags(fake_program):
+    out = subprocess.run([str(fake_program), "--batches", "8,0", "--resolutions", "8", "--warmup", "0",
+                          "--repeats", "1", "--transfer", "uint8-pinned", "--oom-above", "1"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "--batches: '0' is not a positive integer" in out.stdout
+    out = subprocess.run([str(fake_program), "--batches", "8", "--resolutions", "8", "--warmup", "0",
+                          "--repeats", "1", "--transfer", "float16", "--oom-above", "1"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "--transfer: 'float16'" in out.stdout
+
+
+def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch):
+    """ac_libtorch sweep (torch::nn ResNet-50) on the CPU: a crash in cell 1, restart, every cell has its row."""
+    from abstraction_cost.models import resnet, weights_file
+    program = native.ensure_built("libtorch")
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
+    settings = SimpleNamespace(batches=(1, 2), resolutions=(8, 16), warmup=0, repeats=2)
+    inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights), program=str(program))
+    manifest = transfer.read_manifest(pool_dir)
+    config = {"numerics": {"tf32": False, "cudnn_benchmark": False}}
+    cells = walk(settings.batches, settings.resolutions)
+
+    def command_for(start, oom_at):
+        return sweep.sweep_command(program, "libtorch", inputs, manifest, settings, "uint8-pinned", config,
+                                   torch.device("cpu"), 5, start, oom_at)
+    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1")
+    rows = sweep.native_cells(cells, command_for, _run(), "libtorch")
+    assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [(0, "ok", 0), (1, "error", 0),
+                                                                      (2, "ok", 1), (3, "ok", 1)]
+    assert rows[3]["h2d_bytes"] == 2 * 3 * 16 * 16 and rows[3]["time_ms"] > 0
+
+
+@pytest.mark.parametrize("implementation", ["eager", "libtorch"])
+def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, monkeypatch, implementation):
+    """Rule sweep's job (measured run, table) on the smoke config, an oom at cell 0 and a crash at cell 2."""
+    from abstraction_cost import config as config_module, tables
+    from abstraction_cost.models import resnet, weights_file
+    config = config_module.load(REPO / "config/smoke.yaml")
+    config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8, 16], repeats=2, warmup=0)
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
+    if implementation == "libtorch":
+        inputs.program = str(native.ensure_built("libtorch"))
+    out = SimpleNamespace(table=str(tmp_path / "rows.parquet"), env=str(tmp_path / "env.parquet"))
+    job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
+                          wildcards=SimpleNamespace(implementation=implementation, transfer="uint8-pinned"))
+    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@2")
+    sweep.run(job)
+    df = tables.read("sweep", out.table)
+    assert df["cell"].to_list() == [0, 1, 2, 3]
+    assert df["status"].to_list() == ["oom", "oom", "error", "ok"]
+    assert df["message"][1] == "skipped: batch 1 already out of memory at this resolution"
+    assert df["run_id"].n_unique() == 1 and tables.read("environment", out.env).height == 1
+    assert df["time_per_sample_ms"][3] > 0 and df["implementation"].unique().to_list() == [implementation]
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("batches", [8, 0], "study_a.sweep.batches.1"),
+    ("resolutions", [64, "128"], "study_a.sweep.resolutions.1"),
+    ("transfers", ["float16-pinned"], "study_a.sweep.transfers.0"),
+    ("implementations", ["cudnn"], "study_a.sweep.implementations.0"),
+])
+def test_config_schema_refuses_bad_sweep_values_naming_the_key(key, value, words):
+    from abstraction_cost import config as config_module
+    config = config_module.load(REPO / "config/smoke.yaml")
+    config["study_a"]["sweep"][key] = value
+    with pytest.raises(config_module.ConfigError, match=words.replace(".", r"\.")):
+        config_module.validate(config)
+
+
+@pytest.mark.parametrize("name", ["smoke", "gpu-smoke", "config", "paper"])
+def test_every_config_has_a_sweep_that_checks(name):
+    from abstraction_cost import config as config_module
+    settings = sweep_cells.SweepSettings.from_config(config_module.load(REPO / f"config/{name}.yaml"))
+    assert len(settings.batches) >= 2 and len(settings.resolutions) >= 2
+
+
+# ------------------------------------------------------------------------------------------------- GPU
+class GreedyModel(TinyModel):
+    """Asks the CUDA allocator for 1 TiB from batch 4 on: a real out-of-memory error, not an injected one."""
+
+    def __init__(self):
+        super().__init__()
+        conv = self.forward.cuda()
+        self.forward = lambda x: torch.empty(1 << 40, dtype=torch.uint8, device=x.device) if x.shape[0] >= 4 \
+            else conv(x)
+
+
+def _cuda_run() -> Run:
+    from abstraction_cost.measure.nvml import NvmlReader
+    reader, status = NvmlReader.open(None)
+    return Run(run_id="gpu-test", device=torch.device("cuda"), sampler=NvmlSampler(reader, 20, status))
+
+
+@pytest.mark.gpu
+def test_python_sweep_on_cuda_records_a_real_oom_and_goes_on(pool_dir):
+    run = _cuda_run()
+    with run.sampler:
+        rows = sweep.python_cells(GreedyModel(), walk([2, 4, 8], [8, 16]), "float32-pinned",
+                                  transfer.Pool(pool_dir), 1, 3, run)
+    assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"]
+    assert "out of memory" in rows[1]["message"].lower() and rows[2]["message"] == \
+        "skipped: batch 4 already out of memory at this resolution"
+    assert rows[3]["alloc_peak_mib"] is not None and rows[3]["h2d_bytes"] == 2 * 3 * 16 * 16 * 4
+    assert torch.cuda.memory_allocated() < 1 << 30  # the failed cells' memory was released
+
+
+@pytest.mark.gpu
+def test_transfer_modes_on_cuda_pin_and_normalise_alike(pool_dir):
+    pool = transfer.Pool(pool_dir)
+    inputs = {m: transfer.cell_input(pool, 32, 16, m, torch.device("cuda")) for m in sweep_cells.TRANSFERS}
+    assert [inputs[m].host.is_pinned() for m in sweep_cells.TRANSFERS] == [False, True, True]
+    assert inputs["uint8-pinned"].nbytes * 4 == inputs["float32-pageable"].nbytes == 32 * 3 * 16 * 16 * 4
+    x = {m: d.to_device() for m, d in inputs.items()}
+    torch.cuda.synchronize()
+    torch.testing.assert_close(x["uint8-pinned"], x["float32-pageable"])
+    torch.testing.assert_close(x["float32-pinned"], x["float32-pageable"])
+
+
+def test_kernels_from_a_chrome_trace_grouped_by_name_grid_block():
+    from abstraction_cost.backends.sweep_kernels import kernels_from_trace
+    trace = {"traceEvents": [
+        {"cat": "kernel", "name": "relu", "dur": 4.0, "args": {"grid": [1024, 2, 1], "block": [128, 1, 1]}},
+        {"cat": "kernel", "name": "relu", "dur": 6.0, "args": {"grid": [1024, 2, 1], "block": [128, 1, 1]}},
+        {"cat": "kernel", "name": "conv", "dur": 30.0, "args": {"grid": [8, 1, 1], "block": [256, 1, 1]}},
+        {"cat": "cpu_op", "name": "aten::relu", "dur": 99.0}]}
+    rows = kernels_from_trace(trace, top=5)
+    assert [(r["rank"], r["kernel"], r["calls"], r["grid"]) for r in rows] == [(1, "conv", 1, "(8,1,1)"),
+                                                                            (2, "relu", 2, "(1024,2,1)")]
+    assert rows[1]["mean_us"] == 5.0 and rows[1]["share"] == pytest.approx(0.25)
+
+
+def test_kernel_job_without_a_gpu_is_one_not_run_row(pool_dir, tmp_path):
+    from abstraction_cost import config as config_module, tables
+    from abstraction_cost.backends import sweep_kernels
+    config = config_module.load(REPO / "config/smoke.yaml")
+    out = SimpleNamespace(table=str(tmp_path / "k.parquet"), env=str(tmp_path / "k.env.parquet"))
+    sweep_kernels.run(SimpleNamespace(config=config, input=SimpleNamespace(inputs=str(pool_dir)), output=out,
+                                      rule="sweep_kernels_job", wildcards=SimpleNamespace(implementation="eager")))
+    df = tables.read("sweep_kernels", out.table)
+    assert df["status"].to_list() == ["not_run"] and "no CUDA GPU" in df["message"][0]

@@ -1,0 +1,85 @@
+"""The sweep's report section on small synthetic tables: charts with oom marks, heat map, and the sentences on
+whether the study's findings hold."""
+from __future__ import annotations
+
+import itertools
+
+import polars as pl
+
+from abstraction_cost import tables
+from abstraction_cost.backends import sweep_summary
+from abstraction_cost.report import study_a_sweep as ss
+
+
+def _sweep(eager_factor=(10.0, 4.0)) -> pl.DataFrame:
+    """eager 10× slower at the small cells, 4× at the large; batch 64 at 256 px oom for every implementation."""
+    defaults = dict.fromkeys(tables.schema("sweep"))
+    rows = []
+    for impl, transfer, (i, (res, batch)) in itertools.product(
+            ("eager", "libtorch", "torchscript-cpp"), ("float32-pageable", "float32-pinned"),
+            enumerate(itertools.product((32, 256), (8, 32, 64)))):
+        small = res == 32
+        base = 0.1 * res / 32
+        ms = base * (eager_factor[0] if small else eager_factor[1]) if impl == "eager" else base
+        oom = res == 256 and batch == 64
+        rows.append({**defaults, "run_id": f"{impl}-{transfer}", "implementation": impl, "transfer": transfer,
+                     "device": "cuda", "dataset": "voc2012", "cell": i, "batch_size": batch, "resolution": res,
+                     "status": "oom" if oom else "ok", "message": "CUDA out of memory" if oom else None,
+                     "time_per_sample_ms": None if oom else ms, "time_ms": None if oom else ms * batch,
+                     "h2d_bytes": batch * 3 * res * res * 4, "h2d_ms": 2.0 if transfer.endswith("pageable") else 1.0,
+                     "mem_used_mib_max": None if oom else (800.0 if impl == "torchscript-cpp" else 1000.0)})
+    return tables.frame("sweep", rows)
+
+
+def test_line_charts_mark_oom_cells_and_use_log_axes():
+    chart = ss.line_chart(_sweep(), "time_per_sample_ms", "batch_size").to_dict()
+    layers = chart["spec"]["layer"]
+    assert [layer["mark"]["type"] for layer in layers] == ["line", "point"]
+    assert layers[1]["mark"]["shape"] == "cross"
+    assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
+    assert "at resolution 256" in chart["title"]
+
+
+def test_no_chart_without_measured_cells():
+    assert ss.line_chart(_sweep().clear(), "time_per_sample_ms", "resolution") is None
+    assert ss.heat_map(_sweep().filter(pl.col("implementation") == "eager")) is None
+
+
+def test_heat_map_speed_against_eager():
+    speed = ss.speed_vs_eager(_sweep())
+    assert set(speed["implementation"]) == {"libtorch", "torchscript-cpp"}
+    assert speed.filter(pl.col("resolution") == 32)["speedup"].to_list() == [10.0] * speed.filter(
+        pl.col("resolution") == 32).height
+    assert ss.heat_map(_sweep()) is not None
+
+
+def test_time_finding_holds_when_eager_is_10x_slower_and_narrowing():
+    assert "holds here" in ss.time_finding(_sweep())
+    assert "does not hold" in ss.time_finding(_sweep(eager_factor=(1.0, 1.0)))
+
+
+def test_memory_finding_libtorch_same_torchscript_lower():
+    text = ss.memory_finding(_sweep())
+    assert "holds here" in text and "torchscript-cpp 0.80× eager's" in text
+    assert "Not measured" in ss.memory_finding(_sweep().with_columns(pl.lit(None).alias("mem_used_mib_max")))
+    assert "only eager" in ss.memory_finding(_sweep().filter(pl.col("implementation") == "eager"))
+
+
+def test_h2d_rows_and_finding_with_the_studys_numbers():
+    h2d = tables.frame("sweep_h2d", sweep_summary.h2d_rows(_sweep(), 32, 256))
+    eager = h2d.filter((pl.col("implementation") == "eager") & (pl.col("transfer") == "float32-pageable"))
+    assert eager["study_h2d_mb"][0] == 25.165824 and eager["h2d_bytes"][0] == 32 * 3 * 256 * 256 * 4
+    assert h2d.filter(pl.col("transfer") == "float32-pinned")["study_h2d_mb"].null_count() == 3
+    assert "0.50× the pageable copy's time" in ss.h2d_finding(h2d) and "holds here" in ss.h2d_finding(h2d)
+
+
+def test_kernel_finding_reads_relu_rows():
+    defaults = dict.fromkeys(tables.schema("sweep_kernels"))
+    measured = [{**defaults, "run_id": "r", "implementation": impl, "source": "torch.profiler", "status": "ok",
+                 "kernel": "vectorized_elementwise_kernel<clamp_min_scalar>", "calls": 49, "mean_us": us,
+                 "share": 0.1, "grid": grid, "block": "(128,1,1)"}
+                for impl, grid, us in (("eager", "(1024,2,1)", 600.0), ("torchscript-python", "(512,2,1)", 300.0))]
+    kernels = tables.frame("sweep_kernels", measured + sweep_summary.study_kernel_rows())
+    assert ss.relu_rows(kernels).height == 4
+    assert "different grids" in ss.kernel_finding(kernels)
+    assert "Not measured" in ss.kernel_finding(kernels.filter(pl.col("source") == "study"))

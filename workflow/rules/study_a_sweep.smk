@@ -1,0 +1,133 @@
+# Study A's inference sweep (issue 10; study Fig. 8-14 and its profiler section): every implementation of
+# study_a.sweep.implementations over batch × resolution × input transfer mode, on the prepared test images of
+# study_a.backends.dataset with the same init weights as the backend comparison.
+# - sweep_inputs: `pool` test images resized once per resolution (backends/transfer.py)
+# - package_aoti_sweep: one AOTInductor package with dynamic batch and resolution (backends/aoti_dynamic.py)
+# - sweep: one process per (implementation, transfer) walks every cell (backends/sweep.py); concat_sweep
+# - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
+# - sweep_kernels: top kernels per implementation at the kernel point (torch.profiler), with the study's ReLU rows
+from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
+
+SWEEP = _SweepSettings.from_config(config)  # refuses a bad grid, transfer or implementation, naming the key
+SWEEP_DIR = "results/study_a/sweep"
+SWEEP_JOBS = SWEEP.jobs()
+SWEEP_SUMMARIES = {"sweep_h2d": "results/study_a/sweep_h2d.parquet"}
+
+
+rule sweep_inputs:
+    input:
+        data=f"results/data/prepared/{BACKENDS['dataset']}",
+    output:
+        directory(f"{SWEEP_DIR}/inputs"),
+    log:
+        "logs/study_a/sweep/inputs.log",
+    params:
+        grid=(SWEEP.pool, SWEEP.resolutions),
+    script:
+        "../../scripts/sweep_inputs.py"
+
+
+rule package_aoti_sweep:
+    input:
+        weights=BACKENDS_WEIGHTS,
+    output:
+        directory(f"{SWEEP_DIR}/aoti"),
+    log:
+        "logs/study_a/sweep/package-aoti.log",
+    params:
+        grid=(SWEEP.batches, SWEEP.resolutions, config["device"], config["numerics"]),
+    threads: 4  # compiling runs beside timing jobs, so it may not take every core
+    resources:
+        **cluster_gpu(config["device"] == "cuda"),
+    script:
+        "../../scripts/package_aoti_sweep.py"
+
+
+def sweep_job_inputs(wildcards):
+    inputs = {"inputs": f"{SWEEP_DIR}/inputs", "weights": BACKENDS_WEIGHTS}
+    if wildcards.implementation.startswith("torchscript"):
+        inputs["module"] = f"{BACKENDS_DIR}/torchscript/model.pt"
+    if wildcards.implementation == "aoti":
+        inputs["package"] = f"{SWEEP_DIR}/aoti"
+    if wildcards.implementation in ("torchscript-cpp", "libtorch", "aoti"):
+        inputs["program"] = LIBTORCH_PROGRAM
+    return inputs
+
+
+rule sweep:
+    input:
+        unpack(sweep_job_inputs),
+    output:
+        table=f"{SWEEP_DIR}/jobs/{{implementation,[^/]+}}/{{transfer,[^/]+}}.rows.parquet",
+        env=f"{SWEEP_DIR}/jobs/{{implementation}}/{{transfer}}.env.parquet",
+    log:
+        "logs/study_a/sweep/{implementation}-{transfer}.log",
+    params:
+        grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.warmup, SWEEP.repeats, config["numerics"]),
+    resources:
+        **timing_job("sweep"),
+    script:
+        "../../scripts/sweep_job.py"
+
+
+rule concat_sweep:
+    input:
+        tables=expand(f"{SWEEP_DIR}/jobs/{{implementation}}/{{transfer}}.rows.parquet",
+                      implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
+        envs=expand(f"{SWEEP_DIR}/jobs/{{implementation}}/{{transfer}}.env.parquet",
+                    implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
+    output:
+        table="results/study_a/sweep.parquet",
+        env=env_sidecar("results/study_a/sweep.parquet"),
+    log:
+        "logs/study_a/concat-sweep.log",
+    params:
+        table="sweep",
+    script:
+        "../../scripts/concat_table.py"
+
+
+rule sweep_h2d:
+    input:
+        sweep="results/study_a/sweep.parquet",
+    output:
+        SWEEP_SUMMARIES["sweep_h2d"],
+    log:
+        "logs/study_a/sweep-h2d.log",
+    params:
+        point=(SWEEP.kernel_batch, SWEEP.kernel_resolution),
+    script:
+        "../../scripts/sweep_h2d.py"
+
+
+rule sweep_kernels_job:
+    input:
+        unpack(sweep_job_inputs),
+    output:
+        table=f"{SWEEP_DIR}/kernels/{{implementation,[^/]+}}.rows.parquet",
+        env=f"{SWEEP_DIR}/kernels/{{implementation}}.env.parquet",
+    log:
+        "logs/study_a/sweep/kernels-{implementation}.log",
+    params:
+        point=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_top, config["numerics"]),
+    resources:
+        **timing_job("sweep_kernels_job"),
+    script:
+        "../../scripts/sweep_kernels.py"
+
+
+rule concat_sweep_kernels:
+    input:
+        tables=expand(f"{SWEEP_DIR}/kernels/{{implementation}}.rows.parquet", implementation=SWEEP_JOBS),
+        envs=expand(f"{SWEEP_DIR}/kernels/{{implementation}}.env.parquet", implementation=SWEEP_JOBS),
+    output:
+        table="results/study_a/sweep_kernels.parquet",
+        env=env_sidecar("results/study_a/sweep_kernels.parquet"),
+    log:
+        "logs/study_a/concat-sweep-kernels.log",
+    script:
+        "../../scripts/concat_sweep_kernels.py"
+
+
+TABLES["sweep"] = "results/study_a/sweep.parquet"
+TABLES["sweep_kernels"] = "results/study_a/sweep_kernels.parquet"
