@@ -145,9 +145,21 @@ def _lock_path(uuid: str) -> Path:
     return LOCK_DIR / f"{uuid.removeprefix('GPU-')}.lock"
 
 
+def _share(path: Path, mode: int) -> None:
+    """Every user's jobs share the box's GPUs, so every user may lock (the first creator sets the mode)."""
+    try:
+        path.chmod(mode)
+    except OSError:  # made by another user: already shared
+        pass
+
+
 def _try_lock(gpu: Gpu, owner: str) -> int | None:
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(_lock_path(gpu.uuid), os.O_RDWR | os.O_CREAT, 0o666)
+    if not LOCK_DIR.is_dir():
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        _share(LOCK_DIR, 0o1777)
+    path = _lock_path(gpu.uuid)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    _share(path, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
