@@ -72,7 +72,9 @@ def test_interleaved_alternates_and_counts_warmup_recompiles():
     times = interleaved([eager, other], [(torch.ones(2),)], device=CPU, warmup=1, rounds=3, repeats_per_round=2)
     assert [len(t) for t in times] == [6, 6]
     assert [(r, k) for r, k, _ in times[0]] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
-    assert "".join(calls) == "e" + "c" + "eecc" + "ccee" + "eecc"
+    # warm-up, then each callable's turn in a round opens with one untimed call before its two timed ones,
+    # and the order alternates between rounds
+    assert "".join(calls) == "e" + "c" + "eeeccc" + "ccceee" + "eeeccc"
     assert all(t >= 0 for _, _, t in times[1])
 
 

@@ -42,6 +42,8 @@ def test_line_charts_mark_oom_cells_and_use_log_axes():
 
 def test_no_chart_without_measured_cells():
     assert ss.line_chart(_sweep().clear(), "time_per_sample_ms", "resolution") is None
+    # the memory chart's column is derived, also when there is no fixed point to filter on (an empty table)
+    assert ss.line_chart(_sweep().clear(), "memory_mib", "batch_size") is None
     assert ss.heat_map(_sweep().filter(pl.col("implementation") == "eager")) is None
 
 

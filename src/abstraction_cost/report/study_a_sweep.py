@@ -39,7 +39,8 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     fixed_column = "batch_size" if along == "resolution" else "resolution"
     batch, resolution = fixed_points(sweep)
     fixed = batch if fixed_column == "batch_size" else resolution
-    data = with_memory(sweep).filter(pl.col(fixed_column) == fixed) if fixed is not None else sweep
+    data = with_memory(sweep)
+    data = data.filter(pl.col(fixed_column) == fixed) if fixed is not None else data
     ok = data.filter((pl.col("status") == "ok") & pl.col(metric).is_not_null() & (pl.col(metric) > 0))
     if ok.is_empty():
         return None
