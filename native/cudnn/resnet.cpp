@@ -50,9 +50,18 @@ float* ResNet50::allocate(int64_t per_sample, const std::string& what) {
   return storage_.back().get();
 }
 
+void ResNet50::release() {
+  storage_.clear();
+  acts_.clear();
+  stem_conv_ = stem_bn_ = stem_pool_ = pooled_ = logits_ = dpooled_ = nullptr;
+  for (float*& g : grads_) g = nullptr;
+  capacity_ = height_ = width_ = 0;
+  training_storage_ = false;
+}
+
 void ResNet50::reserve(int capacity, int height, int width, bool training) {
-  if (!storage_.empty()) throw std::logic_error("ResNet50::reserve called twice");
   if (capacity < 1) throw std::logic_error("ResNet50::reserve: capacity < 1");
+  release();
   capacity_ = capacity, height_ = height, width_ = width, training_storage_ = training;
   // every activation's shape for one sample, and the largest
   const Shape input{1, channels_, height, width};

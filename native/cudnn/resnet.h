@@ -31,8 +31,11 @@ class ResNet50 {
   ResNet50(ParameterSet& params, int channels, int classes);
 
   // Activations for batches of up to `capacity` images of height × width. `training` keeps what backward needs
-  // (and gradient buffers); otherwise the forward reuses five buffers. Call once, after params.allocate().
+  // (and gradient buffers); otherwise the forward reuses five buffers. After params.allocate(); a second call
+  // replaces the first's storage (the sweep reserves each cell's shape).
   void reserve(int capacity, int height, int width, bool training);
+  // Frees the activations (forward needs a reserve() again).
+  void release();
 
   // Logits (n × classes, on the device, valid until the next forward) of the normalised batch x (n×C×H×W):
   // batch statistics and running-statistics updates with `training`, running statistics without.
