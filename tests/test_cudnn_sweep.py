@@ -5,9 +5,12 @@ before the GPU opens, no GPU -> one error row per cell saying so, and the job of
 per cell with the reason. GPU: a grid walked with an injected and a real oom (the skip rule after both), times
 and copied bytes of every transfer mode, `cudnn-graphs` beside `cudnn`, and the network's logits against eager at
 the sweep's small resolutions (8, 16 and an odd one: every convolution and pooling output shape as torchvision's).
+With AC_SWEEP_REPORT=<file> the GPU tests' rows are written there as JSON (for the issue's numbers).
 """
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -59,6 +62,15 @@ def _run(device: str = "cpu") -> Run:
         reader, status = NvmlReader.open(None)
         return Run(run_id=uuid.uuid4().hex[:16], device=torch.device("cuda"), sampler=NvmlSampler(reader, 20, status))
     return Run(run_id=uuid.uuid4().hex[:16], device=torch.device("cpu"), sampler=NvmlSampler(None, 50, "no GPU"))
+
+
+def _report(key: str, rows: list[dict]) -> None:
+    path = os.environ.get("AC_SWEEP_REPORT")
+    if not path:
+        return
+    data = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    data[key] = rows
+    Path(path).write_text(json.dumps(data, indent=1, default=str))
 
 
 def _command_for(program, files, implementation, batches, resolutions, transfer_mode, repeats=3):
@@ -135,6 +147,7 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
     with run.sampler:
         rows = sweep.native_cells(cells, _command_for(program, files, implementation, batches, resolutions,
                                                       "uint8-pinned"), run, implementation)
+    _report(f"oom/{implementation}", rows)
     assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"], rows
     assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
     assert "out of device memory" in rows[4]["message"], rows[4]
@@ -155,6 +168,7 @@ def test_every_transfer_mode_copies_its_bytes(program, files, transfer_mode, ite
     with run.sampler:
         rows = sweep.native_cells(walk(batches, resolutions),
                                   _command_for(program, files, "cudnn", batches, resolutions, transfer_mode), run)
+    _report(f"transfer/{transfer_mode}", rows)
     assert [r["status"] for r in rows] == ["ok"] * 4, rows
     for r in rows:
         assert r["h2d_bytes"] == r["batch_size"] * CHANNELS * r["resolution"] ** 2 * itemsize
