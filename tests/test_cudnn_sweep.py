@@ -138,10 +138,10 @@ def test_sweep_job_off_a_cuda_device_writes_not_run_rows(files, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("implementation", ["cudnn", "cudnn-graphs"])
 def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeypatch, implementation):
-    """Cell 1 an injected oom, batch 1536 at 512 px a real one (its activations need ~120 GiB): larger batches at
-    each resolution are skipped, the others measured."""
+    """Cell 1 an injected oom, batch 3072 at 512 px a real one (its five activation buffers need 240 GiB, more than
+    an H100 or H200 has): larger batches at each resolution are skipped, the others measured."""
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1")
-    batches, resolutions = [2, 1536, 2048], [16, 512]
+    batches, resolutions = [2, 3072, 4096], [16, 512]
     cells = walk(batches, resolutions)
     run = _run("cuda")
     with run.sampler:
@@ -151,7 +151,7 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
     assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"], rows
     assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
     assert "out of device memory" in rows[4]["message"], rows[4]
-    for i, b in ((2, 1536), (5, 1536)):
+    for i, b in ((2, 3072), (5, 3072)):
         assert rows[i]["message"] == f"skipped: batch {b} already out of memory at this resolution"
     for i, r in ((0, 16), (3, 512)):
         assert rows[i]["time_ms"] > 0 and rows[i]["h2d_ms"] > 0 and rows[i]["alloc_peak_mib"] > 0
