@@ -83,6 +83,14 @@ void ResNet50::reserve(int capacity, int height, int width, bool training) {
     shapes.push_back(s);
     cur = s.c;
   }
+  // cuDNN's legacy descriptors take at most 2 Gi elements per tensor (torch splits such batches; this program
+  // does not): refused here with the shape, instead of a cuDNN status deep in the forward
+  constexpr int64_t kCudnnMaxElements = int64_t{1} << 31;
+  if (largest * capacity > kCudnnMaxElements)
+    throw std::runtime_error("batch " + std::to_string(capacity) + " at " + std::to_string(height) + "×" +
+                             std::to_string(width) + ": the largest activation has " +
+                             std::to_string(largest * capacity) + " elements, more than the 2^31 a cuDNN tensor "
+                             "may have (this program does not split batches)");
   const int features = fc_.features, classes = fc_.classes;
   pooled_ = allocate(features, "avgpool output");
   logits_ = allocate(classes, "fc output");
