@@ -40,12 +40,12 @@ def program():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """Sweep inputs as rule sweep_inputs writes them (2 images at 8, 16, 33 and 512 px) and init weights."""
+    """Sweep inputs as rule sweep_inputs writes them (2 images at 8, 16, 33, 512 and 1024 px) and init weights."""
     root = tmp_path_factory.mktemp("cudnn_sweep")
     images = np.random.default_rng(0).integers(0, 256, size=(2, CHANNELS, 40, 40), dtype=np.uint8)
     inputs = root / "inputs"
     inputs.mkdir()
-    resolutions = [8, 16, 33, 512]
+    resolutions = [8, 16, 33, 512, 1024]
     for r in resolutions:
         transfer.resize(images, r).tofile(inputs / f"res{r}.u8")
     (inputs / transfer.MANIFEST).write_text(
@@ -199,3 +199,14 @@ def test_logits_equal_eager_at_small_resolutions(program, files, size):
     with torch.no_grad():
         want = model(x).cpu().numpy()
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max(), (got, want)
+
+
+@pytest.mark.gpu
+def test_batch_beyond_cudnns_tensor_size_is_an_error_row_naming_the_shape(program, files):
+    """Batch 129 at 1024 px: the stem's output has 129 × 64 × 512² > 2^31 elements, which a cuDNN tensor may not
+    have; refused before the forward, the walk goes on (the cell after it is tried: an error is not an oom)."""
+    batches, resolutions = [129, 130], [1024]
+    rows = sweep.native_cells(walk(batches, resolutions),
+                              _command_for(program, files, "cudnn", batches, resolutions, "uint8-pinned"), _run())
+    assert [r["status"] for r in rows] == ["error", "error"], rows
+    assert "batch 129 at 1024×1024" in rows[0]["message"] and "more than the 2^31" in rows[0]["message"]
