@@ -203,10 +203,10 @@ def test_logits_equal_eager_at_small_resolutions(program, files, size):
 
 @pytest.mark.gpu
 def test_batch_beyond_cudnns_tensor_size_is_an_error_row_naming_the_shape(program, files):
-    """Batch 129 at 1024 px: the stem's output has 129 × 64 × 512² > 2^31 elements, which a cuDNN tensor may not
-    have; refused before the forward, the walk goes on (the cell after it is tried: an error is not an oom)."""
-    batches, resolutions = [129, 130], [1024]
+    """Batch 128 at 1024 px: the stem's output has 128 × 64 × 512² = 2^31 elements, one more than a cuDNN tensor may
+    have; refused before the input is made, the walk goes on (the cell after it is tried: an error is not an oom)."""
+    batches, resolutions = [128, 130], [1024]
     rows = sweep.native_cells(walk(batches, resolutions),
                               _command_for(program, files, "cudnn", batches, resolutions, "uint8-pinned"), _run())
     assert [r["status"] for r in rows] == ["error", "error"], rows
-    assert "batch 129 at 1024×1024" in rows[0]["message"] and "more than the 2^31" in rows[0]["message"]
+    assert "batch 128 at 1024×1024" in rows[0]["message"] and "more than the 2^31 - 1" in rows[0]["message"]

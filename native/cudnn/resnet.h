@@ -36,6 +36,9 @@ class ResNet50 {
   void reserve(int capacity, int height, int width, bool training);
   // Frees the activations (forward needs a reserve() again).
   void release();
+  // Throws, naming the shape, where reserve() could not serve this batch: an input too small for the max pool, or
+  // an activation beyond cuDNN's 2^31 - 1 elements per tensor. Host only.
+  void check_batch(int capacity, int height, int width) const;
 
   // Logits (n × classes, on the device, valid until the next forward) of the normalised batch x (n×C×H×W):
   // batch statistics and running-statistics updates with `training`, running statistics without.
