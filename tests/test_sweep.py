@@ -57,7 +57,7 @@ def test_oom_tracker_skips_larger_batches_at_that_resolution_only():
     ("batches", [True], "'study_a.sweep.batches': True is not a positive integer"),
     ("repeats", -1, "'study_a.sweep.repeats'"),
     ("transfers", ["float16-pinned"], "'study_a.sweep.transfers': 'float16-pinned' is not one of"),
-    ("implementations", ["cudnn"], "'study_a.sweep.implementations': 'cudnn' is not built here"),
+    ("implementations", ["tensorrt"], "'study_a.sweep.implementations': 'tensorrt' is not built here"),
     ("implementations", ["compiled"], "'study_a.sweep.compile_modes'"),
 ])
 def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
@@ -254,7 +254,7 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     ("batches", [8, 0], "study_a.sweep.batches.1"),
     ("resolutions", [64, "128"], "study_a.sweep.resolutions.1"),
     ("transfers", ["float16-pinned"], "study_a.sweep.transfers.0"),
-    ("implementations", ["cudnn"], "study_a.sweep.implementations.0"),
+    ("implementations", ["tensorrt"], "study_a.sweep.implementations.0"),
 ])
 def test_config_schema_refuses_bad_sweep_values_naming_the_key(key, value, words):
     from abstraction_cost import config as config_module

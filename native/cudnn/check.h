@@ -44,7 +44,9 @@ inline void check_cuda(cudaError_t err, const char* call, const std::string& whe
 inline void check_cudnn(cudnnStatus_t status, const char* call, const std::string& where) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   const std::string message = failure(where, call, cudnnGetErrorString(status));
-  if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) throw OutOfMemory(message);
+  if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
+      status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)  // the latter: cuDNN 8's ALLOC_FAILED
+    throw OutOfMemory(message);
   throw GpuError(message);
 }
 

@@ -60,7 +60,7 @@ int eval_main(const Args& a) {
   ResNet50 net(params, channels, classes);
   params.check(weights, weights_path);
   Gpu gpu(device, settings);
-  params.allocate();
+  params.allocate(/*for_training=*/false);
   params.upload(weights);
   normalise.upload();
   // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for

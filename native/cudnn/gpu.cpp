@@ -58,6 +58,13 @@ void* Gpu::workspace(size_t bytes, const std::string& layer) {
   return workspace_.get();
 }
 
+void Gpu::free_workspace() {
+  if (!workspace_.get()) return;
+  CUDA_CHECK(cudaStreamSynchronize(stream_), "freeing the convolution workspace");
+  workspace_ = Buffer<char>();
+  ++workspace_generation_;
+}
+
 cudnnTensorDescriptor_t Gpu::tensor(const Shape& shape) {
   auto it = tensors_.find(shape);
   if (it != tensors_.end()) return it->second;

@@ -118,6 +118,8 @@ class Gpu {
   // At least `bytes` of convolution workspace (grown, never shrunk; outside CUDA-graph capture only).
   void* workspace(size_t bytes, const std::string& layer);
   double workspace_mib() const { return static_cast<double>(workspace_.bytes()) / (1024.0 * 1024.0); }
+  // Frees the workspace (a sweep between cells, so that each cell's memory is its own); the next layer grows it.
+  void free_workspace();
   // Counts workspace reallocations: a CUDA graph captured before one points at freed memory and is remade.
   uint64_t workspace_generation() const { return workspace_generation_; }
 

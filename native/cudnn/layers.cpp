@@ -52,7 +52,7 @@ Shape Conv2d::output(const Shape& in) const {
 Conv2d::Plan& Conv2d::plan(Gpu& gpu, const Shape& in, bool backward) {
   if (in.c != in_) throw GpuError(name + ": input " + in.str() + " has " + std::to_string(in.c) +
                                   " channels, the layer expects " + std::to_string(in_));
-  Plan& p = plans_[in.n];
+  Plan& p = plans_[in];
   if (p.forward && (p.backward || !backward)) return p;
   const ConvSettings& s = gpu.settings();
   const cudnnTensorDescriptor_t x = gpu.tensor(in), y = gpu.tensor(output(in));

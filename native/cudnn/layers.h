@@ -30,7 +30,8 @@ class Conv2d {
   const std::string name;
 
  private:
-  // Algorithms (and math types) for one batch size, chosen on first use: forward, then backward on first backward.
+  // Algorithms (and math types) for one input shape (batch and resolution), chosen on first use: forward, then
+  // backward on first backward.
   struct Plan {
     bool forward = false, backward = false;
     cudnnConvolutionFwdAlgo_t fwd{};
@@ -45,7 +46,7 @@ class Conv2d {
   int in_, out_, kernel_, stride_, padding_;
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
-  std::map<int, Plan> plans_;
+  std::map<Shape, Plan> plans_;
 };
 
 // nn.BatchNorm2d(channels): eps 1e-5, momentum 0.1, affine, running statistics (cuDNN spatial mode; the running

@@ -1,4 +1,4 @@
-// ac_cudnn <train|eval> --flag value ...
+// ac_cudnn <train|eval|sweep> --flag value ...
 // Records go to stdout as JSON lines; a failure becomes a last record {"kind": "error", "status": "error" | "oom",
 // "message": ...} and a non-zero exit code (1 error, 2 usage, 3 out of memory), as ac_libtorch's.
 #include <iostream>
@@ -11,7 +11,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ac_cudnn train --flag value ...   (flags: native/cudnn/train.cpp)\n"
-    "       ac_cudnn eval --flag value ...    (flags: native/cudnn/eval.cpp)\n";
+    "       ac_cudnn eval --flag value ...    (flags: native/cudnn/eval.cpp)\n"
+    "       ac_cudnn sweep --flag value ...   (flags: native/cudnn/sweep.cpp, native/common/sweep.h)\n";
 
 int fail(const std::string& status, const std::string& message, int code) {
   ac::Record("error").add("status", status).add("message", message).emit();
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     const ac::Args args(argc, argv, 2);
     if (subcommand == "train") return ac::cudnn::train_main(args);
     if (subcommand == "eval") return ac::cudnn::eval_main(args);
+    if (subcommand == "sweep") return ac::cudnn::sweep_main(args);
     std::cerr << kUsage;
     return fail("error", "unknown subcommand '" + subcommand + "'", 2);
   } catch (const ac::ArgError& e) {

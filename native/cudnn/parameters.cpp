@@ -24,18 +24,20 @@ Param* ParameterSet::add(const std::string& name, std::vector<int64_t> shape, bo
   return params_.back().get();
 }
 
-void ParameterSet::allocate() {
+void ParameterSet::allocate(bool for_training) {
   values_ = Buffer<float>(trainable_floats_, "parameters");
-  grads_ = Buffer<float>(trainable_floats_, "gradients");
-  momenta_ = Buffer<float>(trainable_floats_, "SGD momentum buffers");
+  if (for_training) {
+    grads_ = Buffer<float>(trainable_floats_, "gradients");
+    momenta_ = Buffer<float>(trainable_floats_, "SGD momentum buffers");
+  }
   buffers_ = Buffer<float>(buffer_floats_, "batch-norm running statistics");
   // zeros everywhere (the alignment gaps stay zero under SGD); momentum buffers start at zero, which makes
   // torch's first step (buffer = gradient) the general formula's buffer = momentum × 0 + gradient
   for (Buffer<float>* b : {&values_, &grads_, &momenta_, &buffers_})
-    CUDA_CHECK(cudaMemset(b->get(), 0, b->bytes()), "parameters");
+    if (b->get()) CUDA_CHECK(cudaMemset(b->get(), 0, b->bytes()), "parameters");
   for (auto& p : params_) {
     p->value = (p->trainable ? values_.get() : buffers_.get()) + p->offset;
-    p->grad = p->trainable ? grads_.get() + p->offset : nullptr;
+    p->grad = p->trainable && for_training ? grads_.get() + p->offset : nullptr;
   }
 }
 

@@ -20,6 +20,8 @@ namespace ac::cudnn {
 int train_main(const Args& args);
 // Timed evaluation of one batch, plain or replayed as a CUDA graph (eval.cpp).
 int eval_main(const Args& args);
+// Study A's inference sweep over batch × resolution for one input transfer mode (sweep.cpp, native/common/sweep.h).
+int sweep_main(const Args& args);
 
 // --tf32 0|1, --conv-algo heuristic|find, --workspace-limit-mib N.
 ConvSettings conv_settings(const Args& args);

@@ -50,16 +50,46 @@ float* ResNet50::allocate(int64_t per_sample, const std::string& what) {
   return storage_.back().get();
 }
 
-void ResNet50::reserve(int capacity, int height, int width, bool training) {
-  if (!storage_.empty()) throw std::logic_error("ResNet50::reserve called twice");
-  if (capacity < 1) throw std::logic_error("ResNet50::reserve: capacity < 1");
-  capacity_ = capacity, height_ = height, width_ = width, training_storage_ = training;
-  // every activation's shape for one sample, and the largest
+void ResNet50::release() {
+  storage_.clear();
+  acts_.clear();
+  stem_conv_ = stem_bn_ = stem_pool_ = pooled_ = logits_ = dpooled_ = nullptr;
+  for (float*& g : grads_) g = nullptr;
+  capacity_ = height_ = width_ = 0;
+  training_storage_ = false;
+}
+
+void ResNet50::check_batch(int capacity, int height, int width) const {
   const Shape input{1, channels_, height, width};
   const Shape stem = conv1_.output(input), pooled = maxpool_.output(stem);
   if (pooled.h < 1 || pooled.w < 1)
     throw std::runtime_error("input " + std::to_string(height) + "×" + std::to_string(width) +
                              " is too small for ResNet-50 (maxpool output " + pooled.str() + ")");
+  int64_t largest = std::max(stem.per_sample(), input.per_sample());
+  Shape cur = pooled;
+  for (const auto& blk : blocks_) {
+    const Shape a = blk->conv1.output(cur), b = blk->conv2.output(a);
+    cur = blk->conv3.output(b);
+    largest = std::max({largest, a.per_sample(), b.per_sample(), cur.per_sample()});
+  }
+  // cuDNN's descriptors take fewer than 2^31 elements per tensor (cudnnSetTensor4dDescriptor: NOT_SUPPORTED at
+  // 128×64×512×512 on an H100); torch splits such batches, this program does not
+  constexpr int64_t kCudnnMaxElements = (int64_t{1} << 31) - 1;
+  if (largest * capacity > kCudnnMaxElements)
+    throw std::runtime_error("batch " + std::to_string(capacity) + " at " + std::to_string(height) + "×" +
+                             std::to_string(width) + ": the largest activation has " +
+                             std::to_string(largest * capacity) + " elements, more than the 2^31 - 1 a cuDNN "
+                             "tensor may have (this program does not split batches)");
+}
+
+void ResNet50::reserve(int capacity, int height, int width, bool training) {
+  if (capacity < 1) throw std::logic_error("ResNet50::reserve: capacity < 1");
+  release();
+  check_batch(capacity, height, width);
+  capacity_ = capacity, height_ = height, width_ = width, training_storage_ = training;
+  // every activation's shape for one sample, and the largest
+  const Shape input{1, channels_, height, width};
+  const Shape stem = conv1_.output(input), pooled = maxpool_.output(stem);
   struct BlockShapes {
     Shape in, a, b, c;
   };

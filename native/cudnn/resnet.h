@@ -31,8 +31,14 @@ class ResNet50 {
   ResNet50(ParameterSet& params, int channels, int classes);
 
   // Activations for batches of up to `capacity` images of height × width. `training` keeps what backward needs
-  // (and gradient buffers); otherwise the forward reuses five buffers. Call once, after params.allocate().
+  // (and gradient buffers); otherwise the forward reuses five buffers. After params.allocate(); a second call
+  // replaces the first's storage (the sweep reserves each cell's shape).
   void reserve(int capacity, int height, int width, bool training);
+  // Frees the activations (forward needs a reserve() again).
+  void release();
+  // Throws, naming the shape, where reserve() could not serve this batch: an input too small for the max pool, or
+  // an activation beyond cuDNN's 2^31 - 1 elements per tensor. Host only.
+  void check_batch(int capacity, int height, int width) const;
 
   // Logits (n × classes, on the device, valid until the next forward) of the normalised batch x (n×C×H×W):
   // batch statistics and running-statistics updates with `training`, running statistics without.

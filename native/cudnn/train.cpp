@@ -124,7 +124,7 @@ int train_main(const Args& a) {
   params.check(weights, weights_path);  // before the GPU: a wrong file is named on any machine
 
   Gpu gpu(device, settings);
-  params.allocate();
+  params.allocate(/*for_training=*/true);
   params.upload(weights);
   normalise.upload();
   // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for

@@ -51,6 +51,8 @@ def sweep_job_inputs(wildcards):
         inputs["package"] = f"{SWEEP_DIR}/aoti"
     if wildcards.implementation in ("torchscript-cpp", "libtorch", "aoti"):
         inputs["program"] = LIBTORCH_PROGRAM
+    if wildcards.implementation in ("cudnn", "cudnn-graphs"):
+        inputs["program"] = CUDNN_PROGRAM
     return inputs
 
 

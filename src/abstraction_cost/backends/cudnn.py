@@ -4,7 +4,8 @@ The program takes ac_libtorch's flags and writes its records (backends/native.py
 records into rows), with one difference: instead of torch's `--cudnn-benchmark` it takes the convolution
 algorithm choice of `study_a.cudnn` (`--conv-algo heuristic|find`, `--workspace-limit-mib`), and it records
 `conv_algo` and `workspace_mib` on every phase and eval record. `cudnn-graphs` is the same program replaying each
-step as a CUDA graph. It runs on a CUDA GPU only: elsewhere its rows are not_run.
+step as a CUDA graph. It runs on a CUDA GPU only: elsewhere its rows are not_run. In the inference sweep
+(backends/sweep.py) both are implementations, launched as `ac_cudnn sweep`.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def conv_flags(config: dict) -> list[str]:
     return ["--conv-algo", str(settings["algo"]), "--workspace-limit-mib", str(int(settings["workspace_limit_mib"]))]
 
 
-def _with_conv_flags(command: list[str], config: dict) -> list[str]:
+def with_conv_flags(command: list[str], config: dict) -> list[str]:
+    """An ac_libtorch command line's flags for ac_cudnn (train, eval, sweep)."""
     i = command.index("--cudnn-benchmark")  # torch's switch; ac_cudnn chooses algorithms by study_a.cudnn
     return command[:i] + conv_flags(config) + command[i + 2:]
 
@@ -40,7 +42,7 @@ def train_command(program: Path, data_dir: str | os.PathLike, manifest: dict, we
     """`ac_cudnn train`: native.train_command's flags, with study_a.cudnn's algorithm choice."""
     command = native.train_command(program, data_dir, manifest, weights, order, settings, config, device,
                                    save_weights=save_weights, log_steps=log_steps)
-    command = _with_conv_flags(command, config)
+    command = with_conv_flags(command, config)
     return command + ["--graphs", "1"] if graphs else command
 
 
@@ -52,7 +54,7 @@ def eval_command(program: Path, implementation: str, input_dir: str | os.PathLik
         raise ValueError(f"{implementation!r} is not one of {IMPLEMENTATIONS}")
     command = native.eval_command(program, implementation, input_dir, manifest, batch_size, warmup, repeats, config,
                                   device, logits_out=logits_out, weights=weights, classes=classes)
-    return _with_conv_flags(command, config)
+    return with_conv_flags(command, config)
 
 
 def training_rows(run, result: native.Result) -> list[dict]:

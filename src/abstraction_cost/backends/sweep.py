@@ -10,6 +10,8 @@ resolution (sweep_cells: order, oom skipping, fault hook) and writes one row per
     libtorch             cpp      ac_libtorch sweep --model libtorch             none
     aoti                 cpp      ac_libtorch sweep --model aoti                 dynamic: one package with dynamic
                                                                                  batch and resolution (aoti_dynamic)
+    cudnn, cudnn-graphs  cpp      ac_cudnn sweep --model cudnn[-graphs]          none (activations per cell; the
+                                                                                 graph captured per cell, untimed)
 
 Per cell, in Python as in C++ (native/common/sweep.h): the input is made (untimed), `warmup` calls, `repeats`
 timed calls (each synchronised before it starts; CUDA events from before the host-to-device copy to the logits),
@@ -34,7 +36,7 @@ from ..measure import device as devices
 from ..measure.run import Run, measured_run
 from ..measure.timing import StepTimer, synchronize
 from ..models import resnet, weights_file
-from . import aoti_dynamic, native, torchscript
+from . import aoti_dynamic, cudnn, native, torchscript
 from .sweep_cells import Cell, OomTracker, SweepSettings, faults, timed_columns
 from .transfer import Pool, cell_input
 
@@ -42,8 +44,10 @@ log = logging.getLogger(__name__)
 
 # implementation -> (backend, runtime)
 KINDS = {"eager": ("eager", "python"), "torchscript-python": ("torchscript", "python"),
-         "torchscript-cpp": ("torchscript", "cpp"), "libtorch": ("libtorch", "cpp"), "aoti": ("aoti", "cpp")}
-NATIVE_MODELS = {"torchscript-cpp": "torchscript", "libtorch": "libtorch", "aoti": "aoti"}
+         "torchscript-cpp": ("torchscript", "cpp"), "libtorch": ("libtorch", "cpp"), "aoti": ("aoti", "cpp"),
+         **{impl: ("cudnn", "cpp") for impl in cudnn.IMPLEMENTATIONS}}
+NATIVE_MODELS = {"torchscript-cpp": "torchscript", "libtorch": "libtorch", "aoti": "aoti",
+                 **{impl: impl for impl in cudnn.IMPLEMENTATIONS}}
 
 
 def kind(implementation: str) -> tuple[str, str]:
@@ -157,7 +161,7 @@ def _release(device: torch.device) -> None:
 def sweep_command(program, implementation: str, inputs, manifest: dict, settings: SweepSettings, transfer: str,
                   config: dict, device: torch.device, classes: int, start_cell: int = 0,
                   oom_at: str = "") -> list[str]:
-    """ac_libtorch sweep: flags of native/libtorch/sweep.cpp and native/common/sweep.h."""
+    """ac_libtorch sweep (or ac_cudnn sweep): flags of native/{libtorch,cudnn}/sweep.cpp and native/common/sweep.h."""
     model = NATIVE_MODELS[implementation]
     numbers = lambda xs: ",".join(repr(float(x)) for x in xs)  # noqa: E731
     command = [program, "sweep", "--model", model, *native.common_flags(config, device),
@@ -169,12 +173,14 @@ def sweep_command(program, implementation: str, inputs, manifest: dict, settings
                "--start-cell", start_cell]
     if oom_at:
         command += ["--oom-at", oom_at]
-    if model == "libtorch":
+    if model == "libtorch" or model in cudnn.IMPLEMENTATIONS:
         command += ["--weights", inputs.weights, "--classes", classes]
     elif model == "torchscript":
         command += ["--module", inputs.module]
     else:
         command += ["--module", Path(inputs.package) / aoti_dynamic.PACKAGE]
+    if model in cudnn.IMPLEMENTATIONS:  # study_a.cudnn's algorithm choice instead of torch's cudnn.benchmark
+        command = cudnn.with_conv_flags([str(c) for c in command], config)
     return [str(c) for c in command]
 
 
@@ -246,6 +252,8 @@ def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettin
     cells = settings.cells()
     if settings.require_gpu and run.device.type != "cuda":
         return _not_run_rows(cells, "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
+    if implementation in cudnn.IMPLEMENTATIONS and run.device.type != "cuda":
+        return _not_run_rows(cells, "not_run", cudnn.NOT_RUN_REASON.format(device=run.device.type))
     pool = Pool(inputs.inputs)
     if implementation == "aoti":
         meta = aoti_dynamic.read_meta(inputs.package)

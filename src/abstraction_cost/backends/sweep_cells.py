@@ -65,7 +65,8 @@ class SweepSettings:
         return out
 
 
-SWEEP_IMPLEMENTATIONS = ("eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "compiled")
+SWEEP_IMPLEMENTATIONS = ("eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "compiled", "cudnn",
+                         "cudnn-graphs")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 

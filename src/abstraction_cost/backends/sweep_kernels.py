@@ -3,7 +3,7 @@ its 25.166 MB copy says resolution 256), float32 pageable as the study's PyTorch
 
 Each kernel's name, calls, total and mean device time, share of all kernel time, and launch grid and block
 (from the profiler's Chrome trace, where Kineto writes them). Python implementations only: the C++ programs
-(ac_libtorch) have no profiler wired in and ncu is not run by the pipeline, so their row is not_run with that
+(ac_libtorch, ac_cudnn) have no profiler wired in and ncu is not run by the pipeline, so their row is not_run with that
 reason; without a GPU every row is not_run (no CUDA kernels to see).
 """
 from __future__ import annotations
@@ -86,7 +86,8 @@ def run(snakemake) -> None:
         if device.type != "cuda":
             rows = [{"status": "not_run", "message": "no CUDA GPU: no kernels to profile"}]
         elif kind(implementation)[1] == "cpp":
-            rows = [{"status": "not_run", "message": "C++ program: ac_libtorch has no profiler wired in and the "
+            program = "ac_cudnn" if kind(implementation)[0] == "cudnn" else "ac_libtorch"
+            rows = [{"status": "not_run", "message": f"C++ program: {program} has no profiler wired in and the "
                                                      "pipeline does not run ncu (optional, by hand)"}]
         else:
             try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti"]
+ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 STUDY_TRANSFER = "float32-pageable"
 METRICS = {"time_per_sample_ms": "time per sample (ms), median", "memory_mib": "device memory (MiB)"}
 

@@ -16,7 +16,8 @@ STUDY_RELU = {  # the ReLU kernel, second most often executed, ~12% of execution
 
 _KEYS = {
     "implementation": pl.String,   # eager | torchscript-python | torchscript-cpp | libtorch | aoti | compiled-<mode>
-    "backend": pl.String,          # eager | torchscript | libtorch | aoti | compiled
+                                   # | cudnn | cudnn-graphs
+    "backend": pl.String,          # eager | torchscript | libtorch | aoti | compiled | cudnn
     "runtime": pl.String,          # python | cpp
     "transfer": pl.String,         # float32-pageable | float32-pinned | uint8-pinned
     "device": pl.String,

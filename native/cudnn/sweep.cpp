@@ -1,0 +1,230 @@
+// ac_cudnn sweep: Study A's inference sweep of the hand-written ResNet-50 over batch × resolution for one input
+// transfer mode, driven by native/common/sweep.h (flags, walk order, timing, streamed records, oom handling, fault
+// hook), as ac_libtorch sweep is (native/libtorch/sweep.cpp; the same inputs and flags).
+//   --model cudnn          each call runs layer by layer
+//   --model cudnn-graphs   normalisation and forward captured as a CUDA graph per cell (in prepare, untimed: one
+//                          direct call chooses algorithms and grows the workspace, the second is captured); the
+//                          host-to-device copy stays outside the graph
+//   --inputs DIR --pool P  DIR/res<R>.u8 holds P images at resolution R (uint8, P × --channels × R × R), resized
+//                          once per resolution by the launcher; a batch of B is those images repeated in order
+//   --mean/--std           per-channel normalisation: on the host for float32 transfers (before timing, as the
+//                          study's PyTorch data loader did), on the device for uint8-pinned (normalise_u8)
+//   --weights FILE --classes N --device cuda[:N] --tf32 0|1 --conv-algo heuristic|find --workspace-limit-mib N
+// Per cell, prepare() makes the host input (float32 pageable: malloc; float32 or uint8 pinned: cudaMallocHost),
+// the device input and the network's activations for batch × R × R; release() frees them and the convolution
+// workspace, so each cell's alloc_peak_mib is its own (plus the weights). An allocation failure (cudaMalloc,
+// cudaMallocHost, cuDNN's own) is the cell's oom.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "parameters.h"
+#include "prepared.h"
+#include "program.h"
+#include "resnet.h"
+#include "sweep.h"
+
+namespace ac::cudnn {
+namespace {
+
+// Page-locked host memory (cudaMallocHost) or ordinary pageable memory (malloc), freed on destruction.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(size_t bytes, bool pinned, const std::string& what) : pinned_(pinned), bytes_(bytes) {
+    if (pinned) {
+      CUDA_CHECK(cudaMallocHost(&ptr_, bytes), what + " (pinned host memory)");
+    } else {
+      ptr_ = std::malloc(bytes);
+      if (!ptr_) throw OutOfMemory(what + ": malloc of " + std::to_string(bytes >> 20) + " MiB failed");
+    }
+  }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() {
+    if (!ptr_) return;
+    if (pinned_) {
+      cudaFreeHost(ptr_);
+    } else {
+      std::free(ptr_);
+    }
+  }
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  bool pinned_ = false;
+  size_t bytes_ = 0;
+  void* ptr_ = nullptr;
+};
+
+class CudnnSweep : public SweepBackend {
+ public:
+  CudnnSweep(Gpu& gpu, ResNet50& net, Normaliser& normalise, bool graphs, std::string inputs, int64_t pool,
+             int channels, const std::vector<double>& mean, const std::vector<double>& std)
+      : gpu_(gpu), net_(net), normalise_(normalise), graphs_(graphs), inputs_(std::move(inputs)), pool_(pool),
+        channels_(channels), mean_(mean), std_(std) {}
+
+  void prepare(const SweepCell& cell, const std::string& transfer) override {
+    guard([&] {
+      n_ = static_cast<int>(cell.batch);
+      resolution_ = static_cast<int>(cell.resolution);
+      net_.check_batch(n_, resolution_, resolution_);  // before the cell's input is made
+      uint8_ = transfer == "uint8-pinned";
+      const int64_t hw = int64_t{resolution_} * resolution_, image = channels_ * hw;
+      const std::vector<uint8_t>& images = pool_images(cell.resolution);
+      const size_t count = static_cast<size_t>(cell.batch * image);
+      host_ = std::make_unique<HostBuffer>(count * (uint8_ ? 1 : sizeof(float)), transfer != "float32-pageable",
+                                           "input batch " + std::to_string(cell.batch) + "×" +
+                                               std::to_string(channels_) + "×" + std::to_string(resolution_) +
+                                               "²");
+      for (int64_t b = 0; b < cell.batch; ++b) {  // the pool's images repeated in order
+        const uint8_t* from = images.data() + (b % pool_) * image;
+        if (uint8_) {
+          std::memcpy(static_cast<uint8_t*>(host_->get()) + b * image, from, image);
+          continue;
+        }
+        float* to = static_cast<float*>(host_->get()) + b * image;
+        for (int c = 0; c < channels_; ++c) {  // torch's float operations: x / 255, - mean, / std
+          const float m = static_cast<float>(mean_[c]), s = static_cast<float>(std_[c]);
+          for (int64_t i = 0; i < hw; ++i) to[c * hw + i] = (static_cast<float>(from[c * hw + i]) / 255.0f - m) / s;
+        }
+      }
+      if (uint8_) images_dev_ = Buffer<uint8_t>(count, "input batch (uint8)");
+      x_ = Buffer<float>(count, "input batch (float)");
+      net_.reserve(n_, resolution_, resolution_, false);
+      if (graphs_) {  // algorithms, workspace and the graph are made here, outside the timed calls
+        replay_ = std::make_unique<GraphReplay>(true);
+        forward();
+        forward();
+        gpu_.synchronize("graph capture");
+      }
+    });
+  }
+
+  void copy_input() override {
+    guard([&] {
+      void* to = uint8_ ? static_cast<void*>(images_dev_.get()) : static_cast<void*>(x_.get());
+      CUDA_CHECK(cudaMemcpyAsync(to, host_->get(), host_->bytes(), cudaMemcpyHostToDevice, gpu_.stream()),
+                 "input copy");
+    });
+  }
+
+  void forward() override {
+    guard([&] {
+      copy_input();
+      const auto step = [&] {
+        if (uint8_) normalise_(gpu_, images_dev_.get(), x_.get(), n_, int64_t{resolution_} * resolution_);
+        logits_ = net_.forward(gpu_, x_.get(), n_, false);
+      };
+      if (replay_) {
+        replay_->run(gpu_, n_, step);
+      } else {
+        step();
+      }
+    });
+  }
+
+  void release() noexcept override {
+    cudaStreamSynchronize(gpu_.stream());  // an error here is the cell's already; the frees below still run
+    cudaGetLastError();
+    replay_.reset();
+    logits_ = nullptr;
+    net_.release();
+    x_ = Buffer<float>();
+    images_dev_ = Buffer<uint8_t>();
+    host_.reset();
+    try {
+      gpu_.free_workspace();
+    } catch (const std::exception&) {
+    }
+  }
+
+  int64_t input_bytes() const override { return host_ ? static_cast<int64_t>(host_->bytes()) : 0; }
+  bool cuda() const override { return true; }
+  void* stream() const override { return gpu_.stream(); }
+  void synchronize() const override { gpu_.synchronize("sweep"); }
+  void reset_alloc_peak() const override { DeviceBytes::reset_peak(); }
+  std::optional<double> alloc_peak_mib() const override { return DeviceBytes::peak_mib(); }
+
+ private:
+  // The program's out-of-memory error (any allocation: cudaMalloc, cudaMallocHost, cuDNN's) is the sweep's oom.
+  template <typename F>
+  static void guard(F&& f) {
+    try {
+      f();
+    } catch (const OutOfMemory& e) {
+      throw SweepOom(e.what());
+    }
+  }
+
+  const std::vector<uint8_t>& pool_images(int64_t resolution) {
+    if (pool_resolution_ != resolution) {  // resolutions ascend: the previous one is not needed again
+      pool_data_.clear();
+      pool_data_.shrink_to_fit();
+      pool_data_ = read_exact<uint8_t>(inputs_ + "/res" + std::to_string(resolution) + ".u8",
+                                       pool_ * channels_ * resolution * resolution);
+      pool_resolution_ = resolution;
+    }
+    return pool_data_;
+  }
+
+  Gpu& gpu_;
+  ResNet50& net_;
+  Normaliser& normalise_;
+  bool graphs_;
+  std::string inputs_;
+  int64_t pool_;
+  int channels_;
+  std::vector<double> mean_, std_;
+  int64_t pool_resolution_ = -1;
+  std::vector<uint8_t> pool_data_;
+  int n_ = 0, resolution_ = 0;
+  bool uint8_ = false;
+  std::unique_ptr<HostBuffer> host_;
+  Buffer<uint8_t> images_dev_;
+  Buffer<float> x_;
+  std::unique_ptr<GraphReplay> replay_;
+  const float* logits_ = nullptr;
+};
+
+}  // namespace
+
+int sweep_main(const Args& a) {
+  const std::string device = a.str("device");
+  const ConvSettings settings = conv_settings(a);
+  const std::string model = a.str("model");
+  if (model != "cudnn" && model != "cudnn-graphs")
+    throw ArgError("--model: '" + model + "' is not one of cudnn, cudnn-graphs");
+  const int channels = static_cast<int>(a.integer("channels")), classes = static_cast<int>(a.integer("classes"));
+  const int64_t pool = a.integer("pool");
+  if (pool < 1) throw ArgError("--pool must be >= 1");
+  if (channels < 1 || classes < 1) throw ArgError("--channels and --classes must be at least 1");
+  const SweepSettings sweep = read_sweep_settings(a);
+  const std::string inputs = a.str("inputs");
+  const std::vector<double> mean = a.numbers("mean"), std = a.numbers("std");
+  Normaliser normalise(mean, std, channels);
+  const std::string weights_path = a.str("weights");
+  a.reject_unused();
+
+  const double load_start = monotonic_s();
+  const std::vector<NamedTensor> weights = read_weights(weights_path);
+  ParameterSet params;
+  ResNet50 net(params, channels, classes);
+  params.check(weights, weights_path);
+  Gpu gpu(device, settings);
+  params.allocate(/*for_training=*/false);
+  params.upload(weights);
+  normalise.upload();
+  // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
+  CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
+  const double load_s = monotonic_s() - load_start;
+  emit_start(gpu, "sweep");
+  Record("loaded").add("model", model).add("load_s", load_s).emit();
+  CudnnSweep backend(gpu, net, normalise, model == "cudnn-graphs", inputs, pool, channels, mean, std);
+  run_sweep(backend, sweep);
+  return 0;
+}
+
+}  // namespace ac::cudnn
