@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import native, sweep
+from abstraction_cost.backends import native, sweep, sweep_cells
 from abstraction_cost.backends.sweep_cells import walk
 from abstraction_cost.backends.sweep_store import CellStore, cells_dir, job_key
 from abstraction_cost.backends.transfer import Pool
@@ -58,6 +58,13 @@ def test_job_key_changes_with_what_the_cells_measure(tmp_path):
     assert job_key(config, wildcards, {"weights": str(weights)}) != key
 
 
+def test_kill_is_the_launchers_fault_not_a_cells():
+    environ = {"AC_SWEEP_FAULT": "oom@1,kill@1,crash@3"}
+    assert sweep_cells.faults(environ) == {1: "oom", 3: "crash"} and sweep_cells.kills(environ) == {1}
+    with pytest.raises(ValueError, match="kill@CELL"):
+        sweep_cells.kills({"AC_SWEEP_FAULT": "kill@x"})
+
+
 # ------------------------------------------------------------------------------------ walks with a store
 def test_python_walk_takes_kept_cells_back_and_keeps_the_skip_rule(pool_dir, tmp_path):
     store = CellStore(tmp_path / "cells", "k")
@@ -86,7 +93,7 @@ def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_
     def recording(start, oom_at):
         launched.append((start, oom_at))
         return command_for(start, oom_at)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
+    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4,kill@99")   # the program accepts the launcher's kill@K
     rows = sweep.native_cells(cells, recording, _run(), "fake", store)
     assert launched == [(3, "8:2"), (5, "8:2")]   # the kept oom goes on to the program, across its restart too
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
@@ -186,3 +193,29 @@ def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, 
     env = tables.read("environment", env_path)
     assert env["run_id"].to_list() == [lineage["run_id"]] and env["resumes"].to_list() == [1]
     assert not cells.exists()   # done: a forced rerun measures afresh
+
+
+def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
+    """Every sweep job of the config dies (SIGKILL) after its cell 1; Snakemake removes the failed jobs' outputs
+    but not their kept cells, and the next plain run measures only cells 2 and 3 of each."""
+    target = "results/study_a/sweep.parquet"
+    killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
+    assert killed.returncode != 0
+    jobs = work.path / "results/study_a/sweep/jobs"
+    stores = sorted(jobs.rglob("*.cells"))
+    assert len(stores) == 4 and not list(jobs.rglob("*.rows.parquet"))   # eager, libtorch × two transfers
+    lineages = {json.loads((s / "lineage.json").read_text())["run_id"] for s in stores}
+    assert all(sorted(p.name for p in s.glob("cell*.json")) == ["cell0.json", "cell1.json"] for s in stores)
+
+    rerun = work.snakemake(target)
+    assert rerun.returncode == 0, rerun.output[-4000:]
+    assert sorted(work.jobs_run(rerun.output)) == ["concat_sweep", *["sweep"] * 4]   # nothing upstream again
+    df = tables.read("sweep", work.path / target).sort("implementation", "transfer", "cell")
+    for (implementation, transfer), part in df.group_by("implementation", "transfer"):
+        assert part["cell"].to_list() == [0, 1, 2, 3], (implementation, transfer)
+        assert part["attempt"].to_list() == [0, 0, 1, 1], (implementation, transfer)
+        assert part["run_id"].n_unique() == 1 and part["status"].null_count() == 0
+    assert set(df["run_id"]) == lineages
+    env = tables.read("environment", work.path / "results/study_a/sweep.env.parquet")
+    assert set(env["run_id"]) == lineages and env["resumes"].to_list() == [1] * 4
+    assert not list(jobs.rglob("*.cells")) and not work.leftovers()
