@@ -19,6 +19,8 @@ then `repeats` copies alone. An out-of-memory cell becomes an `oom` row with the
 its memory is released and the walk goes on; any other exception is an `error` row. A C++ program streams its
 records; when it dies, the job restarts it from the cell after the one it died in (--start-cell), which becomes
 an `error` row with the exit status, and tells it which cells were oom (--oom-at) so the skip rule holds.
+Each cell's row is kept on disk as it completes (sweep_store.CellStore): a job killed after hours resumes at the
+first cell without a row, in Python as in C++ (--start-cell, --oom-at from the kept ooms), under the same run_id.
 """
 from __future__ import annotations
 
