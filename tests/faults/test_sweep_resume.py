@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from abstraction_cost.backends.sweep_cells import walk
 from abstraction_cost.backends.sweep_store import CellStore, cells_dir, job_key
 from abstraction_cost.backends.transfer import Pool
 
+from .conftest import faults_config, kill_group
 from ..test_sweep import REPO, SKIPPED_B2, TinyModel, _fake_command, _run, fake_program, pool_dir  # noqa: F401
 
 
@@ -218,4 +220,45 @@ def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
     assert set(df["run_id"]) == lineages
     env = tables.read("environment", work.path / "results/study_a/sweep.env.parquet")
     assert set(env["run_id"]) == lineages and env["resumes"].to_list() == [1] * 4
+    assert not list(jobs.rglob("*.cells")) and not work.leftovers()
+
+
+def test_snakemake_killed_mid_sweep_then_plain_rerun(work):
+    """Snakemake itself SIGKILLed while a C++ sweep job walks: the job stops its program and itself (run_guard);
+    the cells measured before are kept, the cell the program was killed in is not (the kill was no result of
+    it), and the plain rerun measures only the rest."""
+    config = faults_config()
+    config["study_a"]["sweep"].update(implementations=["libtorch"], transfers=["uint8-pinned"], batches=[1, 2, 4],
+                                      resolutions=[32, 64], repeats=20)   # cells long enough to be killed in
+    work.write_config(config)
+    target = "results/study_a/sweep.parquet"
+    jobs = work.path / "results/study_a/sweep/jobs"
+    proc = work.start(target)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(jobs.rglob("cell1.json")):
+            assert proc.poll() is None, proc.stdout.read()[-4000:]
+            assert time.monotonic() < deadline, "the sweep job never kept its cell 1"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)   # Snakemake, not its job
+        proc.wait()
+        time.sleep(3)   # the job sees its Snakemake gone within 0.5 s
+        assert _running_with(str(work.path)) == []   # neither the job nor its program goes on
+    finally:
+        kill_group(proc)
+    (store,) = jobs.rglob("*.cells")
+    kept = {int(p.stem[4:]): json.loads(p.read_text()) for p in store.glob("cell*.json")}
+    assert {0, 1} <= set(kept) and len(kept) < 6, sorted(kept)
+    assert all(row["status"] == "ok" for row in kept.values())   # no row of the killed program's last cell
+
+    rerun = work.snakemake(target)
+    assert rerun.returncode == 0, rerun.output[-4000:]
+    assert "sweep" in work.jobs_run(rerun.output) and "sweep_inputs" not in work.jobs_run(rerun.output)
+    df = tables.read("sweep", work.path / target)
+    assert df["cell"].to_list() == list(range(6)) and (df["status"] == "ok").all()
+    for index, row in kept.items():   # kept, not measured again
+        assert (df["attempt"][index], df["time_ms"][index]) == (0, row["time_ms"])
+    assert (df["attempt"][len(kept):] >= 1).all()
+    env = tables.read("environment", work.path / "results/study_a/sweep.env.parquet")
+    assert env["resumes"].to_list() == [1] and set(df["run_id"]) == set(env["run_id"])
     assert not list(jobs.rglob("*.cells")) and not work.leftovers()
