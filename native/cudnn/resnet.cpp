@@ -146,9 +146,11 @@ void ResNet50::reserve(Capacity capacity, int height, int width) {
   const Geometry g = geometry(height, width);
   const int64_t floats = std::max(lay_out(training_, g, capacity.training, true, nullptr),
                                   lay_out(inference_, g, capacity.inference, false, nullptr));
-  storage_ = Buffer<float>(static_cast<size_t>(floats),
-                           "activations (training batch " + std::to_string(capacity.training) +
-                               ", inference batch " + std::to_string(capacity.inference) + ")");
+  std::string what;  // the sets it holds, for an out-of-memory error
+  if (capacity.training) what = "training batch " + std::to_string(capacity.training);
+  if (capacity.inference)
+    what += (what.empty() ? "" : ", ") + ("inference batch " + std::to_string(capacity.inference));
+  storage_ = Buffer<float>(static_cast<size_t>(floats), "activations (" + what + ")");
   lay_out(training_, g, capacity.training, true, storage_.get());
   lay_out(inference_, g, capacity.inference, false, storage_.get());
   capacity_ = capacity, height_ = height, width_ = width;
