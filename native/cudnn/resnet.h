@@ -41,7 +41,8 @@ class ResNet50 {
   // of the largest activation. The two sets share one allocation of the larger one's size: a training step's
   // activations are dead once its update has run, and an inference forward keeps nothing, so an inference forward
   // overwrites the last training forward's activations (backward refuses to run after one). Train's evaluation
-  // batch may then exceed its training batch at the cost of five buffers, not of training storage for it.
+  // batch may then exceed its training batch: the allocation grows only where its five buffers outgrow the
+  // training storage, never by training storage for the evaluation batch.
   // After params.allocate(); a second call replaces the first's storage (the sweep reserves each cell's shape).
   void reserve(Capacity capacity, int height, int width);
   // Frees the activations (forward needs a reserve() again).
