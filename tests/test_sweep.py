@@ -60,10 +60,10 @@ def test_oom_tracker_skips_larger_batches_at_that_resolution_only():
     ("transfers", ["float16-pinned"], "'study_a.sweep.transfers': 'float16-pinned' is not one of"),
     ("implementations", ["tensorrt"], "'study_a.sweep.implementations': 'tensorrt' is not built here"),
     ("implementations", ["compiled"], "'study_a.sweep.compile_modes'"),
-    ("numerics", ["fp16"], "'study_a.sweep.numerics': ['fp16']"),
-    ("numerics", [], "'study_a.sweep.numerics': []"),
-    ("numerics", ["tf32", "tf32"], "'study_a.sweep.numerics'"),
-    ("numerics", "fp32", "'study_a.sweep.numerics'"),
+    ("numerics", ["fp32", "fp16"], "'study_a.sweep.numerics': 'fp16' is not one of"),
+    ("numerics", [], "'study_a.sweep.numerics': need a non-empty list"),
+    ("numerics", ["tf32", "tf32"], "'study_a.sweep.numerics': 'tf32' is twice in the list"),
+    ("numerics", "fp32", "'study_a.sweep.numerics': need a non-empty list"),
 ])
 def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
     with pytest.raises(SweepConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
@@ -266,12 +266,12 @@ def process_numerics():
         yield
 
 
-def _numerics_job(pool_dir, tmp_path, implementation, numerics, **sweep_keys):
+def _numerics_job(pool_dir, tmp_path, implementation, numerics):
     """Rule sweep's job for one numerics on the smoke config (2 cells), its inputs made here."""
     from abstraction_cost import config as config_module
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
-    config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8], repeats=2, warmup=0, **sweep_keys)
+    config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8], repeats=2, warmup=0, numerics=[numerics])
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
@@ -346,7 +346,7 @@ def test_bf16_autocast_runs_python_and_leaves_cpp_not_run(pool_dir, tmp_path, pr
                               "bf16-autocast")
     with torch.no_grad():
         assert model.forward(torch.zeros(1, 3, 8, 8)).dtype == torch.bfloat16
-    job = _numerics_job(pool_dir, tmp_path, "libtorch", "bf16-autocast", numerics=["fp32", "bf16-autocast"])
+    job = _numerics_job(pool_dir, tmp_path, "libtorch", "bf16-autocast")
     sweep.run(job)
     df = tables.read("sweep", job.output.table)
     assert set(df["status"]) == {"not_run"} and set(df["message"]) == {nx.NO_CPP_AUTOCAST}

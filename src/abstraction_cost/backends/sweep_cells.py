@@ -91,10 +91,13 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
         if t not in TRANSFERS:
             raise SweepConfigError(f"config key 'study_a.sweep.transfers': {t!r} is not one of {list(TRANSFERS)}")
     numerics = s.get("numerics")
-    if not isinstance(numerics, list) or not numerics or any(n not in NUMERICS for n in numerics) \
-            or len(set(numerics)) < len(numerics):
-        raise SweepConfigError(f"config key 'study_a.sweep.numerics': {numerics!r}; need a non-empty list of "
-                               f"distinct values of {list(NUMERICS)}")
+    if not isinstance(numerics, list) or not numerics:
+        raise SweepConfigError(f"config key 'study_a.sweep.numerics': need a non-empty list of {list(NUMERICS)}, "
+                               f"got {numerics!r}")
+    for i, n in enumerate(numerics):
+        if n not in NUMERICS or n in numerics[:i]:
+            raise SweepConfigError(f"config key 'study_a.sweep.numerics': {n!r} is "
+                                   f"{'twice in the list' if n in NUMERICS else f'not one of {list(NUMERICS)}'}")
     for impl in s.get("implementations") or [None]:
         if impl not in built:
             raise SweepConfigError(f"config key 'study_a.sweep.implementations': {impl!r} is not built here; "
