@@ -27,7 +27,8 @@ _KEYS = {
 }
 
 SCHEMAS = {
-    # One row per (numerics, implementation, transfer, cell): medians and bootstrap 95% intervals over the timed repeats.
+    # One row per (numerics, implementation, transfer, cell): medians and bootstrap 95% intervals over the timed
+    # repeats.
     "sweep": {
         **_KEYS,
         "cell": pl.Int64,                     # position in walk order (resolution ascending, then batch)
@@ -52,7 +53,8 @@ SCHEMAS = {
         "attempt": pl.Int64,                  # which process of the job measured the cell (0, then restarts)
         **PHASE_MEASURES,                     # NVML and allocator over the cell (warm-up, timed calls, copies)
     },
-    # The host-to-device copy per (numerics, implementation, transfer) at the study's point, beside the study's numbers.
+    # The host-to-device copy per (numerics, implementation, transfer) at the study's point, beside the study's
+    # numbers.
     "sweep_h2d": {
         **_KEYS,
         "batch_size": pl.Int64,
