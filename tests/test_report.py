@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
+from abstraction_cost.backends import training_summary
 from abstraction_cost.report import page, sections, study_a
 from tests.report_fixtures import NOT_RUN_MESSAGE, environment_rows, training_rows
 
@@ -27,7 +28,7 @@ def row(df: pl.DataFrame, **keys) -> dict:
 
 # ------------------------------------------------------------------------------------------ Study A
 def test_training_curve_means_bands_and_time_axis():
-    curve = study_a.training_curve(training_rows())
+    curve = training_summary.training_curve(training_rows())
     assert curve.columns == list(tables.schema("training_curve"))
     # 2 backends × 2 datasets × 1 init × 3 epochs; the not_run rows give no point
     assert curve.height == 12 and set(curve["backend"]) == {"eager", "libtorch"}
@@ -43,7 +44,7 @@ def test_training_curve_means_bands_and_time_axis():
 
 
 def test_training_summary_per_backend_dataset_init():
-    summary = study_a.training_summary(training_rows())
+    summary = training_summary.training_summary(training_rows())
     assert summary.columns == list(tables.schema("training_summary"))
     assert summary.height == 6                               # 3 backends (one not run) × 2 datasets
     eager = row(summary, backend="eager", dataset="digits")
@@ -62,22 +63,22 @@ def test_training_summary_per_backend_dataset_init():
 
 def test_summaries_write_as_tables(tmp_path):
     training = training_rows()
-    tables.write("training_curve", study_a.training_curve(training), tmp_path / "c.parquet")
-    tables.write("training_summary", study_a.training_summary(training), tmp_path / "s.parquet")
+    tables.write("training_curve", training_summary.training_curve(training), tmp_path / "c.parquet")
+    tables.write("training_summary", training_summary.training_summary(training), tmp_path / "s.parquet")
     assert tables.read("training_summary", tmp_path / "s.parquet").height == 6
 
 
 def test_summaries_of_empty_or_failed_training_are_empty_or_failed():
     empty = pl.DataFrame(schema=tables.schema("training"))
-    assert study_a.training_curve(empty).is_empty() and study_a.training_summary(empty).is_empty()
+    assert training_summary.training_curve(empty).is_empty() and training_summary.training_summary(empty).is_empty()
     only_failed = training_rows(backends=(), not_run_backend="eager")
-    assert study_a.training_curve(only_failed).is_empty()
-    assert study_a.training_summary(only_failed)["repeats_failed"].to_list() == [1, 1]
+    assert training_summary.training_curve(only_failed).is_empty()
+    assert training_summary.training_summary(only_failed)["repeats_failed"].to_list() == [1, 1]
 
 
 def test_training_figure_panels_lines_bands():
-    assert study_a.training_figure(study_a.training_curve(training_rows(backends=()))) is None
-    spec = study_a.training_figure(study_a.training_curve(training_rows())).to_dict()
+    assert study_a.training_figure(training_summary.training_curve(training_rows(backends=()))) is None
+    spec = study_a.training_figure(training_summary.training_curve(training_rows())).to_dict()
     assert spec["facet"]["column"]["field"] == "dataset"
     assert spec["resolve"]["scale"]["x"] == "independent"
     band, line = spec["spec"]["layer"]
@@ -89,13 +90,13 @@ def test_training_figure_panels_lines_bands():
 
 
 def test_training_figure_dashes_init_schemes_when_several():
-    curve = study_a.training_curve(training_rows(inits=("pytorch-default", "zero-gamma")))
+    curve = training_summary.training_curve(training_rows(inits=("pytorch-default", "zero-gamma")))
     line = study_a.training_figure(curve).to_dict()["spec"]["layer"][1]
     assert line["encoding"]["strokeDash"]["field"] == "init"
 
 
 def test_summary_display_shows_accuracy_range():
-    shown = study_a.summary_display(study_a.training_summary(training_rows()))
+    shown = study_a.summary_display(training_summary.training_summary(training_rows()))
     eager = row(shown, backend="eager", dataset="digits")
     assert eager["final eval accuracy"] == "0.705 [0.700–0.710]"
     assert eager["repeats"] == "2 ok / 0 failed"
@@ -186,7 +187,7 @@ def test_registry_rejects_what_is_not_a_json_object(monkeypatch):
 
 
 def test_chart_html_inlines_spec_with_svg_renderer_and_unique_ids():
-    chart = study_a.training_figure(study_a.training_curve(training_rows(datasets=("</script><b>",))))
+    chart = study_a.training_figure(training_summary.training_curve(training_rows(datasets=("</script><b>",))))
     first, second = page.chart_html(chart), page.chart_html(chart)
     ids = [re.search(r'id="([^"]+)"', h).group(1) for h in (first, second)]
     assert ids[0] != ids[1]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.report import render, study_a
+from abstraction_cost.backends import training_summary
+from abstraction_cost.report import render
 from tests.report_fixtures import NOT_RUN_MESSAGE, environment_rows, training_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,8 +75,8 @@ def rendered(tmp_path_factory) -> str:
     paths = {name: out / f"{name}.parquet" for name in ("training", "training_curve", "training_summary",
                                                         "environment")}
     tables.write("training", training, paths["training"])
-    tables.write("training_curve", study_a.training_curve(training), paths["training_curve"])
-    tables.write("training_summary", study_a.training_summary(training), paths["training_summary"])
+    tables.write("training_curve", training_summary.training_curve(training), paths["training_curve"])
+    tables.write("training_summary", training_summary.training_summary(training), paths["training_summary"])
     tables.write("environment", environment_rows(sorted(set(training["run_id"]))), paths["environment"])
     paths["sweeps"] = out / "not-written.parquet"   # registered but never written: listed as missing
     html = out / "report.html"

@@ -26,7 +26,8 @@
 // memory at this resolution" without being tried.
 //
 // Test hook: AC_SWEEP_FAULT="oom@K" makes cell K an injected oom, "crash@K" raises SIGSEGV in cell K (after the
-// earlier cells' records are out); several as "oom@1,crash@3". For CPU tests of the launcher's restart.
+// earlier cells' records are out); several as "oom@1,crash@3". For CPU tests of the launcher's restart. "kill@K"
+// is the launcher's own (it SIGKILLs the whole job once cell K's row is kept): the program accepts and ignores it.
 #pragma once
 
 #include <algorithm>
@@ -126,8 +127,9 @@ inline std::map<int64_t, std::string> faults() {
   while (std::getline(in, item, ',')) {
     const size_t at = item.find('@');
     const std::string kind = item.substr(0, at);
-    if (at == std::string::npos || (kind != "oom" && kind != "crash"))
-      throw ArgError("AC_SWEEP_FAULT: '" + item + "' is not oom@CELL or crash@CELL");
+    if (at == std::string::npos || (kind != "oom" && kind != "crash" && kind != "kill"))
+      throw ArgError("AC_SWEEP_FAULT: '" + item + "' is not oom@CELL, crash@CELL or kill@CELL");
+    if (kind == "kill") continue;  // the launcher's (backends/sweep.py): it kills the job after cell K is kept
     out[std::stoll(item.substr(at + 1))] = kind;
   }
   return out;

@@ -24,6 +24,8 @@ then `repeats` copies alone. An out-of-memory cell becomes an `oom` row with the
 its memory is released and the walk goes on; any other exception is an `error` row. A C++ program streams its
 records; when it dies, the job restarts it from the cell after the one it died in (--start-cell), which becomes
 an `error` row with the exit status, and tells it which cells were oom (--oom-at) so the skip rule holds.
+Each cell's row is kept on disk as it completes (sweep_store.CellStore): a job killed after hours resumes at the
+first cell without a row, in Python as in C++ (--start-cell, --oom-at from the kept ooms), under the same run_id.
 """
 from __future__ import annotations
 
@@ -43,7 +45,8 @@ from ..measure.run import Run, measured_run
 from ..measure.timing import StepTimer, synchronize
 from ..models import resnet, weights_file
 from . import aoti_dynamic, cudnn, native, torchscript
-from .sweep_cells import Cell, OomTracker, SweepSettings, faults, timed_columns
+from .sweep_cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, timed_columns
+from .sweep_store import CellStore, cells_dir, interrupted, job_key
 from .transfer import Pool, cell_input
 
 log = logging.getLogger(__name__)
@@ -105,15 +108,22 @@ def _first_line(err: BaseException) -> str:
 
 
 def python_cells(model: PythonModel, cells: list[Cell], transfer: str, pool: Pool, warmup: int, repeats: int,
-                 run: Run) -> list[dict]:
-    tracker, injected, rows = OomTracker(), faults(), []
+                 run: Run, store: CellStore | None = None) -> list[dict]:
+    """One row per cell; with a store, each kept as it completes, and those an interrupted attempt kept are
+    taken back, not measured."""
+    kept = _kept_rows(store, cells)
+    tracker, injected, kill, rows = _tracker_of(kept, cells), faults(), kills(), []
+    attempt = _next_attempt(kept)
     for cell in cells:
+        if cell.index in kept:
+            rows.append(kept[cell.index])
+            continue
+        row = {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution, "attempt": attempt}
         skip = tracker.skip_message(cell)
         if skip is not None:
-            rows.append({"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution,
-                         "status": "oom", "message": skip})
+            row.update(status="oom", message=skip)
+            rows.append(_keep(store, row, kill))
             continue
-        row = {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution}
         name = f"cell{cell.index}"
         data = None
         try:
@@ -154,8 +164,44 @@ def python_cells(model: PythonModel, cells: list[Cell], transfer: str, pool: Poo
             row.update(run.measures(name))
         log.info("cell %d (batch %d, %d px): %s %s", cell.index, cell.batch, cell.resolution, row["status"],
                  row.get("time_ms") or row.get("message"))
-        rows.append(row)
+        rows.append(_keep(store, row, kill))
     return rows
+
+
+# ------------------------------------------------------------------------------------------- kept cells
+def _kept_rows(store: CellStore | None, cells: list[Cell]) -> dict[int, dict]:
+    kept = {i: row for i, row in (store.rows() if store is not None else {}).items() if i < len(cells)}
+    if kept:
+        log.info("%d of %d cells kept from an interrupted attempt of run %s, not measured again: %s", len(kept),
+                 len(cells), store.run_id, ",".join(map(str, sorted(kept))))
+    return kept
+
+
+def _tracker_of(kept: dict[int, dict], cells: list[Cell]) -> OomTracker:
+    """The oom-skip rule as the kept cells left it."""
+    tracker = OomTracker()
+    for index, row in kept.items():
+        if _tried_oom(row):
+            tracker.add(cells[index])
+    return tracker
+
+
+def _tried_oom(row: dict) -> bool:
+    return row["status"] == "oom" and not str(row.get("message")).startswith("skipped:")
+
+
+def _next_attempt(kept: dict[int, dict]) -> int:
+    """Processes of the job are numbered on across a resume: the first after it follows the kept cells' last."""
+    return max((row.get("attempt") or 0) for row in kept.values()) + 1 if kept else 0
+
+
+def _keep(store: CellStore | None, row: dict, kill: set[int]) -> dict:
+    """The cell's row, kept now (unless the job's interruption may have ended it: sweep_store.interrupted)."""
+    if store is not None and not interrupted(row):
+        row = store.keep(row)
+    if row["cell"] in kill:
+        kill_job()
+    return row
 
 
 def _release(device: torch.device) -> None:
@@ -205,12 +251,15 @@ def _native_row(record: dict, attempt: int, run: Run) -> dict:
     return row
 
 
-def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program") -> list[dict]:
+def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program",
+                 store: CellStore | None = None) -> list[dict]:
     """Runs the program until every cell has a row, restarting it after a crash from the next cell.
-    command_for(start_cell, oom_at) is its command line (sweep_command's, or a test program's)."""
-    rows: dict[int, dict] = {}
-    tracker = OomTracker()
-    start, attempt = 0, 0
+    command_for(start_cell, oom_at) is its command line (sweep_command's, or a test program's). With a store,
+    each cell's row is kept as its record arrives, and an interrupted attempt's kept cells are not measured: the
+    program starts at the first cell without a row, told the kept ooms (--oom-at)."""
+    rows = _kept_rows(store, cells)
+    tracker, kill = _tracker_of(rows, cells), kills()
+    start, attempt = _next_missing(rows, cells, 0), _next_attempt(rows)
     while start < len(cells):
         seen = {"started": False}
         records = []
@@ -220,13 +269,13 @@ def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program"
                 seen["started"] = True
             elif record["kind"] == "cell":
                 records.append(record)
-                if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
+                if _tried_oom(record):
                     tracker.add(cells[record["cell"]])
+                if record["cell"] not in rows:
+                    rows[record["cell"]] = _keep(store, _native_row(record, attempt, run), kill)
 
         command = command_for(start, tracker.flag())
         result = native.launch(command, on_record=on_record, logger=log)
-        for record in records:
-            rows[record["cell"]] = _native_row(record, attempt, run)
         if result.returncode == 0 and result.of_kind("sweep_done"):
             break
         status, message = result.failure() or ("error", "the program ended without its sweep_done record")
@@ -240,13 +289,20 @@ def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program"
         if crashed >= len(cells):
             break
         cell = cells[crashed]
+        start = _next_missing(rows, cells, crashed + 1)
         log.warning("%s died in cell %d (batch %d, %d px): %s; restarting from cell %d", name,
-                    crashed, cell.batch, cell.resolution, message, crashed + 1)
-        rows[crashed] = {"cell": crashed, "batch_size": cell.batch, "resolution": cell.resolution,
-                         "status": status, "message": message, "exit_status": result.returncode,
-                         "attempt": attempt}
-        start, attempt = crashed + 1, attempt + 1
+                    crashed, cell.batch, cell.resolution, message, start)
+        if crashed not in rows:
+            rows[crashed] = _keep(store, {"cell": crashed, "batch_size": cell.batch, "resolution": cell.resolution,
+                                          "status": status, "message": message, "exit_status": result.returncode,
+                                          "attempt": attempt}, kill)
+        attempt += 1
     return [rows[i] for i in sorted(rows)]
+
+
+def _next_missing(rows: dict[int, dict], cells: list[Cell], after: int) -> int:
+    """The first cell from `after` on without a row (len(cells): none)."""
+    return next((c.index for c in cells[after:] if c.index not in rows), len(cells))
 
 
 # ------------------------------------------------------------------------------------------------ job
@@ -256,7 +312,7 @@ def _not_run_rows(cells: list[Cell], status: str, message: str) -> list[dict]:
 
 
 def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettings, config: dict, classes: int,
-               run: Run, numerics: str = "fp32") -> list[dict]:
+               run: Run, store: CellStore | None = None, numerics: str = "fp32") -> list[dict]:
     cells = settings.cells()
     if settings.require_gpu and run.device.type != "cuda":
         return _not_run_rows(cells, "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
@@ -273,9 +329,9 @@ def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettin
         def command_for(start: int, oom_at: str) -> list[str]:
             return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, transfer,
                                  config, run.device, classes, start, oom_at)
-        return native_cells(cells, command_for, run, implementation)
+        return native_cells(cells, command_for, run, implementation, store)
     model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics)
-    return python_cells(model, cells, transfer, pool, settings.warmup, settings.repeats, run)
+    return python_cells(model, cells, transfer, pool, settings.warmup, settings.repeats, run, store)
 
 
 def run(snakemake) -> None:
@@ -293,14 +349,24 @@ def run(snakemake) -> None:
     base = {"implementation": implementation, "backend": backend, "runtime": runtime, "transfer": transfer,
             "numerics": numerics, "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
     job = {"implementation": implementation, "transfer": transfer, "numerics": numerics}
-    with measured_run(config, rule=snakemake.rule, job=job, env_path=out.env, device=device) as measured:
+    # measured cells kept beside the table as each completes: a killed job's rerun measures only the rest
+    store = CellStore(cells_dir(out.table), job_key(config, _named(wildcards), _named(inputs)))
+    with measured_run(config, rule=snakemake.rule, job=job, env_path=out.env, device=device, run_id=store.run_id,
+                      resumes=store.resumes) as measured:
         try:
-            rows = sweep_rows(implementation, transfer, inputs, settings, config, classes, measured, numerics)
+            rows = sweep_rows(implementation, transfer, inputs, settings, config, classes, measured, store,
+                              numerics)
         except Exception as err:  # the process could not start its walk: every cell says why
             log.error("%s/%s/%s failed:\n%s", numerics, implementation, transfer, traceback.format_exc())
             rows = _not_run_rows(settings.cells(), "error", _first_line(err))
         defaults = dict.fromkeys(tables.schema("sweep"))
         table = [{**defaults, **base, "build_s": build_s, "run_id": measured.run_id, **row} for row in rows]
     tables.write("sweep", table, out.table)
+    store.clear()
     ok = sum(r["status"] == "ok" for r in table)
     log.info("%s/%s/%s: %d of %d cells ok", numerics, implementation, transfer, ok, len(table))
+
+
+def _named(values) -> dict:
+    """Snakemake's named lists (input, wildcards) or a test's namespace, as {name: value}."""
+    return dict(values.items()) if hasattr(values, "items") else dict(vars(values))

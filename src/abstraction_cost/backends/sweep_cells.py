@@ -9,13 +9,14 @@ need more memory at the same shape).
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass, field
 
 from ..measure.numerics import NUMERICS
 from ..measure.statistics import median_interval
 
 TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
-FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K", comma-separated: the test hook of Python and C++ sweeps
+FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K" / "kill@K", comma-separated: the test hook of every sweep
 SKIPPED = "skipped: batch {batch} already out of memory at this resolution"
 
 
@@ -134,15 +135,35 @@ class OomTracker:
         return ",".join(f"{r}:{b}" for r, b in sorted(self.smallest.items()))
 
 
-def faults(environ=os.environ) -> dict[int, str]:
-    """AC_SWEEP_FAULT -> {cell index: "oom" | "crash"}."""
-    out = {}
+def _fault_items(environ) -> list[tuple[str, int]]:
+    items = []
     for item in filter(None, environ.get(FAULT_ENV, "").split(",")):
         kind, _, index = item.partition("@")
-        if kind not in ("oom", "crash") or not index.isdigit():
-            raise ValueError(f"{FAULT_ENV}: {item!r} is not oom@CELL or crash@CELL")
-        out[int(index)] = kind
-    return out
+        if kind not in ("oom", "crash", "kill") or not index.isdigit():
+            raise ValueError(f"{FAULT_ENV}: {item!r} is not oom@CELL, crash@CELL or kill@CELL")
+        items.append((kind, int(index)))
+    return items
+
+
+def faults(environ=os.environ) -> dict[int, str]:
+    """AC_SWEEP_FAULT -> {cell index: "oom" | "crash"}: the faults inside a cell, in Python as in C++."""
+    return {index: kind for kind, index in _fault_items(environ) if kind != "kill"}
+
+
+def kills(environ=os.environ) -> set[int]:
+    """AC_SWEEP_FAULT kill@K -> {K}: the job kills itself (kill_job) once cell K's row is kept."""
+    return {index for kind, index in _fault_items(environ) if kind == "kill"}
+
+
+def kill_job() -> None:
+    """The job dies as under a scheduler's time limit or a lost node: its programs, then itself, by SIGKILL."""
+    from ..run_guard import _children
+    for child in _children(os.getpid()):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _interval(values, prefix: str, scale: float = 1.0) -> dict:

@@ -1,4 +1,4 @@
-"""Study A training: the curve and summary tables (computed by rule summarise_training) and their figure.
+"""Study A training: the figure of the curve table (backends.training_summary computes the tables).
 
 The figure is the counterpart of the study's Fig. 4, 7 and 15: eval accuracy against time, where time is
 (epoch + 1) × mean epoch time (the study's "epoch × average epoch time"; epochs are 0-based in the tables and
@@ -10,68 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from .. import tables
-
-KEYS = ["backend", "dataset", "init"]
-
-
-def _run_ids(column: str = "run_id") -> pl.Expr:
-    return pl.col(column).unique().sort().str.join(",").alias("run_id")
-
-
-def _ok(training: pl.DataFrame) -> pl.DataFrame:
-    return training.filter((pl.col("status") == "ok") & pl.col("epoch").is_not_null()
-                           & pl.col("phase").is_not_null())
-
-
-def training_curve(training: pl.DataFrame) -> pl.DataFrame:
-    """Rows of table training_curve from rows of table training."""
-    ok = _ok(training)
-    epoch_time = (ok.filter(pl.col("phase") == "train").group_by(KEYS)
-                  .agg(pl.col("time_s").mean().alias("epoch_time_s_mean")))
-    curve = (ok.filter(pl.col("phase") == "eval").group_by([*KEYS, "epoch"])
-             .agg(_run_ids(), pl.col("repeat").n_unique().cast(pl.Int64).alias("repeats"),
-                  pl.col("accuracy").mean().alias("accuracy_mean"),
-                  pl.col("accuracy").min().alias("accuracy_min"),
-                  pl.col("accuracy").max().alias("accuracy_max"),
-                  pl.col("loss").mean().alias("loss_mean"))
-             .join(epoch_time, on=KEYS, how="left")
-             .with_columns(((pl.col("epoch") + 1) * pl.col("epoch_time_s_mean")).alias("time_s"))
-             .sort([*KEYS, "epoch"]))
-    return tables.frame("training_curve", curve.select(list(tables.schema("training_curve"))))
-
-
-def training_summary(training: pl.DataFrame) -> pl.DataFrame:
-    """Rows of table training_summary from rows of table training: one per (backend, dataset, init)."""
-    ok = _ok(training)
-    eval_rows = ok.filter(pl.col("phase") == "eval")
-    train_rows = ok.filter(pl.col("phase") == "train")
-    last = eval_rows.group_by(KEYS).agg(pl.col("epoch").max().alias("last_epoch"))
-    final = (eval_rows.join(last, on=KEYS).filter(pl.col("epoch") == pl.col("last_epoch"))
-             .group_by(KEYS).agg((pl.col("last_epoch").first() + 1).alias("epochs"),
-                                 pl.col("accuracy").mean().alias("final_accuracy_mean"),
-                                 pl.col("accuracy").min().alias("final_accuracy_min"),
-                                 pl.col("accuracy").max().alias("final_accuracy_max"),
-                                 pl.col("loss").mean().alias("final_loss_mean")))
-    train = train_rows.group_by(KEYS).agg(
-        pl.col("time_per_sample_ms").median().alias("train_time_per_sample_ms_median"),
-        pl.col("time_s").mean().alias("epoch_time_s_mean"),
-        pl.col("gpu_util_mean_pct").mean().alias("gpu_util_train_mean_pct"))
-    evals = eval_rows.group_by(KEYS).agg(
-        pl.col("time_per_sample_ms").median().alias("eval_time_per_sample_ms_median"))
-    peaks = ok.group_by(KEYS).agg(pl.col("mem_used_mib_max").max(),
-                                  pl.col("alloc_peak_mib").max().alias("alloc_peak_mib_max"))
-    failed = training.filter(pl.col("status").fill_null("") != "ok")
-    groups = training.group_by(KEYS).agg(
-        _run_ids(),
-        pl.col("repeat").filter(pl.col("status") == "ok").n_unique().cast(pl.Int64).alias("repeats_ok"))
-    groups = groups.join(failed.group_by(KEYS).agg(pl.col("repeat").n_unique().cast(pl.Int64)
-                                                   .alias("repeats_failed")), on=KEYS, how="left")
-    summary = groups.with_columns(pl.col("repeats_failed").fill_null(0))
-    for part in (final, train, evals, peaks):
-        summary = summary.join(part, on=KEYS, how="left")
-    summary = summary.sort(KEYS)
-    return tables.frame("training_summary", summary.select(list(tables.schema("training_summary"))))
+from ..backends.training_summary import KEYS
 
 
 def training_figure(curve: pl.DataFrame, width: int = 260, height: int = 200) -> alt.FacetChart | None:

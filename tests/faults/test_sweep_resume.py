@@ -1,0 +1,266 @@
+"""Interrupted sweep jobs resume: each measured cell is kept as it completes (backends/sweep_store.py); a job
+killed mid-walk (AC_SWEEP_FAULT=kill@K: SIGKILL to the job and its program) keeps its cells, and the rerun
+measures only the rest, in Python and through a C++ program (--start-cell, --oom-at), under the same run_id.
+Under Snakemake: every sweep job killed, or Snakemake itself killed mid-job, then a plain rerun."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from abstraction_cost import tables
+from abstraction_cost.backends import native, sweep, sweep_cells
+from abstraction_cost.backends.sweep_cells import walk
+from abstraction_cost.backends.sweep_store import CellStore, cells_dir, job_key
+from abstraction_cost.backends.transfer import Pool
+
+from .conftest import faults_config, kill_group
+from ..test_sweep import REPO, SKIPPED_B2, TinyModel, _fake_command, _run, fake_program, pool_dir  # noqa: F401
+
+
+def _ok(index: int, batch: int, resolution: int, **extra) -> dict:
+    return {"cell": index, "batch_size": batch, "resolution": resolution, "status": "ok", "message": None,
+            "time_ms": 1.5, "attempt": 0, **extra}
+
+
+# ------------------------------------------------------------------------------------------- the store
+def test_cell_store_keeps_rows_under_its_key_only(tmp_path):
+    assert cells_dir(tmp_path / "uint8-pinned.rows.parquet") == tmp_path / "uint8-pinned.cells"
+    first = CellStore(tmp_path / "cells", "key-1")
+    kept = first.keep(_ok(0, 1, 8))
+    assert kept["run_id"] == first.run_id and first.keep(_ok(1, 2, 8, run_id="older"))["run_id"] == "older"
+    (tmp_path / "cells" / "cell2.json").write_text('{"cell": 2, "sta')   # killed while writing cell 2
+    again = CellStore(tmp_path / "cells", "key-1")
+    assert (again.run_id, again.resumes) == (first.run_id, 1)
+    assert again.rows() == {0: kept, 1: {**_ok(1, 2, 8), "run_id": "older"}}
+    other = CellStore(tmp_path / "cells", "key-2")   # another grid or config: measured something else
+    assert other.resumes == 0 and other.run_id != first.run_id and other.rows() == {}
+
+
+def test_job_key_changes_with_what_the_cells_measure(tmp_path):
+    from abstraction_cost import config as config_module
+    config = config_module.load(REPO / "config/smoke.yaml")
+    weights = tmp_path / "w.weights"
+    weights.write_bytes(b"1")
+    wildcards = {"implementation": "eager", "transfer": "uint8-pinned", "numerics": "fp32"}
+    key = job_key(config, wildcards, {"weights": str(weights)})
+    assert job_key(config, wildcards, {"weights": str(weights)}) == key
+    assert job_key(config, {**wildcards, "transfer": "float32-pinned"}, {"weights": str(weights)}) != key
+    assert job_key(config, {**wildcards, "numerics": "tf32"}, {"weights": str(weights)}) != key
+    config["study_a"]["sweep"]["kernels"]["top"] += 1   # not the job's cells: the store stays usable
+    assert job_key(config, wildcards, {"weights": str(weights)}) == key
+    config["study_a"]["sweep"]["repeats"] += 1
+    assert job_key(config, wildcards, {"weights": str(weights)}) != key
+    config["study_a"]["sweep"]["repeats"] -= 1
+    weights.write_bytes(b"22")   # new weights (or a rebuilt program): the kept cells measured the old ones
+    assert job_key(config, wildcards, {"weights": str(weights)}) != key
+
+
+def test_kill_is_the_launchers_fault_not_a_cells():
+    environ = {"AC_SWEEP_FAULT": "oom@1,kill@1,crash@3"}
+    assert sweep_cells.faults(environ) == {1: "oom", 3: "crash"} and sweep_cells.kills(environ) == {1}
+    with pytest.raises(ValueError, match="kill@CELL"):
+        sweep_cells.kills({"AC_SWEEP_FAULT": "kill@x"})
+
+
+# ------------------------------------------------------------------------------------ walks with a store
+def test_python_walk_takes_kept_cells_back_and_keeps_the_skip_rule(pool_dir, tmp_path):
+    store = CellStore(tmp_path / "cells", "k")
+    kept = [store.keep(_ok(0, 1, 8)), store.keep({**_ok(1, 2, 8), "status": "oom", "time_ms": None,
+                                                  "message": "out of memory"})]
+    store = CellStore(tmp_path / "cells", "k")   # the rerun
+    rows = sweep.python_cells(TinyModel(), walk([1, 2, 4], [8, 16]), "uint8-pinned", Pool(pool_dir), 0, 2,
+                              _run(), store)
+    assert rows[:2] == kept
+    assert [(r["cell"], r["status"], r["attempt"]) for r in rows[2:]] == [
+        (2, "oom", 1), (3, "ok", 1), (4, "ok", 1), (5, "ok", 1)]
+    assert rows[2]["message"] == SKIPPED_B2   # batch 2's kept oom still skips batch 4
+    assert sorted(store.rows()) == list(range(6)) and {r["run_id"] for r in rows} == {store.run_id}
+
+
+def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_path, monkeypatch):
+    cells = walk([1, 2, 4], [8, 16])
+    store = CellStore(tmp_path / "cells", "k")
+    store.keep(_ok(0, 1, 8))
+    store.keep({**_ok(1, 2, 8), "status": "oom", "message": "fake: cannot allocate"})
+    store.keep({**_ok(2, 4, 8), "status": "oom", "message": SKIPPED_B2, "attempt": 1})
+    store = CellStore(tmp_path / "cells", "k")
+    launched = []
+    command_for = _fake_command(fake_program, cells)
+
+    def recording(start, oom_at):
+        launched.append((start, oom_at))
+        return command_for(start, oom_at)
+    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4,kill@99")   # the program accepts the launcher's kill@K
+    rows = sweep.native_cells(cells, recording, _run(), "fake", store)
+    assert launched == [(3, "8:2"), (5, "8:2")]   # the kept oom goes on to the program, across its restart too
+    assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
+        (0, "ok", 0), (1, "oom", 0), (2, "oom", 1), (3, "ok", 2), (4, "error", 2), (5, "ok", 3)]
+    assert rows[0]["time_ms"] == 1.5 and rows[3]["time_ms"] != 1.5
+    assert sorted(store.rows()) == list(range(6))   # the crash row too: it is the cell's result
+
+
+def test_a_cell_killed_from_outside_is_not_kept(tmp_path):
+    """A program killed by SIGKILL/SIGTERM/SIGINT may be the job's own interruption: the row is in a finished
+    job's table, but a rerun measures the cell again."""
+    store = CellStore(tmp_path / "cells", "k")
+    for index, status in enumerate((-signal.SIGKILL, -signal.SIGINT, -signal.SIGSEGV, 3)):
+        sweep._keep(store, {"cell": index, "status": "error", "exit_status": status}, set())
+    assert sorted(store.rows()) == [2, 3]
+
+
+# --------------------------------------------------------------------------------- a killed sweep job
+JOB = """
+import json, logging, sys
+from types import SimpleNamespace as NS
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+from abstraction_cost.backends import sweep
+a = json.loads(sys.argv[1])
+sweep.run(NS(config=a["config"], input=NS(**a["input"]), output=NS(**a["output"]), rule="sweep",
+             wildcards=NS(**a["wildcards"])))
+"""
+
+
+def _job(tmp_path: Path, pool: Path, implementation: str) -> list[str]:
+    from abstraction_cost import config as config_module
+    from abstraction_cost.models import resnet, weights_file
+    config = config_module.load(REPO / "config/smoke.yaml")
+    config["study_a"]["sweep"].update(batches=[1, 2, 4], resolutions=[8, 16], repeats=2, warmup=0)
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    inputs = {"inputs": str(pool), "weights": str(weights)}
+    if implementation == "libtorch":
+        inputs["program"] = str(native.ensure_built("libtorch"))
+    jobs = tmp_path / "jobs" / implementation
+    args = {"config": config, "input": inputs, "wildcards": {"implementation": implementation,
+                                                             "transfer": "uint8-pinned", "numerics": "fp32"},
+            "output": {"table": str(jobs / "uint8-pinned.rows.parquet"),
+                       "env": str(jobs / "uint8-pinned.env.parquet")}}
+    jobs.mkdir(parents=True)
+    return [sys.executable, "-c", JOB, json.dumps(args)]
+
+
+def _running_with(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _start(command: list[str], **faults: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AC_")}
+    env["PYTHONPATH"] = str(REPO / "src")
+    return subprocess.run(command, capture_output=True, text=True, env={**env, **faults}, timeout=600,
+                          start_new_session=True)   # its own group: a kill@K takes nothing else with it
+
+
+@pytest.mark.parametrize("implementation", ["eager", "libtorch"])
+def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, implementation):
+    command = _job(tmp_path, pool_dir, implementation)
+    table = tmp_path / "jobs" / implementation / "uint8-pinned.rows.parquet"
+    env_path = table.with_name("uint8-pinned.env.parquet")
+    cells = cells_dir(table)
+
+    # cell 0 ok, cell 1 oom, then the job and its program die by SIGKILL, as under a time limit or a lost node
+    killed = _start(command, AC_SWEEP_FAULT="oom@1,kill@1")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not table.exists() and not env_path.exists()
+    lineage = json.loads((cells / "lineage.json").read_text())
+    kept = {int(p.stem[4:]): json.loads(p.read_text()) for p in cells.glob("cell*.json")}
+    assert sorted(kept) == [0, 1] and kept[0]["status"] == "ok" and kept[1]["status"] == "oom"
+    assert _running_with(str(tmp_path)) == []   # the program died with the job: nothing left running
+
+    rerun = _start(command)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "2 of 6 cells kept from an interrupted attempt" in rerun.stderr
+    if implementation == "libtorch":   # the program starts after the kept cells, told their oom
+        assert "--start-cell 2 --oom-at 8:2" in rerun.stderr
+    df = tables.read("sweep", table)
+    assert df["cell"].to_list() == list(range(6))   # every cell once
+    assert df["status"].to_list() == ["ok", "oom", "oom", "ok", "ok", "ok"]
+    assert df["message"][2] == SKIPPED_B2   # the skip rule held across the resume
+    assert df["attempt"].to_list() == [0, 0, 1, 1, 1, 1]   # kept cells were not measured again
+    for column in ("time_ms", "time_ms_low", "time_ms_high", "h2d_ms", "prepare_s"):
+        assert df[column][0] == kept[0][column], column
+    assert df["time_ms"][3:].is_not_null().all()
+    assert set(df["run_id"]) == {lineage["run_id"]}   # one lineage: every row joins the job's env row
+    env = tables.read("environment", env_path)
+    assert env["run_id"].to_list() == [lineage["run_id"]] and env["resumes"].to_list() == [1]
+    assert not cells.exists()   # done: a forced rerun measures afresh
+
+
+def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
+    """Every sweep job of the config dies (SIGKILL) after its cell 1; Snakemake removes the failed jobs' outputs
+    but not their kept cells, and the next plain run measures only cells 2 and 3 of each."""
+    target = "results/study_a/sweep.parquet"
+    killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
+    assert killed.returncode != 0
+    jobs = work.path / "results/study_a/sweep/jobs"
+    stores = sorted(jobs.rglob("*.cells"))
+    assert len(stores) == 4 and not list(jobs.rglob("*.rows.parquet"))   # eager, libtorch × two transfers
+    lineages = {json.loads((s / "lineage.json").read_text())["run_id"] for s in stores}
+    assert all(sorted(p.name for p in s.glob("cell*.json")) == ["cell0.json", "cell1.json"] for s in stores)
+
+    rerun = work.snakemake(target)
+    assert rerun.returncode == 0, rerun.output[-4000:]
+    assert sorted(work.jobs_run(rerun.output)) == ["concat_sweep", *["sweep"] * 4]   # nothing upstream again
+    df = tables.read("sweep", work.path / target).sort("implementation", "transfer", "cell")
+    for (implementation, transfer), part in df.group_by("implementation", "transfer"):
+        assert part["cell"].to_list() == [0, 1, 2, 3], (implementation, transfer)
+        assert part["attempt"].to_list() == [0, 0, 1, 1], (implementation, transfer)
+        assert part["run_id"].n_unique() == 1 and part["status"].null_count() == 0
+    assert set(df["run_id"]) == lineages
+    env = tables.read("environment", work.path / "results/study_a/sweep.env.parquet")
+    assert set(env["run_id"]) == lineages and env["resumes"].to_list() == [1] * 4
+    assert not list(jobs.rglob("*.cells")) and not work.leftovers()
+
+
+def test_snakemake_killed_mid_sweep_then_plain_rerun(work):
+    """Snakemake itself SIGKILLed while a C++ sweep job walks: the job stops its program and itself (run_guard);
+    the cells measured before are kept, the cell the program was killed in is not (the kill was no result of
+    it), and the plain rerun measures only the rest."""
+    config = faults_config()
+    config["study_a"]["sweep"].update(implementations=["libtorch"], transfers=["uint8-pinned"], batches=[1, 2, 4],
+                                      resolutions=[32, 64], repeats=20)   # cells long enough to be killed in
+    work.write_config(config)
+    target = "results/study_a/sweep.parquet"
+    jobs = work.path / "results/study_a/sweep/jobs"
+    proc = work.start(target)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(jobs.rglob("cell1.json")):
+            assert proc.poll() is None, proc.stdout.read()[-4000:]
+            assert time.monotonic() < deadline, "the sweep job never kept its cell 1"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)   # Snakemake, not its job
+        proc.wait()
+        time.sleep(3)   # the job sees its Snakemake gone within 0.5 s
+        assert _running_with(str(work.path)) == []   # neither the job nor its program goes on
+    finally:
+        kill_group(proc)
+    (store,) = jobs.rglob("*.cells")
+    kept = {int(p.stem[4:]): json.loads(p.read_text()) for p in store.glob("cell*.json")}
+    assert {0, 1} <= set(kept) and len(kept) < 6, sorted(kept)
+    assert all(row["status"] == "ok" for row in kept.values())   # no row of the killed program's last cell
+
+    rerun = work.snakemake(target)
+    assert rerun.returncode == 0, rerun.output[-4000:]
+    assert "sweep" in work.jobs_run(rerun.output) and "sweep_inputs" not in work.jobs_run(rerun.output)
+    df = tables.read("sweep", work.path / target)
+    assert df["cell"].to_list() == list(range(6)) and (df["status"] == "ok").all()
+    for index, row in kept.items():   # kept, not measured again
+        assert (df["attempt"][index], df["time_ms"][index]) == (0, row["time_ms"])
+    assert (df["attempt"][len(kept):] >= 1).all()
+    env = tables.read("environment", work.path / "results/study_a/sweep.env.parquet")
+    assert env["resumes"].to_list() == [1] and set(df["run_id"]) == set(env["run_id"])
+    assert not list(jobs.rglob("*.cells")) and not work.leftovers()
