@@ -183,9 +183,138 @@ def test_memcheck_finds_no_error(program, files, tmp_path, subcommand):
     else:
         command = cudnn.eval_command(program, "cudnn", root / "data", manifest, BATCH, 0, 1, _config(),
                                      torch.device("cuda"), weights=root / "init.weights", classes=CLASSES)
+    _assert_memcheck_clean(sanitizer, command, f"memcheck/{subcommand}")
+
+
+def _assert_memcheck_clean(sanitizer: str, command: list[str], key: str) -> None:
     proc = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "99", *command],
                           capture_output=True, text=True, env=native.runtime_env(), timeout=400)
     summary = [line for line in proc.stdout.splitlines() if "ERROR SUMMARY" in line]
-    _report(f"memcheck/{subcommand}", {"returncode": proc.returncode, "summary": summary})
+    _report(key, {"returncode": proc.returncode, "summary": summary})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert summary and "ERROR SUMMARY: 0 errors" in summary[-1]
+
+
+# Evaluation batch larger than the training batch (study_a.training at 16 / 128): training storage (every kept
+# activation, gradient buffers) for the training batch only, the evaluation's five buffers for its batch, one
+# allocation of the larger set's size (native/cudnn/resnet.h). Same semantics as eager all the same.
+MEMORY_TRAIN, MEMORY_TEST, MEMORY_BATCH, MEMORY_EVAL_BATCH = 8, 64, 4, 64
+
+
+def _activation_floats(channels: int, size: int, classes: int, training: int, inference: int) -> int:
+    """Floats ResNet50::reserve({training, inference}, size, size) allocates, from torchvision's shapes: per training
+    sample the stem's conv, bn and max-pool outputs, each bottleneck's conv1..3 and bn1..3 outputs (and its
+    downsample's two), four gradient buffers of the largest activation, avgpool output and gradient, logits; per
+    inference sample five buffers of the largest activation, avgpool output, logits. Each piece is aligned to 64
+    floats; the two sets share the allocation, so it is the larger one."""
+    def out(x, kernel, stride, padding):
+        return (x + 2 * padding - kernel) // stride + 1
+
+    stem = out(size, 7, 2, 3)
+    x = out(stem, 3, 2, 1)
+    shapes = [64 * stem * stem, 64 * stem * stem, 64 * x * x]  # kept by training
+    largest = max(64 * stem * stem, channels * size * size)
+    for stage, (planes, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3))):
+        for i in range(blocks):
+            y = out(x, 3, 2 if i == 0 and stage > 0 else 1, 1)
+            a, b, c = planes * x * x, planes * y * y, 4 * planes * y * y
+            largest = max(largest, a, b, c)
+            shapes += [a, a, b, b, c, c] + ([c, c] if i == 0 else [])  # every stage's first block downsamples
+            x = y
+    features = 2048
+
+    def floats(per_sample, n):
+        return sum(-(-p * n // 64) * 64 for p in per_sample) if n else 0
+
+    return max(floats([features, classes, *shapes, *[largest] * 4, features], training),
+               floats([features, classes, *[largest] * 5], inference))
+
+
+def _batch_bytes(channels: int, size: int, classes: int, n: int) -> int:
+    """train.cpp's Batch for n images: uint8 and float input, int64 labels, per-sample loss and accuracy, dlogits."""
+    return n * (channels * size * size * (1 + 4) + 8 + 4 + 4 + 4 * classes)
+
+
+def test_activation_floats_at_the_smoke_configs_224_px():
+    """The size arithmetic the GPU test relies on, at the numbers of the bug (gpu-smoke: 16 / 128 at 224 px):
+    training storage for 128 was 12.2 GiB (the 13,000 MiB peak seen, with weights, gradients and momenta);
+    for 16 it is 1.53 GiB, and the inference buffers for 128 (1.96 GiB) are the larger set."""
+    mib = 4 / 2 ** 20
+    assert 12_400 < _activation_floats(3, 224, 10, 128, 0) * mib < 12_600
+    assert 1_550 < _activation_floats(3, 224, 10, 16, 0) * mib < 1_580
+    assert _activation_floats(3, 224, 10, 0, 128) * mib == pytest.approx(5 * 128 * 64 * 112 * 112 * mib, abs=2)
+    assert _activation_floats(3, 224, 10, 16, 128) == _activation_floats(3, 224, 10, 0, 128)
+
+
+@pytest.fixture(scope="module")
+def memory_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cudnn_memory")
+    splits = offline.synthetic(spec("synthetic-cifar10", SPEC_CONFIG), MEMORY_TRAIN, MEMORY_TEST)
+    manifest = prepared.write(root / "data", "synthetic-cifar10", splits, [str(i) for i in range(CLASSES)], [])
+    weights_file.save(init.initialise(resnet.resnet50(CHANNELS, CLASSES), "zero-gamma", 0).state_dict(),
+                      root / "train.weights")
+    orders.write(root / "order.i32", MEMORY_TRAIN, 0, 2)
+    return root, manifest
+
+
+def _memory_settings(eval_batch: int) -> TrainingSettings:
+    return TrainingSettings(epochs=2, batch_size=MEMORY_BATCH, eval_batch_size=eval_batch, lr=0.01, momentum=0.9,
+                            weight_decay=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graphs", [False, True], ids=["cudnn", "cudnn-graphs"])
+def test_a_larger_eval_batch_adds_only_its_inference_buffers(program, memory_files, tmp_path, graphs):
+    """Train 4 / eval 64 against train 4 / eval 4, two epochs (the second trains after an evaluation that reused
+    the shared storage): phases as eager's at 4 / 64, and each phase's allocator peak less its workspace grows
+    exactly by the larger activation allocation and input batch, not by training storage for 64 (which would
+    add about 120 MiB here)."""
+    root, manifest = memory_files
+    phases = {}
+    for eval_batch in (MEMORY_EVAL_BATCH, MEMORY_BATCH):
+        command = cudnn.train_command(program, root / "data", manifest, root / "train.weights", root / "order.i32",
+                                      _memory_settings(eval_batch), _config(), torch.device("cuda"), graphs=graphs)
+        result = native.launch(command)
+        assert result.failure() is None, result.failure()
+        phases[eval_batch] = result.of_kind("phase")
+
+    model = weights_file.load_into(resnet.resnet50(CHANNELS, CLASSES), root / "train.weights")
+    with measured_run(_config(), rule="test", job={}, env_path=tmp_path / "eager-env.parquet") as run:
+        eager_rows = eager.train(model, prepared.load(root / "data"),
+                                 orders.read(root / "order.i32", MEMORY_TRAIN, 2), _memory_settings(MEMORY_EVAL_BATCH),
+                                 run)
+    rows = phases[MEMORY_EVAL_BATCH]
+    assert [(r["epoch"], r["phase"], r["samples"]) for r in rows] == \
+        [(r["epoch"], r["phase"], r["samples"]) for r in eager_rows]
+    for n, e in zip(rows, eager_rows):
+        assert n["loss"] == pytest.approx(e["loss"], rel=LOSS_RTOL) and n["accuracy"] == e["accuracy"], (n, e)
+
+    mib = 2 ** 20
+    expected = (4 * (_activation_floats(CHANNELS, SIZE, CLASSES, MEMORY_BATCH, MEMORY_EVAL_BATCH)
+                     - _activation_floats(CHANNELS, SIZE, CLASSES, MEMORY_BATCH, MEMORY_BATCH))
+                + _batch_bytes(CHANNELS, SIZE, CLASSES, MEMORY_EVAL_BATCH)
+                - _batch_bytes(CHANNELS, SIZE, CLASSES, MEMORY_BATCH)) / mib
+    old = 4 * (_activation_floats(CHANNELS, SIZE, CLASSES, MEMORY_EVAL_BATCH, 0)
+               - _activation_floats(CHANNELS, SIZE, CLASSES, MEMORY_BATCH, 0)) / mib
+    growth = [a["alloc_peak_mib"] - a["workspace_mib"] - (b["alloc_peak_mib"] - b["workspace_mib"])
+              for a, b in zip(phases[MEMORY_EVAL_BATCH], phases[MEMORY_BATCH])]
+    _report(f"memory/{'cudnn-graphs' if graphs else 'cudnn'}",
+            {"growth_mib": growth, "expected_mib": expected, "training_storage_growth_mib": old,
+             "peaks_mib": {b: [(r["phase"], r["alloc_peak_mib"], r["workspace_mib"]) for r in p]
+                           for b, p in phases.items()}})
+    assert expected < old / 4  # the test tells the two apart
+    for g in growth:
+        assert g == pytest.approx(expected, abs=0.01), (growth, expected)
+
+
+@pytest.mark.gpu
+def test_memcheck_finds_no_error_with_a_larger_eval_batch(program, memory_files):
+    """Two epochs at train 4 / eval 64: the inference buffers for 64, larger than the training storage for 4, and
+    the training steps after an evaluation that reused the storage stay inside the one allocation."""
+    sanitizer = _sanitizer()
+    if sanitizer is None:
+        pytest.skip("compute-sanitizer is not installed (it comes with the CUDA toolkit)")
+    root, manifest = memory_files
+    command = cudnn.train_command(program, root / "data", manifest, root / "train.weights", root / "order.i32",
+                                  _memory_settings(MEMORY_EVAL_BATCH), _config(), torch.device("cuda"))
+    _assert_memcheck_clean(sanitizer, command, "memcheck/train-larger-eval-batch")

@@ -147,22 +147,30 @@ def test_sweep_job_off_a_cuda_device_writes_not_run_rows(files, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("implementation", ["cudnn", "cudnn-graphs"])
 def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeypatch, implementation):
-    """Cell 1 an injected oom, batch 3072 at 512 px a real one (its five activation buffers need 240 GiB, more than
-    an H100 or H200 has): larger batches at each resolution are skipped, the others measured."""
+    """Cell 1 an injected oom, batch 256 at 256 px a real one: no batch within cuDNN's 2^31 elements per tensor
+    exhausts an H100 (five such buffers are 40 GiB), so this process holds all but 3 GiB of the device while the
+    program runs, and the cell's five 1 GiB activation buffers do not fit. Larger batches at each resolution are
+    skipped, the others measured."""
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1")
-    batches, resolutions = [2, 3072, 4096], [16, 512]
+    batches, resolutions = [2, 256, 512], [16, 256]
     cells = walk(batches, resolutions)
     run = _run("cuda")
-    with run.sampler:
-        rows = sweep.native_cells(cells, _command_for(program, files, implementation, batches, resolutions,
-                                                      "uint8-pinned"), run, implementation)
+    free, _ = torch.cuda.mem_get_info()
+    hog = torch.empty(free - 3 * 2**30, dtype=torch.uint8, device="cuda")
+    try:
+        with run.sampler:
+            rows = sweep.native_cells(cells, _command_for(program, files, implementation, batches, resolutions,
+                                                          "uint8-pinned"), run, implementation)
+    finally:
+        del hog
+        torch.cuda.empty_cache()
     _report(f"oom/{implementation}", rows)
     assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"], rows
     assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
     assert "out of device memory" in rows[4]["message"], rows[4]
-    for i, b in ((2, 3072), (5, 3072)):
-        assert rows[i]["message"] == f"skipped: batch {b} already out of memory at this resolution"
-    for i, r in ((0, 16), (3, 512)):
+    for i in (2, 5):
+        assert rows[i]["message"] == "skipped: batch 256 already out of memory at this resolution"
+    for i, r in ((0, 16), (3, 256)):
         assert rows[i]["time_ms"] > 0 and rows[i]["h2d_ms"] > 0 and rows[i]["alloc_peak_mib"] > 0
         assert rows[i]["h2d_bytes"] == 2 * CHANNELS * r * r
     assert rows[3]["alloc_peak_mib"] > rows[0]["alloc_peak_mib"]  # its own activations, not the last cell's

@@ -280,17 +280,34 @@ def test_snakemake_refuses_impossible_slots_naming_the_setting(tmp_path, monkeyp
     assert done.returncode != 0 and message in done.stdout + done.stderr
 
 
+REAL_SLOT_PROBE = """
+import json, os, subprocess, sys
+from types import SimpleNamespace
+from abstraction_cost.measure import gpu_slots
+job = SimpleNamespace(rule="eval_backend", config={"device": "cuda"},
+                      wildcards=SimpleNamespace(items=lambda: [("implementation", "eager")]))
+slot = gpu_slots.take(job)
+script = "import torch; print(torch.cuda.device_count(), torch.cuda.get_device_properties(0).uuid)"
+seen = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+print(json.dumps({"uuid": slot.gpu.uuid, "visible": os.environ["CUDA_VISIBLE_DEVICES"], "seen": seen}))
+"""
+
+
 @pytest.mark.gpu
-def test_real_gpus_get_a_slot_each_by_uuid(monkeypatch):
+def test_real_gpus_get_a_slot_each_by_uuid(tmp_path):
     gpus = gpu_slots.visible_gpus()
     if not gpus:
         pytest.skip("NVML finds no GPU")
     assert all(g.uuid.startswith("GPU-") for g in gpus)
-    slot = gpu_slots.take(job("eval_backend", {"device": "cuda"}, implementation="eager"))
-    assert slot.gpu in gpus and os.environ["CUDA_VISIBLE_DEVICES"] == slot.gpu.uuid
-    script = "import torch; print(torch.cuda.device_count(), torch.cuda.get_device_properties(0).uuid)"
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
-    assert out[0] == "1" and slot.gpu.uuid.removeprefix("GPU-") == out[1].removeprefix("GPU-")
+    # in a fresh process (take() refuses once CUDA is initialised, as it is here after other GPU tests) locking in
+    # a folder of its own (this process's measured runs hold a slot)
+    env = {**os.environ, "ABSTRACTION_COST_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run([sys.executable, "-c", REAL_SLOT_PROBE], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["uuid"] in {g.uuid for g in gpus} and got["visible"] == got["uuid"]
+    assert got["seen"][0] == "1" and got["uuid"].removeprefix("GPU-") == got["seen"][1].removeprefix("GPU-")
 
 
 def test_measured_runs_safety_net_locks_the_device_a_job_took_no_slot_for(monkeypatch):

@@ -1,6 +1,7 @@
 """The launcher of the C++ programs (backends/native.py), without building them: configure command, records,
 failures, and how records become training rows on the NVML sampler's timeline."""
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -218,9 +219,11 @@ print(json.dumps({"pid": os.getpid(), "pids": pids}))
 def test_the_launcher_holds_no_cuda_context_of_its_own(tmp_path):
     # NVML's memory figure is device-wide: a CUDA context in the launching process (hundreds of MiB) would be
     # charged to the C++ backends. measured_run only queries the device, so it must not create one. (Run in a
-    # fresh process: this test process may hold a context from other GPU tests.)
+    # fresh process: this test process may hold a context from other GPU tests, and the GPU slot their measured
+    # runs locked, so the probe locks in a folder of its own.)
+    env = {**os.environ, "ABSTRACTION_COST_GPU_LOCK_DIR": str(tmp_path / "locks")}
     proc = subprocess.run([sys.executable, "-c", LAUNCHER_CONTEXT_PROBE, str(tmp_path / "env.parquet")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["pid"] not in seen["pids"], "measured_run created a CUDA context in the launcher"

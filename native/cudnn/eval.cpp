@@ -66,7 +66,7 @@ int eval_main(const Args& a) {
   // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
   CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
   const int n = static_cast<int>(batch_size);
-  net.reserve(n, height, width, false);
+  net.reserve({.inference = n}, height, width);
   Buffer<uint8_t> images_dev(images.size(), "input batch (uint8)");
   Buffer<float> x(images.size(), "input batch (float)");
   const float* logits = nullptr;

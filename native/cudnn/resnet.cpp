@@ -44,34 +44,39 @@ ResNet50::ResNet50(ParameterSet& params, int channels, int classes)
   }
 }
 
-float* ResNet50::allocate(int64_t per_sample, const std::string& what) {
-  storage_.emplace_back(static_cast<size_t>(per_sample * capacity_),
-                        what + " (batch " + std::to_string(capacity_) + ")");
-  return storage_.back().get();
+ResNet50::Geometry ResNet50::geometry(int height, int width) const {
+  Geometry g;
+  g.input = {1, channels_, height, width};
+  g.stem = conv1_.output(g.input);
+  g.pooled = maxpool_.output(g.stem);
+  g.largest = std::max(g.stem.per_sample(), g.input.per_sample());
+  Shape cur = g.pooled;
+  for (const auto& blk : blocks_) {
+    Geometry::Block s{cur, blk->conv1.output(cur), {}, {}};
+    s.b = blk->conv2.output(s.a);
+    s.c = blk->conv3.output(s.b);
+    for (const Shape& x : {s.a, s.b, s.c}) g.largest = std::max(g.largest, x.per_sample());
+    g.blocks.push_back(s);
+    cur = s.c;
+  }
+  return g;
 }
 
 void ResNet50::release() {
-  storage_.clear();
-  acts_.clear();
-  stem_conv_ = stem_bn_ = stem_pool_ = pooled_ = logits_ = dpooled_ = nullptr;
-  for (float*& g : grads_) g = nullptr;
-  capacity_ = height_ = width_ = 0;
-  training_storage_ = false;
+  storage_ = Buffer<float>();
+  training_ = inference_ = Activations{};
+  capacity_ = Capacity{};
+  height_ = width_ = 0;
+  training_forward_last_ = false;
 }
 
 void ResNet50::check_batch(int capacity, int height, int width) const {
   const Shape input{1, channels_, height, width};
-  const Shape stem = conv1_.output(input), pooled = maxpool_.output(stem);
+  const Shape pooled = maxpool_.output(conv1_.output(input));
   if (pooled.h < 1 || pooled.w < 1)
     throw std::runtime_error("input " + std::to_string(height) + "×" + std::to_string(width) +
                              " is too small for ResNet-50 (maxpool output " + pooled.str() + ")");
-  int64_t largest = std::max(stem.per_sample(), input.per_sample());
-  Shape cur = pooled;
-  for (const auto& blk : blocks_) {
-    const Shape a = blk->conv1.output(cur), b = blk->conv2.output(a);
-    cur = blk->conv3.output(b);
-    largest = std::max({largest, a.per_sample(), b.per_sample(), cur.per_sample()});
-  }
+  const int64_t largest = geometry(height, width).largest;
   // cuDNN's descriptors take fewer than 2^31 elements per tensor (cudnnSetTensor4dDescriptor: NOT_SUPPORTED at
   // 128×64×512×512 on an H100); torch splits such batches, this program does not
   constexpr int64_t kCudnnMaxElements = (int64_t{1} << 31) - 1;
@@ -82,60 +87,45 @@ void ResNet50::check_batch(int capacity, int height, int width) const {
                              "tensor may have (this program does not split batches)");
 }
 
-void ResNet50::reserve(int capacity, int height, int width, bool training) {
-  if (capacity < 1) throw std::logic_error("ResNet50::reserve: capacity < 1");
-  release();
-  check_batch(capacity, height, width);
-  capacity_ = capacity, height_ = height, width_ = width, training_storage_ = training;
-  // every activation's shape for one sample, and the largest
-  const Shape input{1, channels_, height, width};
-  const Shape stem = conv1_.output(input), pooled = maxpool_.output(stem);
-  struct BlockShapes {
-    Shape in, a, b, c;
+int64_t ResNet50::lay_out(Activations& set, const Geometry& g, int capacity, bool training, float* base) const {
+  set = Activations{};
+  if (capacity == 0) return 0;
+  int64_t used = 0;
+  const auto take = [&](int64_t per_sample) {  // 256-byte aligned, as cudaMalloc's own pointers
+    float* p = base ? base + used : nullptr;
+    used += (per_sample * capacity + 63) / 64 * 64;
+    return p;
   };
-  std::vector<BlockShapes> shapes;
-  int64_t largest = std::max(stem.per_sample(), input.per_sample());
-  Shape cur = pooled;
-  for (auto& blk : blocks_) {
-    BlockShapes s{cur, blk->conv1.output(cur), {}, {}};
-    s.b = blk->conv2.output(s.a);
-    s.c = blk->conv3.output(s.b);
-    for (const Shape& x : {s.a, s.b, s.c}) largest = std::max(largest, x.per_sample());
-    shapes.push_back(s);
-    cur = s.c;
-  }
-  const int features = fc_.features, classes = fc_.classes;
-  pooled_ = allocate(features, "avgpool output");
-  logits_ = allocate(classes, "fc output");
-  acts_.resize(blocks_.size());
+  set.pooled = take(fc_.features);
+  set.logits = take(fc_.classes);
+  set.blocks.resize(blocks_.size());
   if (training) {
-    stem_conv_ = allocate(stem.per_sample(), "conv1 output");
-    stem_bn_ = allocate(stem.per_sample(), "bn1 output");
-    stem_pool_ = allocate(pooled.per_sample(), "maxpool output");
+    set.stem_conv = take(g.stem.per_sample());
+    set.stem_bn = take(g.stem.per_sample());
+    set.stem_pool = take(g.pooled.per_sample());
     for (size_t i = 0; i < blocks_.size(); ++i) {
-      const BlockShapes& s = shapes[i];
-      const std::string& n = blocks_[i]->name;
-      Acts& a = acts_[i];
-      a.c1 = allocate(s.a.per_sample(), n + ".conv1 output");
-      a.b1 = allocate(s.a.per_sample(), n + ".bn1 output");
-      a.c2 = allocate(s.b.per_sample(), n + ".conv2 output");
-      a.b2 = allocate(s.b.per_sample(), n + ".bn2 output");
-      a.c3 = allocate(s.c.per_sample(), n + ".conv3 output");
-      a.out = allocate(s.c.per_sample(), n + " output");
-      a.dc = blocks_[i]->downsample_conv ? allocate(s.c.per_sample(), n + ".downsample.0 output") : nullptr;
-      a.db = blocks_[i]->downsample_bn ? allocate(s.c.per_sample(), n + ".downsample.1 output") : nullptr;
+      const Geometry::Block& s = g.blocks[i];
+      Acts& a = set.blocks[i];
+      a.c1 = take(s.a.per_sample());
+      a.b1 = take(s.a.per_sample());
+      a.c2 = take(s.b.per_sample());
+      a.b2 = take(s.b.per_sample());
+      a.c3 = take(s.c.per_sample());
+      a.out = take(s.c.per_sample());
+      a.dc = blocks_[i]->downsample_conv ? take(s.c.per_sample()) : nullptr;
+      a.db = blocks_[i]->downsample_bn ? take(s.c.per_sample()) : nullptr;
     }
-    for (float*& g : grads_) g = allocate(largest, "activation gradients");
-    dpooled_ = allocate(features, "avgpool gradient");
-    return;
+    for (float*& grad : set.grads) grad = take(g.largest);
+    set.dpooled = take(fc_.features);
+    return used;
   }
   // inference: a block reads X and writes A, B (main path) and C, D (downsample); its output lands in B, which is
   // the next block's X. Five buffers of the largest activation serve the whole network.
   float* pool[5];
-  for (float*& p : pool) p = allocate(largest, "activations");
-  stem_conv_ = pool[0], stem_bn_ = pool[1], stem_pool_ = pool[2];
+  for (float*& p : pool) p = take(g.largest);
+  set.stem_conv = pool[0], set.stem_bn = pool[1], set.stem_pool = pool[2];
   int x = 2;
-  for (Acts& a : acts_) {
+  for (Acts& a : set.blocks) {
     int others[4], k = 0;
     for (int i = 0; i < 5; ++i)
       if (i != x) others[k++] = i;
@@ -144,6 +134,26 @@ void ResNet50::reserve(int capacity, int height, int width, bool training) {
     a.dc = pool[others[2]], a.db = pool[others[3]];
     x = others[1];
   }
+  return used;
+}
+
+void ResNet50::reserve(Capacity capacity, int height, int width) {
+  if (capacity.training < 0 || capacity.inference < 0 || capacity.training + capacity.inference < 1)
+    throw std::logic_error("ResNet50::reserve: no batch to reserve for");
+  release();
+  for (int n : {capacity.training, capacity.inference})
+    if (n > 0) check_batch(n, height, width);
+  const Geometry g = geometry(height, width);
+  const int64_t floats = std::max(lay_out(training_, g, capacity.training, true, nullptr),
+                                  lay_out(inference_, g, capacity.inference, false, nullptr));
+  std::string what;  // the sets it holds, for an out-of-memory error
+  if (capacity.training) what = "training batch " + std::to_string(capacity.training);
+  if (capacity.inference)
+    what += (what.empty() ? "" : ", ") + ("inference batch " + std::to_string(capacity.inference));
+  storage_ = Buffer<float>(static_cast<size_t>(floats), "activations (" + what + ")");
+  lay_out(training_, g, capacity.training, true, storage_.get());
+  lay_out(inference_, g, capacity.inference, false, storage_.get());
+  capacity_ = capacity, height_ = height, width_ = width;
 }
 
 void ResNet50::block_forward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shape& in, const float* x,
@@ -171,28 +181,31 @@ void ResNet50::block_forward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shape
 }
 
 const float* ResNet50::forward(Gpu& gpu, const float* x, int n, bool training) {
-  if (n < 1 || n > capacity_)
-    throw std::logic_error("forward of a batch of " + std::to_string(n) + ", reserved for " +
-                           std::to_string(capacity_));
-  if (training && !training_storage_) throw std::logic_error("training forward on inference storage");
+  const int reserved = training ? capacity_.training : capacity_.inference;
+  if (n < 1 || n > reserved)
+    throw std::logic_error(std::string(training ? "training" : "inference") + " forward of a batch of " +
+                           std::to_string(n) + ", reserved for " + std::to_string(reserved));
+  const Activations& set = training ? training_ : inference_;
+  training_forward_last_ = training;
   const cudaStream_t stream = gpu.stream();
   const Shape input{n, channels_, height_, width_};
   const Shape stem = conv1_.output(input);
-  conv1_.forward(gpu, input, x, stem_conv_);
-  training ? bn1_.forward_train(gpu, stem, stem_conv_, stem_bn_) : bn1_.forward_eval(gpu, stem, stem_conv_, stem_bn_);
-  relu(stem_bn_, stem.numel(), stream, "relu");
+  conv1_.forward(gpu, input, x, set.stem_conv);
+  training ? bn1_.forward_train(gpu, stem, set.stem_conv, set.stem_bn)
+           : bn1_.forward_eval(gpu, stem, set.stem_conv, set.stem_bn);
+  relu(set.stem_bn, stem.numel(), stream, "relu");
   Shape cur = maxpool_.output(stem);
-  maxpool_.forward(gpu, stem, stem_bn_, stem_pool_);
-  const float* h = stem_pool_;
+  maxpool_.forward(gpu, stem, set.stem_bn, set.stem_pool);
+  const float* h = set.stem_pool;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Bottleneck& b = *blocks_[i];
-    block_forward(gpu, b, acts_[i], cur, h, training);
+    block_forward(gpu, b, set.blocks[i], cur, h, training);
     cur = b.conv3.output(b.conv2.output(b.conv1.output(cur)));
-    h = acts_[i].out;
+    h = set.blocks[i].out;
   }
-  global_avg_pool(h, pooled_, int64_t{n} * cur.c, cur.h * cur.w, stream, "avgpool");
-  fc_.forward(gpu, n, pooled_, logits_);
-  return logits_;
+  global_avg_pool(h, set.pooled, int64_t{n} * cur.c, cur.h * cur.w, stream, "avgpool");
+  fc_.forward(gpu, n, set.pooled, set.logits);
+  return set.logits;
 }
 
 void ResNet50::block_backward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shape& in, const float* x, float* dy,
@@ -217,7 +230,12 @@ void ResNet50::block_backward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shap
 }
 
 void ResNet50::backward(Gpu& gpu, const float* x, const float* dlogits, int n) {
-  if (!training_storage_) throw std::logic_error("backward on inference storage");
+  if (!training_forward_last_)
+    throw std::logic_error("backward without a training forward since the last inference forward");
+  if (n < 1 || n > capacity_.training)
+    throw std::logic_error("backward of a batch of " + std::to_string(n) + ", reserved for " +
+                           std::to_string(capacity_.training));
+  const Activations& set = training_;
   const cudaStream_t stream = gpu.stream();
   const Shape input{n, channels_, height_, width_};
   const Shape stem = conv1_.output(input), pooled = maxpool_.output(stem);
@@ -227,17 +245,17 @@ void ResNet50::backward(Gpu& gpu, const float* x, const float* dlogits, int n) {
     inputs.push_back(cur);
     cur = b->conv3.output(b->conv2.output(b->conv1.output(cur)));
   }
-  fc_.backward(gpu, n, pooled_, dlogits, dpooled_);
-  float *dy = grads_[0], *dx = grads_[1];
-  global_avg_pool_backward(dpooled_, dy, int64_t{n} * cur.c, cur.h * cur.w, stream, "avgpool");
+  fc_.backward(gpu, n, set.pooled, dlogits, set.dpooled);
+  float *dy = set.grads[0], *dx = set.grads[1];
+  global_avg_pool_backward(set.dpooled, dy, int64_t{n} * cur.c, cur.h * cur.w, stream, "avgpool");
   for (size_t i = blocks_.size(); i-- > 0;) {
-    const float* block_input = i == 0 ? stem_pool_ : acts_[i - 1].out;
-    block_backward(gpu, *blocks_[i], acts_[i], inputs[i], block_input, dy, dx, grads_[2], grads_[3]);
+    const float* block_input = i == 0 ? set.stem_pool : set.blocks[i - 1].out;
+    block_backward(gpu, *blocks_[i], set.blocks[i], inputs[i], block_input, dy, dx, set.grads[2], set.grads[3]);
     std::swap(dy, dx);
   }
-  maxpool_.backward(gpu, stem, stem_bn_, stem_pool_, dy, dx);
-  relu_backward(dx, stem_bn_, stem.numel(), stream, "relu");
-  bn1_.backward(gpu, stem, stem_conv_, dx, dy);
+  maxpool_.backward(gpu, stem, set.stem_bn, set.stem_pool, dy, dx);
+  relu_backward(dx, set.stem_bn, stem.numel(), stream, "relu");
+  bn1_.backward(gpu, stem, set.stem_conv, dx, dy);
   conv1_.backward(gpu, input, x, dy, nullptr, 0.0f);
 }
 

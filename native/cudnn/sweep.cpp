@@ -93,7 +93,7 @@ class CudnnSweep : public SweepBackend {
       }
       if (uint8_) images_dev_ = Buffer<uint8_t>(count, "input batch (uint8)");
       x_ = Buffer<float>(count, "input batch (float)");
-      net_.reserve(n_, resolution_, resolution_, false);
+      net_.reserve({.inference = n_}, resolution_, resolution_);
       if (graphs_) {  // algorithms, workspace and the graph are made here, outside the timed calls
         replay_ = std::make_unique<GraphReplay>(true);
         forward();

@@ -129,10 +129,12 @@ int train_main(const Args& a) {
   normalise.upload();
   // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
   CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
-  const int capacity = static_cast<int>(std::max<int64_t>(
-      {std::min(batch_size, train.count), std::min(eval_batch_size, test.count), int64_t{1}}));
-  net.reserve(capacity, height, width, true);
-  Batch batch(capacity, train.image_bytes(), classes);
+  // training storage for the training batch, the evaluation's five buffers for its own batch (resnet.h): at
+  // batch 16 / eval batch 128 training storage for 128 would hold 8× the activations training needs
+  const Capacity capacity{static_cast<int>(std::max<int64_t>(std::min(batch_size, train.count), 1)),
+                          static_cast<int>(std::max<int64_t>(std::min(eval_batch_size, test.count), 1))};
+  net.reserve(capacity, height, width);
+  Batch batch(std::max(capacity.training, capacity.inference), train.image_bytes(), classes);
   PhaseStats stats;
   GraphReplay train_steps(graphs), eval_steps(graphs);
   const int64_t hw = int64_t{height} * width;
