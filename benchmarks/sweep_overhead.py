@@ -1,6 +1,7 @@
 """Sweep overhead: the share of a sweep job's wall time spent outside its timed calls.
 
-Each (implementation, transfer) job of the config's sweep grid runs as rule `sweep` runs it (backends/sweep.run,
+Each (implementation, transfer) job of the config's sweep grid, in one numerics (--numerics; default the first of
+study_a.sweep.numerics), runs as rule `sweep` runs it (backends/sweep.run,
 in a process of its own, measured run and table included), on random uint8 images at the grid's resolutions and
 freshly initialised weights (time does not depend on either). The parent times each child process from launch to
 exit; the timed calls are the cells' median time per batch × repeats. Everything else is overhead: interpreter and
@@ -55,7 +56,8 @@ def child(args) -> None:
     stem = work / f"{args.implementation}-{args.transfer}"
     out = SimpleNamespace(table=f"{stem}.rows.parquet", env=f"{stem}.env.parquet")
     job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation=args.implementation, transfer=args.transfer))
+                          wildcards=SimpleNamespace(implementation=args.implementation, transfer=args.transfer,
+                                                    numerics=args.numerics))
     (sweep_kernels if args.transfer == "kernels" else sweep).run(job)
 
 
@@ -65,6 +67,8 @@ def main() -> None:
     p.add_argument("--device", default=None, help="override the config's device (cpu for a dry run)")
     p.add_argument("--implementations", nargs="+", default=["eager", "libtorch"],
                    choices=["eager", "torchscript-cpp", "libtorch"])
+    p.add_argument("--numerics", default=None, choices=["fp32", "tf32", "bf16-autocast"],
+                   help="the jobs' numerics (default: the first of the config's study_a.sweep.numerics)")
     p.add_argument("--out", default=None)
     p.add_argument("--keep", default=None, help="copy every job's rows here")
     p.add_argument("--kernels", action="store_true", help="also run each implementation's kernel job")
@@ -84,6 +88,7 @@ def main() -> None:
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(args.config)
     settings = SweepSettings.from_config(config)
+    numerics = args.numerics or settings.numerics[0]
     classes = spec(config["study_a"]["backends"]["dataset"], config).classes
     jobs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,7 +100,8 @@ def main() -> None:
                              work / "model.json")
         for impl in args.implementations:
             for transfer in settings.transfers:
-                command = [sys.executable, __file__, "--config", args.config, "--child", impl, transfer, tmp]
+                command = [sys.executable, __file__, "--config", args.config, "--numerics", numerics,
+                           "--child", impl, transfer, tmp]
                 if args.device:
                     command += ["--device", args.device]
                 started = time.perf_counter()
@@ -104,12 +110,13 @@ def main() -> None:
                 df = tables.read("sweep", work / f"{impl}-{transfer}.rows.parquet")
                 ok = df.filter(pl.col("status") == "ok")
                 timed = float((ok["time_ms"] * ok["repeats"]).sum()) / 1000.0
-                jobs.append({"implementation": impl, "transfer": transfer, "cells": df.height, "ok_cells": ok.height,
-                             "wall_s": wall, "timed_s": timed, "outside_timed_pct": 100.0 * (1 - timed / wall),
+                jobs.append({"implementation": impl, "transfer": transfer, "numerics": numerics, "cells": df.height,
+                             "ok_cells": ok.height, "wall_s": wall, "timed_s": timed, "outside_timed_pct": 100.0 * (1 - timed / wall),
                              "device": df["device"][0]})
                 print(json.dumps(jobs[-1]), flush=True)
             if args.kernels:
-                subprocess.run([sys.executable, __file__, "--config", args.config, "--child", impl, "kernels", tmp]
+                subprocess.run([sys.executable, __file__, "--config", args.config, "--numerics", numerics,
+                                "--child", impl, "kernels", tmp]
                                + (["--device", args.device] if args.device else []), check=True)
             if args.keep:  # after each implementation, so that a run cut short keeps what it measured
                 Path(args.keep).mkdir(parents=True, exist_ok=True)

@@ -35,4 +35,5 @@ def test_sweep_overhead_benchmark_runs(tmp_path):
                     "--out", str(out)], check=True, capture_output=True)
     result = json.loads(out.read_text())
     assert [j["transfer"] for j in result["jobs"]] == ["float32-pageable", "uint8-pinned"]
+    assert {j["numerics"] for j in result["jobs"]} == {"fp32"}  # the first of the smoke config's sweep numerics
     assert all(j["ok_cells"] == j["cells"] == 4 and 0 < j["timed_s"] < j["wall_s"] for j in result["jobs"])

@@ -60,3 +60,20 @@ def test_training_settings_take_the_per_dataset_batch_size(smoke_config):
     smoke_config["study_a"]["training"]["batch_size_overrides"] = {"digits": 7}
     assert cfg.TrainingSettings.from_config(smoke_config, "digits").batch_size == 7
     assert cfg.TrainingSettings.from_config(smoke_config, "synthetic-cifar10").batch_size == 32
+
+
+@pytest.mark.parametrize("name,numerics", [("config", ["fp32", "tf32"]), ("paper", ["fp32", "tf32"]),
+                                           ("gpu-smoke", ["fp32", "tf32"]), ("smoke", ["fp32"])])
+def test_sweep_numerics_of_the_shipped_configs(name, numerics):
+    assert cfg.load(REPO / "config" / f"{name}.yaml")["study_a"]["sweep"]["numerics"] == numerics
+
+
+def test_bad_sweep_numerics_name_their_key(smoke_config):
+    bad = copy.deepcopy(smoke_config)
+    bad["study_a"]["sweep"]["numerics"] = ["fp32", "fp16"]
+    assert "'study_a.sweep.numerics.1': 'fp16' is not one of ['fp32', 'tf32', 'bf16-autocast']" in _error(bad)
+    bad["study_a"]["sweep"]["numerics"] = ["tf32", "tf32"]
+    assert "'study_a.sweep.numerics'" in _error(bad)
+    del smoke_config["study_a"]["sweep"]["numerics"]
+    message = _error(smoke_config)
+    assert "'study_a.sweep'" in message and "'numerics' is a required property" in message

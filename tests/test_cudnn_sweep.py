@@ -22,6 +22,7 @@ import torch
 
 from abstraction_cost.backends import cudnn, native, sweep, transfer
 from abstraction_cost.backends.sweep_cells import walk
+from abstraction_cost.measure import numerics as nx
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.models import init, resnet, weights_file
@@ -73,13 +74,13 @@ def _report(key: str, rows: list[dict]) -> None:
     Path(path).write_text(json.dumps(data, indent=1, default=str))
 
 
-def _command_for(program, files, implementation, batches, resolutions, transfer_mode, repeats=3):
+def _command_for(program, files, implementation, batches, resolutions, transfer_mode, repeats=3, config=CONFIG):
     settings = SimpleNamespace(batches=tuple(batches), resolutions=tuple(resolutions), warmup=1, repeats=repeats)
     manifest = transfer.read_manifest(files.inputs)
     inputs = SimpleNamespace(inputs=files.inputs, weights=files.weights)
 
     def command_for(start, oom_at):
-        return sweep.sweep_command(program, implementation, inputs, manifest, settings, transfer_mode, CONFIG,
+        return sweep.sweep_command(program, implementation, inputs, manifest, settings, transfer_mode, config,
                                    torch.device("cuda"), CLASSES, start, oom_at)
     return command_for
 
@@ -92,6 +93,14 @@ def test_command_takes_the_cudnn_algorithm_flags(program, files):
     assert command[command.index("--conv-algo") + 1] == "heuristic"
     assert command[command.index("--workspace-limit-mib") + 1] == "1024"
     assert command[command.index("--weights") + 1] == files.weights
+
+
+@pytest.mark.parametrize("numerics,flag", [("tf32", "1"), ("fp32", "0")])
+def test_command_takes_the_jobs_numerics(program, files, numerics, flag):
+    """study_a.sweep.numerics reaches ac_cudnn as --tf32 (CUDNN_DEFAULT_MATH and TF32 cuBLAS, or FMA math only)."""
+    config = nx.job_config(CONFIG, numerics, "study_a.sweep.numerics")
+    command = _command_for(program, files, "cudnn", [1], [8], "uint8-pinned", config=config)(0, "")
+    assert command[command.index("--tf32") + 1] == flag
 
 
 @pytest.mark.parametrize("flag,value,words", [
@@ -126,7 +135,7 @@ def test_sweep_job_off_a_cuda_device_writes_not_run_rows(files, tmp_path):
     job = SimpleNamespace(config=config, input=SimpleNamespace(inputs=files.inputs, weights=files.weights,
                                                                program="ac_cudnn"),
                           output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation="cudnn", transfer="uint8-pinned"))
+                          wildcards=SimpleNamespace(implementation="cudnn", transfer="uint8-pinned", numerics="fp32"))
     sweep.run(job)
     df = tables.read("sweep", out.table)
     assert df["cell"].to_list() == [0, 1, 2, 3] and set(df["status"]) == {"not_run"}
@@ -165,6 +174,17 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
         assert rows[i]["time_ms"] > 0 and rows[i]["h2d_ms"] > 0 and rows[i]["alloc_peak_mib"] > 0
         assert rows[i]["h2d_bytes"] == 2 * CHANNELS * r * r
     assert rows[3]["alloc_peak_mib"] > rows[0]["alloc_peak_mib"]  # its own activations, not the last cell's
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("numerics", ["fp32", "tf32"])
+def test_sweep_runs_under_the_jobs_numerics(program, files, numerics):
+    """ac_cudnn's start record says which math it set up (tf32 from --tf32): a tf32 row ran with TF32 allowed."""
+    config = nx.job_config(CONFIG, numerics, "study_a.sweep.numerics")
+    result = native.launch(_command_for(program, files, "cudnn", [2], [16], "uint8-pinned", config=config)(0, ""))
+    assert result.returncode == 0, result.stderr_tail
+    assert result.of_kind("start")[0]["tf32"] is (numerics == "tf32")
+    assert [r["status"] for r in result.of_kind("cell")] == ["ok"]
 
 
 @pytest.mark.gpu

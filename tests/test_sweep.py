@@ -29,7 +29,8 @@ def _run() -> Run:
 
 def _sweep_config(**overrides) -> dict:
     s = {"batches": [1, 2], "resolutions": [8, 16], "warmup": 0, "repeats": 2,
-         "transfers": list(sweep_cells.TRANSFERS), "implementations": ["eager", "libtorch"], "compile_modes": [],
+         "transfers": list(sweep_cells.TRANSFERS), "implementations": ["eager", "libtorch"], "numerics": ["fp32"],
+         "compile_modes": [],
          "pool": 2, "require_gpu": False, "kernels": {"batch_size": 2, "resolution": 16, "top": 5}}
     s.update(overrides)
     return s
@@ -59,6 +60,10 @@ def test_oom_tracker_skips_larger_batches_at_that_resolution_only():
     ("transfers", ["float16-pinned"], "'study_a.sweep.transfers': 'float16-pinned' is not one of"),
     ("implementations", ["tensorrt"], "'study_a.sweep.implementations': 'tensorrt' is not built here"),
     ("implementations", ["compiled"], "'study_a.sweep.compile_modes'"),
+    ("numerics", ["fp32", "fp16"], "'study_a.sweep.numerics': 'fp16' is not one of"),
+    ("numerics", [], "'study_a.sweep.numerics': need a non-empty list"),
+    ("numerics", ["tf32", "tf32"], "'study_a.sweep.numerics': 'tf32' is twice in the list"),
+    ("numerics", "fp32", "'study_a.sweep.numerics': need a non-empty list"),
 ])
 def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
     with pytest.raises(SweepConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
@@ -239,7 +244,8 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
         inputs.program = str(native.ensure_built("libtorch"))
     out = SimpleNamespace(table=str(tmp_path / "rows.parquet"), env=str(tmp_path / "env.parquet"))
     job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation=implementation, transfer="uint8-pinned"))
+                          wildcards=SimpleNamespace(implementation=implementation, transfer="uint8-pinned",
+                                                    numerics="fp32"))
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@2")
     sweep.run(job)
     df = tables.read("sweep", out.table)
@@ -248,6 +254,103 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     assert df["message"][1] == "skipped: batch 1 already out of memory at this resolution"
     assert df["run_id"].n_unique() == 1 and tables.read("environment", out.env).height == 1
     assert df["time_per_sample_ms"][3] > 0 and df["implementation"].unique().to_list() == [implementation]
+    assert df["numerics"].unique().to_list() == ["fp32"]
+
+
+# ------------------------------------------------------------------------------------------- numerics
+@pytest.fixture
+def process_numerics():
+    """A job sets TF32 flags for its whole process; in this test process they are restored after the test."""
+    from abstraction_cost.measure import numerics as nx
+    with nx.applied("fp32"):
+        yield
+
+
+def _numerics_job(pool_dir, tmp_path, implementation, numerics):
+    """Rule sweep's job for one numerics on the smoke config (2 cells), its inputs made here."""
+    from abstraction_cost import config as config_module
+    from abstraction_cost.models import resnet, weights_file
+    config = config_module.load(REPO / "config/smoke.yaml")
+    config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8], repeats=2, warmup=0, numerics=[numerics])
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
+    if sweep.kind(implementation)[1] == "cpp":
+        inputs.program = str(native.ensure_built("libtorch"))
+    out = SimpleNamespace(table=str(tmp_path / f"{numerics}.rows.parquet"),
+                          env=str(tmp_path / f"{numerics}.env.parquet"))
+    return SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
+                           wildcards=SimpleNamespace(implementation=implementation, transfer="float32-pageable",
+                                                     numerics=numerics))
+
+
+@pytest.mark.parametrize("numerics,tf32", [("tf32", True), ("fp32", False)])
+def test_sweep_job_sets_its_numerics_in_the_process_before_the_model(pool_dir, tmp_path, monkeypatch, numerics,
+                                                                     tf32, process_numerics):
+    """The job's TF32 flags are its numerics' (whatever the top-level numerics.tf32 says), set before the model
+    is built and recorded in its environment row; every row is labelled."""
+    from abstraction_cost import tables
+    seen = {}
+    built = sweep.PythonModel.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.update(cudnn=torch.backends.cudnn.allow_tf32, matmul=torch.backends.cuda.matmul.allow_tf32)
+        built(self, *args, **kwargs)
+    monkeypatch.setattr(sweep.PythonModel, "__init__", spy)
+    job = _numerics_job(pool_dir, tmp_path, "eager", numerics)
+    job.config["numerics"]["tf32"] = not tf32  # the top-level setting must not leak into the job
+    sweep.run(job)
+    df, env = tables.read("sweep", job.output.table), tables.read("environment", job.output.env)
+    assert df["status"].to_list() == ["ok", "ok"] and df["numerics"].to_list() == [numerics] * 2
+    assert seen == {"cudnn": tf32, "matmul": tf32}
+    assert env["tf32_cudnn"].to_list() == [tf32] and env["tf32_matmul"].to_list() == [tf32]
+    assert f"numerics={numerics}" in env["job"][0]
+
+
+def test_sweep_job_refuses_an_unknown_numerics_naming_the_key(pool_dir, tmp_path):
+    job = _numerics_job(pool_dir, tmp_path, "eager", "fp16")
+    with pytest.raises(ValueError, match=r"unknown numerics 'fp16' \(config key study_a\.sweep\.numerics\)"):
+        sweep.run(job)
+
+
+@pytest.mark.parametrize("numerics,flag", [("tf32", "1"), ("fp32", "0")])
+def test_libtorch_sweep_program_runs_under_the_jobs_tf32(pool_dir, tmp_path, numerics, flag):
+    """The C++ program gets the job's numerics as --tf32 and runs under it: its start record reads the flags
+    back from ATen."""
+    from abstraction_cost.measure import numerics as nx
+    from abstraction_cost.models import resnet, weights_file
+    program = native.ensure_built("libtorch")
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
+    config = nx.job_config({"numerics": {"tf32": False, "cudnn_benchmark": False}}, numerics, "study_a.sweep.numerics")
+    settings = SimpleNamespace(batches=(1,), resolutions=(8,), warmup=0, repeats=1)
+    inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
+    command = sweep.sweep_command(program, "libtorch", inputs, transfer.read_manifest(pool_dir), settings,
+                                  "uint8-pinned", config, torch.device("cpu"), 5)
+    assert command[command.index("--tf32") + 1] == flag
+    result = native.launch(command)
+    assert result.returncode == 0, result.stderr_tail
+    start = result.of_kind("start")[0]
+    assert start["tf32_cudnn"] is (flag == "1") and start["tf32_matmul"] is (flag == "1")
+
+
+def test_bf16_autocast_runs_python_and_leaves_cpp_not_run(pool_dir, tmp_path, process_numerics):
+    """bf16-autocast: eager's forward runs under torch.autocast (bfloat16 logits); the C++ program, which has no
+    autocast, is not_run with the reason, never silently fp32."""
+    from abstraction_cost import tables
+    from abstraction_cost.measure import numerics as nx
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    model = sweep.PythonModel("eager", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"),
+                              "bf16-autocast")
+    with torch.no_grad():
+        assert model.forward(torch.zeros(1, 3, 8, 8)).dtype == torch.bfloat16
+    job = _numerics_job(pool_dir, tmp_path, "libtorch", "bf16-autocast")
+    sweep.run(job)
+    df = tables.read("sweep", job.output.table)
+    assert set(df["status"]) == {"not_run"} and set(df["message"]) == {nx.NO_CPP_AUTOCAST}
+    assert set(df["numerics"]) == {"bf16-autocast"} and df.height == 2
 
 
 @pytest.mark.parametrize("key,value,words", [
@@ -255,6 +358,7 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     ("resolutions", [64, "128"], "study_a.sweep.resolutions.1"),
     ("transfers", ["float16-pinned"], "study_a.sweep.transfers.0"),
     ("implementations", ["tensorrt"], "study_a.sweep.implementations.0"),
+    ("numerics", ["fp32", "fp16"], "study_a.sweep.numerics.1"),
 ])
 def test_config_schema_refuses_bad_sweep_values_naming_the_key(key, value, words):
     from abstraction_cost import config as config_module
@@ -326,12 +430,15 @@ def test_kernels_from_a_chrome_trace_grouped_by_name_grid_block():
     assert rows[1]["mean_us"] == 5.0 and rows[1]["share"] == pytest.approx(0.25)
 
 
-def test_kernel_job_without_a_gpu_is_one_not_run_row(pool_dir, tmp_path):
+def test_kernel_job_without_a_gpu_is_one_not_run_row(pool_dir, tmp_path, process_numerics):
     from abstraction_cost import config as config_module, tables
     from abstraction_cost.backends import sweep_kernels
     config = config_module.load(REPO / "config/smoke.yaml")
     out = SimpleNamespace(table=str(tmp_path / "k.parquet"), env=str(tmp_path / "k.env.parquet"))
     sweep_kernels.run(SimpleNamespace(config=config, input=SimpleNamespace(inputs=str(pool_dir)), output=out,
-                                      rule="sweep_kernels_job", wildcards=SimpleNamespace(implementation="eager")))
+                                      rule="sweep_kernels_job",
+                                      wildcards=SimpleNamespace(implementation="eager", numerics="tf32")))
     df = tables.read("sweep_kernels", out.table)
     assert df["status"].to_list() == ["not_run"] and "no CUDA GPU" in df["message"][0]
+    assert df["numerics"].to_list() == ["tf32"]
+    assert tables.read("environment", out.env)["tf32_cudnn"].to_list() == [True]

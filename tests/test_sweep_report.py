@@ -11,18 +11,20 @@ from abstraction_cost.backends import sweep_summary
 from abstraction_cost.report import study_a_sweep as ss
 
 
-def _sweep(eager_factor=(10.0, 4.0)) -> pl.DataFrame:
-    """eager 10× slower at the small cells, 4× at the large; batch 64 at 256 px oom for every implementation."""
+def _sweep(eager_factor=(10.0, 4.0), numerics="fp32", scale=1.0) -> pl.DataFrame:
+    """eager 10× slower at the small cells, 4× at the large; batch 64 at 256 px oom for every implementation;
+    every time × scale."""
     defaults = dict.fromkeys(tables.schema("sweep"))
     rows = []
     for impl, transfer, (i, (res, batch)) in itertools.product(
             ("eager", "libtorch", "torchscript-cpp"), ("float32-pageable", "float32-pinned"),
             enumerate(itertools.product((32, 256), (8, 32, 64)))):
         small = res == 32
-        base = 0.1 * res / 32
+        base = 0.1 * res / 32 * scale
         ms = base * (eager_factor[0] if small else eager_factor[1]) if impl == "eager" else base
         oom = res == 256 and batch == 64
-        rows.append({**defaults, "run_id": f"{impl}-{transfer}", "implementation": impl, "transfer": transfer,
+        rows.append({**defaults, "run_id": f"{impl}-{transfer}-{numerics}", "implementation": impl,
+                     "transfer": transfer, "numerics": numerics,
                      "device": "cuda", "dataset": "voc2012", "cell": i, "batch_size": batch, "resolution": res,
                      "status": "oom" if oom else "ok", "message": "CUDA out of memory" if oom else None,
                      "time_per_sample_ms": None if oom else ms, "time_ms": None if oom else ms * batch,
@@ -38,6 +40,39 @@ def test_line_charts_mark_oom_cells_and_use_log_axes():
     assert layers[1]["mark"]["shape"] == "cross"
     assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
     assert "at resolution 256" in chart["title"]
+
+
+def _two_numerics() -> pl.DataFrame:
+    """fp32 as _sweep; tf32 everything twice as fast and eager only 2× slower than the others."""
+    return pl.concat([_sweep(), _sweep(eager_factor=(2.0, 2.0), numerics="tf32", scale=0.5)])
+
+
+def test_charts_have_a_row_of_panels_per_numerics():
+    chart = ss.line_chart(_two_numerics(), "time_per_sample_ms", "resolution").to_dict()
+    assert chart["facet"]["row"]["field"] == "numerics" and chart["facet"]["row"]["sort"] == ["fp32", "tf32"]
+    assert chart["facet"]["column"]["field"] == "transfer"
+    heat = ss.heat_map(_two_numerics()).to_dict()
+    assert heat["facet"]["row"]["sort"] == ["fp32, float32-pageable", "fp32, float32-pinned",
+                                            "tf32, float32-pageable", "tf32, float32-pinned"]
+
+
+def test_speed_is_against_eager_in_the_same_numerics():
+    speed = ss.speed_vs_eager(_two_numerics())
+    small = speed.filter(pl.col("resolution") == 32)
+    assert set(small.filter(pl.col("numerics") == "fp32")["speedup"]) == {10.0}
+    assert set(small.filter(pl.col("numerics") == "tf32")["speedup"]) == {2.0}
+    measured = _sweep().filter((pl.col("status") == "ok") & (pl.col("implementation") != "eager"))
+    assert speed.height == 2 * measured.height
+
+
+def test_findings_read_the_studys_fp32_and_state_tf32_against_it():
+    text = ss.time_finding(_two_numerics())
+    assert "holds here (fp32, float32-pageable)" in text and "10.00×" in text
+    only_tf32 = ss.time_finding(_sweep(eager_factor=(2.0, 2.0), numerics="tf32"))
+    assert "(tf32, float32-pageable)" in only_tf32 and "does not hold" in only_tf32
+    numerics = ss.numerics_finding(_two_numerics())
+    assert "libtorch 2.00× (5 cells)" in numerics and "eager 10.00× (5 cells)" in numerics
+    assert "Not measured" in ss.numerics_finding(_sweep())
 
 
 def test_no_chart_without_measured_cells():

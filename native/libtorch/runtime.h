@@ -134,7 +134,10 @@ inline void emit_start(const Session& s, const std::string& subcommand) {
   Record r("start");
   r.add("subcommand", subcommand).add("monotonic_s", monotonic_s()).add("device", s.device.str())
       .add("torch_version", std::string(TORCH_VERSION))
-      .add("intra_op_threads", static_cast<int64_t>(at::get_num_threads()));
+      .add("intra_op_threads", static_cast<int64_t>(at::get_num_threads()))
+      // what the process runs under, read back from ATen (not the flag), so a caller can check its numerics
+      .add("tf32_cudnn", at::globalContext().allowTF32CuDNN())
+      .add("tf32_matmul", at::globalContext().allowTF32CuBLAS());
   r.emit();
 }
 

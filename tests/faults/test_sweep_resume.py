@@ -48,10 +48,11 @@ def test_job_key_changes_with_what_the_cells_measure(tmp_path):
     config = config_module.load(REPO / "config/smoke.yaml")
     weights = tmp_path / "w.weights"
     weights.write_bytes(b"1")
-    wildcards = {"implementation": "eager", "transfer": "uint8-pinned"}
+    wildcards = {"implementation": "eager", "transfer": "uint8-pinned", "numerics": "fp32"}
     key = job_key(config, wildcards, {"weights": str(weights)})
     assert job_key(config, wildcards, {"weights": str(weights)}) == key
     assert job_key(config, {**wildcards, "transfer": "float32-pinned"}, {"weights": str(weights)}) != key
+    assert job_key(config, {**wildcards, "numerics": "tf32"}, {"weights": str(weights)}) != key
     config["study_a"]["sweep"]["kernels"]["top"] += 1   # not the job's cells: the store stays usable
     assert job_key(config, wildcards, {"weights": str(weights)}) == key
     config["study_a"]["sweep"]["repeats"] += 1
@@ -138,7 +139,7 @@ def _job(tmp_path: Path, pool: Path, implementation: str) -> list[str]:
         inputs["program"] = str(native.ensure_built("libtorch"))
     jobs = tmp_path / "jobs" / implementation
     args = {"config": config, "input": inputs, "wildcards": {"implementation": implementation,
-                                                             "transfer": "uint8-pinned"},
+                                                             "transfer": "uint8-pinned", "numerics": "fp32"},
             "output": {"table": str(jobs / "uint8-pinned.rows.parquet"),
                        "env": str(jobs / "uint8-pinned.env.parquet")}}
     jobs.mkdir(parents=True)

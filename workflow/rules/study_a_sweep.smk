@@ -1,11 +1,16 @@
 # Study A's inference sweep (issue 10; study Fig. 8-14 and its profiler section): every implementation of
-# study_a.sweep.implementations over batch × resolution × input transfer mode, on the prepared test images of
-# study_a.backends.dataset with the same init weights as the backend comparison.
+# study_a.sweep.implementations over batch × resolution × input transfer mode, in every numerics of
+# study_a.sweep.numerics, on the prepared test images of study_a.backends.dataset with the same init weights as
+# the backend comparison.
 # - sweep_inputs: `pool` test images resized once per resolution (backends/transfer.py)
 # - package_aoti_sweep: one AOTInductor package with dynamic batch and resolution (backends/aoti_dynamic.py)
-# - sweep: one process per (implementation, transfer) walks every cell (backends/sweep.py); concat_sweep
+# - sweep: one process per (numerics, implementation, transfer) walks every cell (backends/sweep.py), its numerics
+#   set before the model is built (TF32 flags in Python, --tf32 for the C++ programs); concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
-# - sweep_kernels: top kernels per implementation at the kernel point (torch.profiler), with the study's ReLU rows
+# - sweep_kernels: top kernels per (numerics, implementation) at the kernel point (torch.profiler), with the
+#   study's ReLU rows
+# The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
+# are ATen calls that follow the flags ac_libtorch sets from --tf32.
 from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
 
 SWEEP = _SweepSettings.from_config(config)  # refuses a bad grid, transfer or implementation, naming the key
@@ -60,10 +65,10 @@ rule sweep:
     input:
         unpack(sweep_job_inputs),
     output:
-        table=f"{SWEEP_DIR}/jobs/{{implementation,[^/]+}}/{{transfer,[^/]+}}.rows.parquet",
-        env=f"{SWEEP_DIR}/jobs/{{implementation}}/{{transfer}}.env.parquet",
+        table=f"{SWEEP_DIR}/jobs/{{numerics,fp32|tf32|bf16-autocast}}/{{implementation,[^/]+}}/{{transfer,[^/]+}}.rows.parquet",
+        env=f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}/{{transfer}}.env.parquet",
     log:
-        "logs/study_a/sweep/{implementation}-{transfer}.log",
+        "logs/study_a/sweep/{numerics}/{implementation}-{transfer}.log",
     params:
         grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.warmup, SWEEP.repeats, config["numerics"]),
     resources:
@@ -74,10 +79,10 @@ rule sweep:
 
 rule concat_sweep:
     input:
-        tables=expand(f"{SWEEP_DIR}/jobs/{{implementation}}/{{transfer}}.rows.parquet",
-                      implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
-        envs=expand(f"{SWEEP_DIR}/jobs/{{implementation}}/{{transfer}}.env.parquet",
-                    implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
+        tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}/{{transfer}}.rows.parquet",
+                      numerics=SWEEP.numerics, implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
+        envs=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}/{{transfer}}.env.parquet",
+                    numerics=SWEEP.numerics, implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
     output:
         table="results/study_a/sweep.parquet",
         env=env_sidecar("results/study_a/sweep.parquet"),
@@ -106,10 +111,10 @@ rule sweep_kernels_job:
     input:
         unpack(sweep_job_inputs),
     output:
-        table=f"{SWEEP_DIR}/kernels/{{implementation,[^/]+}}.rows.parquet",
-        env=f"{SWEEP_DIR}/kernels/{{implementation}}.env.parquet",
+        table=f"{SWEEP_DIR}/kernels/{{numerics,fp32|tf32|bf16-autocast}}/{{implementation,[^/]+}}.rows.parquet",
+        env=f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.env.parquet",
     log:
-        "logs/study_a/sweep/kernels-{implementation}.log",
+        "logs/study_a/sweep/kernels-{numerics}-{implementation}.log",
     params:
         point=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_top, config["numerics"]),
     resources:
@@ -120,8 +125,10 @@ rule sweep_kernels_job:
 
 rule concat_sweep_kernels:
     input:
-        tables=expand(f"{SWEEP_DIR}/kernels/{{implementation}}.rows.parquet", implementation=SWEEP_JOBS),
-        envs=expand(f"{SWEEP_DIR}/kernels/{{implementation}}.env.parquet", implementation=SWEEP_JOBS),
+        tables=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.rows.parquet",
+                      numerics=SWEEP.numerics, implementation=SWEEP_JOBS),
+        envs=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.env.parquet",
+                    numerics=SWEEP.numerics, implementation=SWEEP_JOBS),
     output:
         table="results/study_a/sweep_kernels.parquet",
         env=env_sidecar("results/study_a/sweep_kernels.parquet"),

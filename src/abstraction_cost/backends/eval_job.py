@@ -189,8 +189,7 @@ def _method(implementation: str, artifact: dict) -> str:
 def job_config(config: dict, numerics: str) -> dict:
     """The config with the TF32 setting of `numerics` (measure/numerics.py), which measured_run applies and
     records in the environment row and native.common_flags passes to the C++ program."""
-    nx.check_numerics(numerics, "study_a.backends.numerics")
-    return {**config, "numerics": {**config["numerics"], "tf32": numerics == "tf32"}}
+    return nx.job_config(config, numerics, "study_a.backends.numerics")
 
 
 def run(snakemake, implementation: str, numerics: str = "fp32") -> None:
@@ -236,7 +235,7 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
     if artifact.get("status", "ok") != "ok":
         return failed(artifact["status"], artifact.get("message") or "the artifact could not be made")
     if numerics == "bf16-autocast" and IMPLEMENTATIONS[implementation].runtime != "python":
-        return failed("not_run", "bf16-autocast is torch.autocast in Python; the C++ programs have no autocast")
+        return failed("not_run", nx.NO_CPP_AUTOCAST)
     try:
         if IMPLEMENTATIONS[implementation].runtime == "python":
             timed = eval_python(implementation, inputs, settings, classes, run, numerics)

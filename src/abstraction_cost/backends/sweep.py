@@ -1,5 +1,10 @@
-"""Study A's inference sweep: one process per (implementation, transfer mode) walks every cell of batch ×
-resolution (sweep_cells: order, oom skipping, fault hook) and writes one row per cell.
+"""Study A's inference sweep: one process per (numerics, implementation, transfer mode) walks every cell of
+batch × resolution (sweep_cells: order, oom skipping, fault hook) and writes one row per cell.
+
+Numerics (study_a.sweep.numerics, measure/numerics.py) are set for the whole process before the model is built,
+as in the backend comparison's eval job: the TF32 flags by measured_run (recorded in the environment row) and
+passed to the C++ programs as --tf32; bf16-autocast wraps the Python forward (and a compiled build's first call)
+in torch.autocast, and the C++ programs, which have no autocast, are not_run.
 
     implementation       runtime  the model                                      build
     eager                python   models.resnet.resnet50 (nn.Module)             none
@@ -35,6 +40,7 @@ import torch
 from .. import tables
 from ..data.specs import spec
 from ..measure import device as devices
+from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
 from ..measure.timing import StepTimer, synchronize
 from ..models import resnet, weights_file
@@ -73,21 +79,23 @@ class InjectedCrash(RuntimeError):
 class PythonModel:
     """The model of a Python implementation; build(cell) makes it ready for the cell's shape (untimed)."""
 
-    def __init__(self, implementation: str, inputs, channels: int, classes: int, device: torch.device):
-        self.implementation = implementation
+    def __init__(self, implementation: str, inputs, channels: int, classes: int, device: torch.device,
+                 numerics: str = "fp32"):
+        self.implementation, self.numerics, self.device = implementation, numerics, device
         if implementation == "torchscript-python":
             self.module = torchscript.load(inputs.module, device)
         else:
             self.module = weights_file.load_into(resnet.resnet50(channels, classes), inputs.weights).eval().to(device)
         self.mode = implementation.removeprefix("compiled-") if implementation.startswith("compiled-") else None
-        self.forward = self.module
+        self.forward = nx.under(numerics, self.module, device)
 
     def build(self, example: torch.Tensor) -> float | None:
         """A per-shape build: a fresh torch.compile and its first call (compile + one run), timed apart."""
         if self.mode is None:
             return None
         torch._dynamo.reset()
-        self.forward = torch.compile(self.module, mode=self.mode, dynamic=False)
+        self.forward = nx.under(self.numerics, torch.compile(self.module, mode=self.mode, dynamic=False),
+                                self.device)
         started = time.perf_counter()
         self.forward(example)
         synchronize(example.device)
@@ -304,12 +312,14 @@ def _not_run_rows(cells: list[Cell], status: str, message: str) -> list[dict]:
 
 
 def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettings, config: dict, classes: int,
-               run: Run, store: CellStore | None = None) -> list[dict]:
+               run: Run, store: CellStore | None = None, numerics: str = "fp32") -> list[dict]:
     cells = settings.cells()
     if settings.require_gpu and run.device.type != "cuda":
         return _not_run_rows(cells, "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
     if implementation in cudnn.IMPLEMENTATIONS and run.device.type != "cuda":
         return _not_run_rows(cells, "not_run", cudnn.NOT_RUN_REASON.format(device=run.device.type))
+    if numerics == "bf16-autocast" and kind(implementation)[1] == "cpp":
+        return _not_run_rows(cells, "not_run", nx.NO_CPP_AUTOCAST)
     pool = Pool(inputs.inputs)
     if implementation == "aoti":
         meta = aoti_dynamic.read_meta(inputs.package)
@@ -320,15 +330,16 @@ def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettin
             return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, transfer,
                                  config, run.device, classes, start, oom_at)
         return native_cells(cells, command_for, run, implementation, store)
-    model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device)
+    model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics)
     return python_cells(model, cells, transfer, pool, settings.warmup, settings.repeats, run, store)
 
 
 def run(snakemake) -> None:
-    """Rule sweep: one (implementation, transfer) over every cell; one row per cell."""
-    config, inputs, out, wildcards = snakemake.config, snakemake.input, snakemake.output, snakemake.wildcards
+    """Rule sweep: one (numerics, implementation, transfer) over every cell; one row per cell."""
+    inputs, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
+    implementation, transfer, numerics = wildcards.implementation, wildcards.transfer, wildcards.numerics
+    config = nx.job_config(snakemake.config, numerics, "study_a.sweep.numerics")
     settings = SweepSettings.from_config(config)
-    implementation, transfer = wildcards.implementation, wildcards.transfer
     dataset = config["study_a"]["backends"]["dataset"]
     classes = spec(dataset, config).classes
     device = devices.select(config)
@@ -336,23 +347,24 @@ def run(snakemake) -> None:
     build = build_kind(implementation)
     build_s = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if implementation == "aoti" else None
     base = {"implementation": implementation, "backend": backend, "runtime": runtime, "transfer": transfer,
-            "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
-    job = {"implementation": implementation, "transfer": transfer}
+            "numerics": numerics, "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
+    job = {"implementation": implementation, "transfer": transfer, "numerics": numerics}
     # measured cells kept beside the table as each completes: a killed job's rerun measures only the rest
     store = CellStore(cells_dir(out.table), job_key(config, _named(wildcards), _named(inputs)))
     with measured_run(config, rule=snakemake.rule, job=job, env_path=out.env, device=device, run_id=store.run_id,
                       resumes=store.resumes) as measured:
         try:
-            rows = sweep_rows(implementation, transfer, inputs, settings, config, classes, measured, store)
+            rows = sweep_rows(implementation, transfer, inputs, settings, config, classes, measured, store,
+                              numerics)
         except Exception as err:  # the process could not start its walk: every cell says why
-            log.error("%s/%s failed:\n%s", implementation, transfer, traceback.format_exc())
+            log.error("%s/%s/%s failed:\n%s", numerics, implementation, transfer, traceback.format_exc())
             rows = _not_run_rows(settings.cells(), "error", _first_line(err))
         defaults = dict.fromkeys(tables.schema("sweep"))
         table = [{**defaults, **base, "build_s": build_s, "run_id": measured.run_id, **row} for row in rows]
     tables.write("sweep", table, out.table)
     store.clear()
     ok = sum(r["status"] == "ok" for r in table)
-    log.info("%s/%s: %d of %d cells ok", implementation, transfer, ok, len(table))
+    log.info("%s/%s/%s: %d of %d cells ok", numerics, implementation, transfer, ok, len(table))
 
 
 def _named(values) -> dict:

@@ -12,6 +12,7 @@ import os
 import signal
 from dataclasses import dataclass, field
 
+from ..measure.numerics import NUMERICS
 from ..measure.statistics import median_interval
 
 TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
@@ -44,6 +45,7 @@ class SweepSettings:
     kernel_resolution: int
     kernel_top: int
     require_gpu: bool
+    numerics: tuple[str, ...] = ("fp32",)  # one process per (numerics, implementation, transfer); first: the study's
 
     @classmethod
     def from_config(cls, config: dict) -> "SweepSettings":
@@ -53,7 +55,7 @@ class SweepSettings:
         return cls(tuple(sorted(set(s["batches"]))), tuple(sorted(set(s["resolutions"]))), s["warmup"],
                    s["repeats"], tuple(s["transfers"]), tuple(s["implementations"]),
                    tuple(s.get("compile_modes", ())), s["pool"], k["batch_size"], k["resolution"], k["top"],
-                   s["require_gpu"])
+                   s["require_gpu"], tuple(s["numerics"]))
 
     def cells(self) -> list[Cell]:
         return walk(self.batches, self.resolutions)
@@ -89,6 +91,14 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
     for t in s.get("transfers") or [None]:
         if t not in TRANSFERS:
             raise SweepConfigError(f"config key 'study_a.sweep.transfers': {t!r} is not one of {list(TRANSFERS)}")
+    numerics = s.get("numerics")
+    if not isinstance(numerics, list) or not numerics:
+        raise SweepConfigError(f"config key 'study_a.sweep.numerics': need a non-empty list of {list(NUMERICS)}, "
+                               f"got {numerics!r}")
+    for i, n in enumerate(numerics):
+        if n not in NUMERICS or n in numerics[:i]:
+            raise SweepConfigError(f"config key 'study_a.sweep.numerics': {n!r} is "
+                                   f"{'twice in the list' if n in NUMERICS else f'not one of {list(NUMERICS)}'}")
     for impl in s.get("implementations") or [None]:
         if impl not in built:
             raise SweepConfigError(f"config key 'study_a.sweep.implementations': {impl!r} is not built here; "

@@ -1,5 +1,7 @@
-"""The sweep's kernel table: the top CUDA kernels of one implementation at the kernel point (study: batch 32;
-its 25.166 MB copy says resolution 256), float32 pageable as the study's PyTorch, from torch.profiler.
+"""The sweep's kernel table: the top CUDA kernels of one implementation in one numerics (study_a.sweep.numerics,
+set in the process before the model is built, as in the sweep's jobs: TF32 changes which convolution kernels run)
+at the kernel point (study: batch 32; its 25.166 MB copy says resolution 256), float32 pageable as the study's
+PyTorch, from torch.profiler.
 
 Each kernel's name, calls, total and mean device time, share of all kernel time, and launch grid and block
 (from the profiler's Chrome trace, where Kineto writes them). Python implementations only: the C++ programs
@@ -20,6 +22,7 @@ import torch
 from .. import tables
 from ..data.specs import spec
 from ..measure import device as devices
+from ..measure import numerics as nx
 from ..measure.run import measured_run
 from ..measure.timing import synchronize
 from .sweep import PythonModel, _first_line, kind
@@ -73,16 +76,17 @@ def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device:
 
 
 def run(snakemake) -> None:
-    config, inputs, out = snakemake.config, snakemake.input, snakemake.output
-    implementation = snakemake.wildcards.implementation
+    inputs, out = snakemake.input, snakemake.output
+    implementation, numerics = snakemake.wildcards.implementation, snakemake.wildcards.numerics
+    config = nx.job_config(snakemake.config, numerics, "study_a.sweep.numerics")
     settings = SweepSettings.from_config(config)
     dataset = config["study_a"]["backends"]["dataset"]
     device = devices.select(config)
     resolution = point_resolution(settings.resolutions, settings.kernel_resolution)
-    base = {"implementation": implementation, "transfer": STUDY_TRANSFER, "device": device.type,
+    base = {"implementation": implementation, "transfer": STUDY_TRANSFER, "numerics": numerics, "device": device.type,
             "batch_size": settings.kernel_batch, "resolution": resolution, "source": "torch.profiler"}
-    with measured_run(config, rule=snakemake.rule, job={"implementation": implementation}, env_path=out.env,
-                      device=device) as measured:
+    with measured_run(config, rule=snakemake.rule, job={"implementation": implementation, "numerics": numerics},
+                      env_path=out.env, device=device) as measured:
         if device.type != "cuda":
             rows = [{"status": "not_run", "message": "no CUDA GPU: no kernels to profile"}]
         elif kind(implementation)[1] == "cpp":
@@ -93,7 +97,7 @@ def run(snakemake) -> None:
             try:
                 pool = Pool(inputs.inputs)
                 model = PythonModel(implementation, inputs, pool.manifest["channels"],
-                                    spec(dataset, config).classes, device)
+                                    spec(dataset, config).classes, device, numerics)
                 rows = profile(model, pool, settings.kernel_batch, resolution, device, settings.kernel_top,
                                settings.warmup)
             except torch.OutOfMemoryError as err:
@@ -104,4 +108,4 @@ def run(snakemake) -> None:
         defaults = dict.fromkeys(tables.schema("sweep_kernels"))
         table = [{**defaults, **base, "run_id": measured.run_id, **r} for r in rows]
     tables.write("sweep_kernels", table, out.table)
-    log.info("%s: %d kernel rows (%s)", implementation, len(table), table[0]["status"])
+    log.info("%s/%s: %d kernel rows (%s)", numerics, implementation, len(table), table[0]["status"])

@@ -16,19 +16,20 @@ def point_resolution(resolutions, wanted: int) -> int:
 
 
 def h2d_rows(sweep: pl.DataFrame, batch: int, resolution: int) -> pl.DataFrame:
-    """One row per (implementation, transfer) at (batch, nearest resolution); the study's numbers on the rows of
-    the transfer the study measured (eager as the study's PyTorch, the others as its other implementations)."""
+    """One row per (numerics, implementation, transfer) at (batch, nearest resolution); the study's numbers on the
+    rows of the transfer the study measured (eager as the study's PyTorch, the others as its other
+    implementations)."""
     if sweep.is_empty():
         return pl.DataFrame()
     at = sweep.filter((pl.col("batch_size") == batch)
                       & (pl.col("resolution") == point_resolution(sweep["resolution"].unique().to_list(), resolution)))
     rows = []
-    for r in at.sort("implementation", "transfer").iter_rows(named=True):
+    for r in at.sort("numerics", "implementation", "transfer").iter_rows(named=True):
         study = STUDY_H2D["pytorch" if r["implementation"] == "eager" else "others"]
         measured_here = r["transfer"] == STUDY_TRANSFER
-        rows.append({k: r[k] for k in ("run_id", "implementation", "backend", "runtime", "transfer", "device",
-                                       "dataset", "batch_size", "resolution", "status", "message", "h2d_bytes",
-                                       "h2d_ms", "h2d_ms_low", "h2d_ms_high")}
+        rows.append({k: r[k] for k in ("run_id", "implementation", "backend", "runtime", "transfer", "numerics",
+                                       "device", "dataset", "batch_size", "resolution", "status", "message",
+                                       "h2d_bytes", "h2d_ms", "h2d_ms_low", "h2d_ms_high")}
                     | {"h2d_mb": None if r["h2d_bytes"] is None else r["h2d_bytes"] / 1e6,
                        "study_h2d_mb": study["bytes"] / 1e6 if measured_here else None,
                        "study_h2d_ms": study["ms"] if measured_here else None})
@@ -38,7 +39,8 @@ def h2d_rows(sweep: pl.DataFrame, batch: int, resolution: int) -> pl.DataFrame:
 def study_kernel_rows() -> list[dict]:
     """The study's ReLU finding as rows of sweep_kernels (source "study")."""
     return [{"run_id": STUDY_RUN_ID, "implementation": f"study: {who}", "transfer": STUDY_TRANSFER,
-             "device": "cuda", "batch_size": 32, "resolution": None, "source": "study", "status": "ok",
+             "numerics": None, "device": "cuda", "batch_size": 32, "resolution": None, "source": "study",
+             "status": "ok",
              "message": "Levental & Orlova 2021, profiler section (NVIDIA Visual Profiler); ~12% of execution time",
              "rank": None, "kernel": "relu", "calls": None, "total_us": None, "mean_us": v["mean_us"],
              "share": 0.12, "grid": v["grid"], "block": None}

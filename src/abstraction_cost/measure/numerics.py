@@ -1,6 +1,6 @@
 """Numerics as an axis of the experiments, and the output check every transformed variant passes before timing.
 
-Numerics (config keys study_a.backends.numerics, study_b.models.numerics):
+Numerics (config keys study_a.backends.numerics, study_a.sweep.numerics, study_b.models.numerics):
 
     fp32           float32 throughout, TF32 off for matmuls and convolutions (the study's setting)
     tf32           float32 tensors with TF32 for convolutions (PyTorch's default) and matmuls (precision 'high',
@@ -47,6 +47,18 @@ def check_numerics(name: str, key: str = "numerics") -> str:
     if name not in NUMERICS:
         raise ValueError(f"unknown numerics {name!r} (config key {key}); allowed: {list(NUMERICS)}")
     return name
+
+
+# Why a C++ program's row is not_run under bf16-autocast (Study A's backend comparison and sweep).
+NO_CPP_AUTOCAST = "bf16-autocast is torch.autocast in Python; the C++ programs have no autocast"
+
+
+def job_config(config: dict, name: str, key: str) -> dict:
+    """The config of a job that measures one numerics: config numerics.tf32 set as `name` wants it, which
+    measure/run.measured_run applies to the process (and records in the environment row) and
+    backends/native.common_flags passes to the C++ programs. `key` names the config list `name` came from."""
+    check_numerics(name, key)
+    return {**config, "numerics": {**config["numerics"], "tf32": name == "tf32"}}
 
 
 def tolerance(name: str) -> Tolerance:

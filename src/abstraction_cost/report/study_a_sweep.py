@@ -2,14 +2,18 @@
 (time per sample and memory against resolution at a fixed batch and against batch at a fixed resolution, a line
 per implementation, log axes, oom cells marked), a heat map per implementation of its speed against eager, the
 H2D and kernel tables beside the study's numbers, and one sentence per figure on whether the study's finding
-holds here."""
+holds here. Every figure has one row of panels per numerics (study_a.sweep.numerics): speed is against eager in
+the same numerics, and the findings read the study's setting (fp32, float32-pageable) where it was measured."""
 from __future__ import annotations
 
 import altair as alt
 import polars as pl
 
+from ..measure.numerics import NUMERICS
+
 ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 STUDY_TRANSFER = "float32-pageable"
+STUDY_NUMERICS = "fp32"  # the study's (TF32 did not exist on its GPUs)
 METRICS = {"time_per_sample_ms": "time per sample (ms), median", "memory_mib": "device memory (MiB)"}
 
 
@@ -34,8 +38,9 @@ def fixed_points(sweep: pl.DataFrame, batch: int = 32, resolution: int = 256) ->
 
 
 def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -> alt.Chart | None:
-    """`metric` against `along` (resolution or batch_size) at the other axis's fixed point; one panel per transfer
-    mode, a line per implementation; oom cells as crosses on the panel's floor. None when nothing was measured."""
+    """`metric` against `along` (resolution or batch_size) at the other axis's fixed point; one panel per
+    (numerics, transfer mode), a line per implementation; oom cells as crosses on the panel's floor. None when
+    nothing was measured."""
     fixed_column = "batch_size" if along == "resolution" else "resolution"
     batch, resolution = fixed_points(sweep)
     fixed = batch if fixed_column == "batch_size" else resolution
@@ -46,7 +51,7 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
         return None
     floor = ok[metric].min() * 0.7
     oom = data.filter(pl.col("status") == "oom").with_columns(pl.lit(floor).alias(metric))
-    columns = ["implementation", "transfer", along, metric, "status", "message"]
+    columns = ["implementation", "numerics", "transfer", along, metric, "status", "message"]
     order = _order(ok["implementation"])
     x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "))
     y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=METRICS[metric])
@@ -59,25 +64,31 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     layers = [lines, crosses] if not oom.is_empty() else [lines]
     title = f"{METRICS[metric]} against {along.replace('_', ' ')} at {fixed_column.replace('_', ' ')} {fixed}"
     return alt.layer(*layers, data=both).properties(width=width, height=200).facet(
-        column=alt.Column("transfer:N", title=None)).properties(title=title)
+        column=alt.Column("transfer:N", title=None),
+        row=alt.Row("numerics:N", sort=_numerics_order(ok["numerics"]), title=None)).properties(title=title)
 
 
 def speed_vs_eager(sweep: pl.DataFrame) -> pl.DataFrame:
-    """Per (implementation, transfer, cell): eager's median time per sample over the implementation's."""
+    """Per (numerics, implementation, transfer, cell): eager's median time per sample in the same numerics over
+    the implementation's."""
     ok = sweep.filter((pl.col("status") == "ok") & pl.col("time_per_sample_ms").is_not_null())
-    eager = ok.filter(pl.col("implementation") == "eager").select(
-        "transfer", "batch_size", "resolution", pl.col("time_per_sample_ms").alias("eager_ms"))
-    return ok.filter(pl.col("implementation") != "eager").join(
-        eager, on=["transfer", "batch_size", "resolution"]).with_columns(
+    keys = ["numerics", "transfer", "batch_size", "resolution"]
+    eager = ok.filter(pl.col("implementation") == "eager").select(*keys, pl.col("time_per_sample_ms").alias("eager_ms"))
+    return ok.filter(pl.col("implementation") != "eager").join(eager, on=keys).with_columns(
         speedup=pl.col("eager_ms") / pl.col("time_per_sample_ms")).select(
-        "implementation", "transfer", "batch_size", "resolution", "time_per_sample_ms", "eager_ms", "speedup")
+        "implementation", *keys, "time_per_sample_ms", "eager_ms", "speedup")
 
 
 def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
+    """One panel per implementation (columns) and (numerics, transfer) (rows): speed against eager per cell."""
     data = speed_vs_eager(sweep)
     if data.is_empty():
         return None
     order = _order(data["implementation"])
+    rank = {n: i for i, n in enumerate(_numerics_order(data["numerics"]))}
+    data = data.with_columns(setting=pl.concat_str("numerics", pl.lit(", "), "transfer")).sort(
+        pl.col("numerics").replace_strict(rank, default=len(rank)), "transfer")
+    settings = list(dict.fromkeys(data["setting"]))
     base = alt.Chart(data).encode(x=alt.X("batch_size:O", title="batch"),
                                   y=alt.Y("resolution:O", sort="descending", title="resolution"))
     rect = base.mark_rect().encode(
@@ -87,14 +98,44 @@ def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
     text = base.mark_text(fontSize=9).encode(text=alt.Text("speedup:Q", format=".2f"))
     n_b, n_r = data["batch_size"].n_unique(), data["resolution"].n_unique()
     return alt.layer(rect, text).properties(width=cell * n_b, height=cell * n_r).facet(
-        column=alt.Column("implementation:N", sort=order, title=None), row=alt.Row("transfer:N", title=None))
+        column=alt.Column("implementation:N", sort=order, title=None),
+        row=alt.Row("setting:N", sort=settings, title=None))
 
 
 # --------------------------------------------------------------------------------------------- findings
+def _numerics_order(values) -> list[str]:
+    rank = {n: i for i, n in enumerate(NUMERICS)}
+    return sorted(set(values), key=lambda n: (rank.get(n, len(rank)), n))
+
+
 def _study_rows(sweep: pl.DataFrame) -> pl.DataFrame:
-    transfers = sweep["transfer"].unique().to_list() if not sweep.is_empty() else []
-    transfer = STUDY_TRANSFER if STUDY_TRANSFER in transfers else (sorted(transfers) or [None])[0]
-    return sweep.filter(pl.col("transfer") == transfer) if transfer else sweep
+    """The rows of the study's setting: its transfer mode and numerics where measured, else the first measured."""
+    for column, study, order in (("transfer", STUDY_TRANSFER, sorted), ("numerics", STUDY_NUMERICS, _numerics_order)):
+        values = sweep[column].drop_nulls().unique().to_list() if not sweep.is_empty() else []
+        chosen = study if study in values else (order(values) or [None])[0]
+        sweep = sweep.filter(pl.col(column) == chosen) if chosen else sweep
+    return sweep
+
+
+def numerics_finding(sweep: pl.DataFrame) -> str:
+    """fp32 (TF32 off, the study's) against tf32 (PyTorch's default): per implementation, the median over the
+    cells both measured of the fp32 time per sample over the tf32 one, at the study's transfer mode."""
+    ok = sweep.filter((pl.col("status") == "ok") & pl.col("time_per_sample_ms").is_not_null())
+    transfers = ok["transfer"].unique().to_list()
+    transfer = STUDY_TRANSFER if STUDY_TRANSFER in transfers else min(transfers, default="")
+    ok = ok.filter(pl.col("transfer") == transfer)
+    keys = ["implementation", "batch_size", "resolution"]
+    pairs = ok.filter(pl.col("numerics") == "fp32").select(*keys, pl.col("time_per_sample_ms").alias("fp32")).join(
+        ok.filter(pl.col("numerics") == "tf32").select(*keys, pl.col("time_per_sample_ms").alias("tf32")), on=keys)
+    if pairs.is_empty():
+        return "Not measured here: no cell was measured in both fp32 and tf32 (study_a.sweep.numerics)."
+    ratios = pairs.group_by("implementation").agg((pl.col("fp32") / pl.col("tf32")).median().alias("ratio"),
+                                                  pl.len().alias("cells"))
+    by = {r["implementation"]: r for r in ratios.iter_rows(named=True)}
+    parts = [f"{impl} {by[impl]['ratio']:.2f}× ({by[impl]['cells']} cells)" for impl in _order(by)]
+    return (f"TF32 against fp32 (TF32 off, the study's setting), as fp32 time over tf32 time per sample, median over "
+            f"the cells measured in both ({transfer}): {'; '.join(parts)}. Above 1: the study's fp32 "
+            f"numbers are slower than what PyTorch's default numerics give.")
 
 
 def time_finding(sweep: pl.DataFrame) -> str:
@@ -113,7 +154,7 @@ def time_finding(sweep: pl.DataFrame) -> str:
         narrowing &= large["speedup"] < small["speedup"]
     verdict = ("holds" if slower and narrowing else "holds in part" if slower or narrowing else "does not hold")
     return (f"The study's finding (PyTorch almost an order of magnitude slower, the gap narrowing as batch or "
-            f"resolution grows) {verdict} here: speed against eager, {'; '.join(parts)} "
+            f"resolution grows) {verdict} here ({_setting(data)}): speed against eager, {'; '.join(parts)} "
             f"(an order of magnitude: ≥ 5× at the smallest cell {'everywhere' if slower else 'not everywhere'}; "
             f"{'narrowing' if narrowing else 'not narrowing'} towards the largest).")
 
@@ -135,7 +176,11 @@ def memory_finding(sweep: pl.DataFrame) -> str:
     lower = [i for i in medians if i.startswith("torchscript") and medians[i] < eager]
     verdict = "holds" if same and lower else "holds in part" if same or lower else "does not hold"
     return (f"The study's memory ordering (LibTorch ≈ PyTorch, TorchScript lower below 64 px and batch 128) "
-            f"{verdict} here; median memory of those cells: {', '.join(parts)}.")
+            f"{verdict} here ({_setting(data)}); median memory of those cells: {', '.join(parts)}.")
+
+
+def _setting(rows: pl.DataFrame) -> str:
+    return f"{rows['numerics'][0]}, {rows['transfer'][0]}"
 
 
 def h2d_finding(h2d: pl.DataFrame) -> str:
@@ -166,8 +211,9 @@ def kernel_finding(kernels: pl.DataFrame) -> str:
     if measured.is_empty():
         return ("Not measured here: no ReLU kernel was profiled (the profiler needs a GPU; the C++ programs are "
                 "not profiled).")
-    parts = [f"{r['implementation']}: grid {r['grid']}, block {r['block']}, {r['mean_us']:.1f} µs per call "
-             f"({r['share']:.0%} of kernel time)" for r in measured.sort("implementation").iter_rows(named=True)]
+    parts = [f"{r['implementation']} ({r['numerics']}): grid {r['grid']}, block {r['block']}, {r['mean_us']:.1f} µs "
+             f"per call ({r['share']:.0%} of kernel time)"
+             for r in measured.sort("implementation", "numerics").iter_rows(named=True)]
     grids = set(measured["grid"].to_list())
     return (f"ReLU kernels here: {'; '.join(parts)}. The study saw PyTorch launch a larger grid than LibTorch "
             f"((1024,2,1) vs (512,2,1), 690.6 vs 372.6 µs); here the profiled implementations launch "
@@ -178,8 +224,8 @@ def kernel_finding(kernels: pl.DataFrame) -> str:
 def h2d_display(h2d: pl.DataFrame) -> pl.DataFrame:
     if h2d.is_empty():
         return h2d
-    return h2d.sort("implementation", "transfer").select(
-        "implementation", "transfer", "device", "batch_size", "resolution", "status",
+    return h2d.sort("numerics", "implementation", "transfer").select(
+        "numerics", "implementation", "transfer", "device", "batch_size", "resolution", "status",
         pl.col("h2d_mb").alias("copy (MB)"), pl.col("h2d_ms").alias("copy (ms), median"),
         pl.col("study_h2d_mb").alias("study (MB)"), pl.col("study_h2d_ms").alias("study (ms)"))
 
@@ -187,9 +233,9 @@ def h2d_display(h2d: pl.DataFrame) -> pl.DataFrame:
 def kernel_display(kernels: pl.DataFrame) -> pl.DataFrame:
     if kernels.is_empty():
         return kernels
-    return kernels.sort("source", "implementation", "rank", nulls_last=True).select(
-        "implementation", "source", "status", "message", "rank", "kernel", "calls", "total_us", "mean_us", "share",
-        "grid", "block")
+    return kernels.sort("source", "numerics", "implementation", "rank", nulls_last=True).select(
+        "numerics", "implementation", "source", "status", "message", "rank", "kernel", "calls", "total_us",
+        "mean_us", "share", "grid", "block")
 
 
 H2D_FORMATS = {"copy (MB)": "{:.3f}", "copy (ms), median": "{:.3f}", "study (MB)": "{:.3f}", "study (ms)": "{:.2f}"}

@@ -20,12 +20,15 @@ _KEYS = {
     "backend": pl.String,          # eager | torchscript | libtorch | aoti | compiled | cudnn
     "runtime": pl.String,          # python | cpp
     "transfer": pl.String,         # float32-pageable | float32-pinned | uint8-pinned
+    "numerics": pl.String,         # fp32 | tf32 | bf16-autocast (study_a.sweep.numerics; measure/numerics.py):
+                                   # speed against eager only within one numerics
     "device": pl.String,
     "dataset": pl.String,
 }
 
 SCHEMAS = {
-    # One row per (implementation, transfer, cell): medians and bootstrap 95% intervals over the timed repeats.
+    # One row per (numerics, implementation, transfer, cell): medians and bootstrap 95% intervals over the timed
+    # repeats.
     "sweep": {
         **_KEYS,
         "cell": pl.Int64,                     # position in walk order (resolution ascending, then batch)
@@ -50,7 +53,8 @@ SCHEMAS = {
         "attempt": pl.Int64,                  # which process of the job measured the cell (0, then restarts)
         **PHASE_MEASURES,                     # NVML and allocator over the cell (warm-up, timed calls, copies)
     },
-    # The host-to-device copy per (implementation, transfer) at the study's point, beside the study's numbers.
+    # The host-to-device copy per (numerics, implementation, transfer) at the study's point, beside the study's
+    # numbers.
     "sweep_h2d": {
         **_KEYS,
         "batch_size": pl.Int64,
@@ -64,11 +68,13 @@ SCHEMAS = {
         "study_h2d_mb": pl.Float64,           # the study's copy: 25.166 (PyTorch) or 12.583 (the others)
         "study_h2d_ms": pl.Float64,           # ~15.17 or ~7.55 (pageable; pinned "halves it again")
     },
-    # Top kernels per implementation at batch 32 and the kernel resolution; the study's ReLU rows have
-    # source "study". A C++ program the profiler cannot see is one not_run row with the reason.
+    # Top kernels per (numerics, implementation) at batch 32 and the kernel resolution; the study's ReLU rows
+    # have source "study" (numerics null: the study does not say). A C++ program the profiler cannot see is one
+    # not_run row with the reason.
     "sweep_kernels": {
         "implementation": pl.String,
         "transfer": pl.String,
+        "numerics": pl.String,
         "device": pl.String,
         "batch_size": pl.Int64,
         "resolution": pl.Int64,
