@@ -297,3 +297,24 @@ def test_real_ncu_profiles_exactly_the_timed_calls(files, program_name, implemen
     assert sum(r["share"] for r in rows) == pytest.approx(1.0)
     # per timed call, ResNet-50's 49 ReLUs: warm-up or start-up kernels in the profiled range would add calls
     assert sum(r["calls"] for r in relu) == RESNET50_RELUS, [(r["kernel"][:80], r["calls"]) for r in relu]
+
+
+@pytest.mark.gpu
+def test_kernel_job_of_a_cpp_program_writes_ncu_rows_the_report_reads(files, tmp_path):
+    """Rule sweep_kernels_job for libtorch in tf32 on the GPU: rows from ncu, labelled, and the report's ReLU
+    rows found among them."""
+    from abstraction_cost import config as config_module
+    config = config_module.load(Path(__file__).resolve().parents[1] / "config/smoke.yaml")
+    config["device"] = "cuda"
+    config["study_a"]["sweep"].update(batches=[8], resolutions=[8, 16, 64], warmup=1, numerics=["tf32"],
+                                      kernels={"batch_size": 8, "resolution": 64, "top": 1000})
+    inputs = _inputs(files, native.ensure_built("libtorch"))
+    out = SimpleNamespace(table=str(tmp_path / "k.parquet"), env=str(tmp_path / "k.env.parquet"))
+    with nx.applied("fp32"):  # the job sets its TF32 flags for the whole process: restored after the test
+        sweep_kernels.run(SimpleNamespace(config=config, input=inputs, output=out, rule="sweep_kernels_job",
+                                          wildcards=SimpleNamespace(implementation="libtorch", numerics="tf32")))
+    df = tables.read("sweep_kernels", out.table)
+    assert df["status"].unique().to_list() == ["ok"], df.select("status", "message").head(1).to_dicts()
+    assert df["source"].str.starts_with("ncu ").all() and df["numerics"].unique().to_list() == ["tf32"]
+    assert (df["batch_size"].unique().to_list(), df["resolution"].unique().to_list()) == ([8], [64])
+    assert ss.relu_rows(df).height > 0 and "libtorch (tf32)" in ss.kernel_finding(df)
