@@ -55,9 +55,9 @@ def find() -> Path | None:
     return FALLBACK if FALLBACK.is_file() and os.access(FALLBACK, os.X_OK) else None
 
 
-def version(ncu: Path) -> str:
+def version(tool: Path) -> str:
     """ncu's version, e.g. "2025.3.0.0" from its "Version 2025.3.0.0 (build ...)" line."""
-    out = subprocess.run([str(ncu), "--version"], capture_output=True, text=True, errors="replace", timeout=60)
+    out = subprocess.run([str(tool), "--version"], capture_output=True, text=True, errors="replace", timeout=60)
     text = out.stdout + out.stderr
     match = re.search(r"Version\s+(\S+)", text)
     if match:
@@ -66,8 +66,8 @@ def version(ncu: Path) -> str:
     return lines[-1] if lines else "unknown version"
 
 
-def command(ncu: Path, program_command: list[str]) -> list[str]:
-    return [str(ncu), *FLAGS, *map(str, program_command)]
+def command(tool: Path, program_command: list[str]) -> list[str]:
+    return [str(tool), *FLAGS, *map(str, program_command)]
 
 
 def _triple(text: str, column: str) -> str:
@@ -144,11 +144,11 @@ def _tool_lines(stdout: str, stderr: str) -> str:
     return " | ".join(tail[-TAIL_LINES:]) or "no output on stderr"
 
 
-def profile(ncu: Path, program_command: list[str], top: int, forwards: int, warmup: int,
+def profile(tool: Path, program_command: list[str], top: int, forwards: int, warmup: int,
             logger: logging.Logger = log) -> list[dict]:
     """The program's sweep of one cell under ncu: the top kernels of its `forwards` timed calls, or one
     error/oom row saying why there are none."""
-    cmd = command(ncu, program_command)
+    cmd = command(tool, program_command)
     logger.info("profiling: %s", " ".join(cmd))
     # as native.launch: the program inherits this job's GPU slot (CUDA_VISIBLE_DEVICES) and the slot's lock
     done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=native.runtime_env(),
