@@ -25,7 +25,6 @@ from abstraction_cost.backends import cudnn, ncu, native, sweep, sweep_kernels, 
 from abstraction_cost.backends.sweep_cells import SweepSettings
 from abstraction_cost.measure import numerics as nx
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.report import study_a_sweep as ss
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ncu_summary.csv"
 CPP = ("torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs")
@@ -164,6 +163,7 @@ def test_report_finds_relu_among_ncu_kernel_names():
     """The report's ReLU rows (beside the study's) include ncu's names: eager's and LibTorch's ReLU is ATen's
     clamp kernel (launch_clamp_scalar), ac_cudnn's its relu_kernel and add_relu_kernel."""
     from abstraction_cost.backends import sweep_summary
+    from abstraction_cost.report import study_a_sweep as ss  # here: altair, which the GPU tests need not bring
     rows = ncu.top_rows(ncu.parse_summary(FIXTURE.read_text()), top=100, forwards=2, message=None)
     rows.append({**rows[0], "kernel": "add_relu_kernel(float *, const float *, long)", "rank": 101})
     defaults = dict.fromkeys(tables.schema("sweep_kernels"))
@@ -304,6 +304,7 @@ def test_kernel_job_of_a_cpp_program_writes_ncu_rows_the_report_reads(files, tmp
     """Rule sweep_kernels_job for libtorch in tf32 on the GPU: rows from ncu, labelled, and the report's ReLU
     rows found among them."""
     from abstraction_cost import config as config_module
+    from abstraction_cost.report import study_a_sweep as ss
     config = config_module.load(Path(__file__).resolve().parents[1] / "config/smoke.yaml")
     config["device"] = "cuda"
     config["study_a"]["sweep"].update(batches=[8], resolutions=[8, 16, 64], warmup=1, numerics=["tf32"],
