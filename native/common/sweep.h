@@ -15,7 +15,8 @@
 // Per cell: prepare(cell) (untimed: host input of the exact shape in the transfer's dtype and memory, device
 // buffers, whatever the model needs for the shape), `warmup` untimed forwards, `repeats` timed forwards (each
 // synchronised before it starts; CUDA events from before the host-to-device copy to the logits), then `repeats`
-// copies alone (the H2D time on its own), then release(). Record fields:
+// copies alone (the H2D time on its own), then release(). The timed forwards are a CUDA profiler range
+// (cudaProfilerStart/Stop: what `ncu --profile-from-start off` profiles). Record fields:
 //   {"kind":"cell","cell":K,"batch":B,"resolution":R,"status":"ok"|"oom"|"error","message":...,
 //    "times_ms":[...],"h2d_ms":[...],"h2d_bytes":N,"prepare_s":s,"alloc_peak_mib":x,
 //    "start_monotonic_s":t0,"end_monotonic_s":t1}
@@ -44,6 +45,10 @@
 #include "args.h"
 #include "jsonl.h"
 #include "timer.h"
+
+#ifdef AC_WITH_CUDA
+#include <cuda_profiler_api.h>
+#endif
 
 namespace ac {
 
@@ -183,6 +188,15 @@ inline Record cell_record(const SweepCell& c, const std::string& status, const s
   return r;
 }
 
+// The timed forwards are the profiler's range: under `ncu --profile-from-start off` (backends/sweep_kernels.py)
+// only their kernels are profiled, not start-up nor warm-up. Without a profiler attached the calls do nothing;
+// their status is not checked, since a profiler's absence or refusal must not fail a measured cell.
+inline void profiler_range([[maybe_unused]] const SweepBackend& b, [[maybe_unused]] bool on) {
+#ifdef AC_WITH_CUDA
+  if (b.cuda()) (void)(on ? cudaProfilerStart() : cudaProfilerStop());
+#endif
+}
+
 inline std::vector<double> timed(SweepBackend& b, int64_t repeats, bool copy_only) {
   StepTimer timer(b.cuda(), b.stream());
   for (int64_t i = 0; i < repeats; ++i) {
@@ -229,7 +243,9 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
       backend.synchronize();
       const double prepare_s = monotonic_s() - prepare_start;
       for (int64_t i = 0; i < s.warmup; ++i) backend.forward();
+      sweep_detail::profiler_range(backend, true);
       const std::vector<double> times = sweep_detail::timed(backend, s.repeats, false);
+      sweep_detail::profiler_range(backend, false);
       const std::vector<double> h2d = sweep_detail::timed(backend, s.repeats, true);
       backend.synchronize();
       const std::optional<double> peak = backend.alloc_peak_mib();

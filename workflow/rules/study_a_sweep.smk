@@ -7,8 +7,8 @@
 # - sweep: one process per (numerics, implementation, transfer) walks every cell (backends/sweep.py), its numerics
 #   set before the model is built (TF32 flags in Python, --tf32 for the C++ programs); concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
-# - sweep_kernels: top kernels per (numerics, implementation) at the kernel point (torch.profiler), with the
-#   study's ReLU rows
+# - sweep_kernels: top kernels per (numerics, implementation) at the kernel point (torch.profiler; the C++
+#   programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
 from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings

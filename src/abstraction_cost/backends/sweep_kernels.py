@@ -1,12 +1,20 @@
 """The sweep's kernel table: the top CUDA kernels of one implementation in one numerics (study_a.sweep.numerics,
 set in the process before the model is built, as in the sweep's jobs: TF32 changes which convolution kernels run)
 at the kernel point (study: batch 32; its 25.166 MB copy says resolution 256), float32 pageable as the study's
-PyTorch, from torch.profiler.
+PyTorch.
 
-Each kernel's name, calls, total and mean device time, share of all kernel time, and launch grid and block
-(from the profiler's Chrome trace, where Kineto writes them). Python implementations only: the C++ programs
-(ac_libtorch, ac_cudnn) have no profiler wired in and ncu is not run by the pipeline, so their row is not_run with that
-reason; without a GPU every row is not_run (no CUDA kernels to see).
+Each kernel's name, calls and total device time per inference, mean device time per launch, share of all kernel
+time, and launch grid and block, grouped by (name, grid, block):
+- Python implementations: torch.profiler over PROFILED_CALLS forwards after the warm-up (grid and block from the
+  profiler's Chrome trace, where Kineto writes them); source "torch.profiler".
+- C++ programs (ac_libtorch: torchscript-cpp, libtorch, aoti; ac_cudnn: cudnn, cudnn-graphs): they have no
+  CUDA-kernel profiler wired in (LibTorch's own profiler is not built into ac_libtorch), so Nsight Compute
+  profiles the program's own sweep of the one kernel-point cell (backends/ncu.py): the same command line the
+  sweep job launches, with `warmup` warm-up calls (not profiled) and PROFILED_CALLS timed calls (profiled: the
+  range native/common/sweep.h opens around them); source "ncu <version>", the row's message says what was
+  profiled. Without ncu (not on PATH nor at backends/ncu.FALLBACK) the row is not_run with that reason; an ncu
+  failure is an error row with ncu's last messages; bf16-autocast, which the programs lack, not_run.
+Without a GPU every row is not_run (no CUDA kernels to see).
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import logging
 import tempfile
 import traceback
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -25,7 +34,8 @@ from ..measure import device as devices
 from ..measure import numerics as nx
 from ..measure.run import measured_run
 from ..measure.timing import synchronize
-from .sweep import PythonModel, _first_line, kind
+from . import aoti_dynamic, ncu
+from .sweep import PythonModel, _first_line, kind, sweep_command
 from .sweep_cells import SweepSettings
 from .sweep_summary import STUDY_TRANSFER, point_resolution
 from .transfer import Pool, cell_input
@@ -75,6 +85,29 @@ def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device:
     return rows or [{"status": "error", "message": "the profiler recorded no CUDA kernel"}]
 
 
+def native_profile(implementation: str, numerics: str, inputs, settings: SweepSettings, config: dict,
+                   device: torch.device, classes: int, resolution: int) -> tuple[str, list[dict]]:
+    """(source, rows) of a C++ implementation: its sweep program for the kernel-point cell under ncu."""
+    if numerics == "bf16-autocast":
+        return "ncu", [{"status": "not_run", "message": nx.NO_CPP_AUTOCAST}]
+    found = ncu.find()
+    if found is None:
+        return "ncu", [{"status": "not_run", "message": (
+            f"C++ program: {Path(inputs.program).name} has no CUDA-kernel profiler wired in and Nsight Compute "
+            f"(ncu) is neither on PATH nor at {ncu.FALLBACK}")}]
+    if implementation == "aoti":
+        meta = aoti_dynamic.read_meta(inputs.package)
+        if meta["status"] != "ok":
+            return "ncu", [{"status": meta["status"], "message": meta.get("message") or "no package"}]
+    warmup = max(settings.warmup, 1)
+    cell = replace(settings, batches=(settings.kernel_batch,), resolutions=(resolution,), warmup=warmup,
+                   repeats=PROFILED_CALLS)
+    pool = Pool(inputs.inputs)
+    program = sweep_command(inputs.program, implementation, inputs, pool.manifest, cell, STUDY_TRANSFER, config,
+                            device, classes)
+    return f"ncu {ncu.version(found)}", ncu.profile(found, program, settings.kernel_top, PROFILED_CALLS, warmup, log)
+
+
 def run(snakemake) -> None:
     inputs, out = snakemake.input, snakemake.output
     implementation, numerics = snakemake.wildcards.implementation, snakemake.wildcards.numerics
@@ -90,9 +123,14 @@ def run(snakemake) -> None:
         if device.type != "cuda":
             rows = [{"status": "not_run", "message": "no CUDA GPU: no kernels to profile"}]
         elif kind(implementation)[1] == "cpp":
-            program = "ac_cudnn" if kind(implementation)[0] == "cudnn" else "ac_libtorch"
-            rows = [{"status": "not_run", "message": f"C++ program: {program} has no profiler wired in and the "
-                                                     "pipeline does not run ncu (optional, by hand)"}]
+            try:
+                source, rows = native_profile(implementation, numerics, inputs, settings, config, device,
+                                              spec(dataset, config).classes, resolution)
+                base["source"] = source
+            except Exception as err:
+                log.error("%s: profiling under ncu failed:\n%s", implementation, traceback.format_exc())
+                base["source"] = "ncu"
+                rows = [{"status": "error", "message": _first_line(err)}]
         else:
             try:
                 pool = Pool(inputs.inputs)

@@ -201,16 +201,18 @@ def h2d_finding(h2d: pl.DataFrame) -> str:
 
 
 def relu_rows(kernels: pl.DataFrame) -> pl.DataFrame:
-    """The ReLU kernels (relu, or clamp_min as eager launches it) of every implementation, and the study's."""
+    """The ReLU kernels of every implementation, and the study's: names with relu (ac_cudnn's relu_kernel and
+    add_relu_kernel) or clamp (ATen's ReLU is a clamp at 0: launch_clamp_scalar in eager and LibTorch, as
+    torch.profiler and ncu name it)."""
     name = pl.col("kernel").str.to_lowercase()
-    return kernels.filter(name.str.contains("relu") | name.str.contains("clamp_min"))
+    return kernels.filter(name.str.contains("relu") | name.str.contains("clamp"))
 
 
 def kernel_finding(kernels: pl.DataFrame) -> str:
     measured = relu_rows(kernels.filter(pl.col("source") != "study"))
     if measured.is_empty():
-        return ("Not measured here: no ReLU kernel was profiled (the profiler needs a GPU; the C++ programs are "
-                "not profiled).")
+        return ("Not measured here: no ReLU kernel was profiled (torch.profiler and Nsight Compute need a GPU; "
+                "the C++ programs need ncu).")
     parts = [f"{r['implementation']} ({r['numerics']}): grid {r['grid']}, block {r['block']}, {r['mean_us']:.1f} µs "
              f"per call ({r['share']:.0%} of kernel time)"
              for r in measured.sort("implementation", "numerics").iter_rows(named=True)]

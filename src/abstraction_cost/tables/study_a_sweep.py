@@ -69,8 +69,8 @@ SCHEMAS = {
         "study_h2d_ms": pl.Float64,           # ~15.17 or ~7.55 (pageable; pinned "halves it again")
     },
     # Top kernels per (numerics, implementation) at batch 32 and the kernel resolution; the study's ReLU rows
-    # have source "study" (numerics null: the study does not say). A C++ program the profiler cannot see is one
-    # not_run row with the reason.
+    # have source "study" (numerics null: the study does not say). The C++ programs' rows come from Nsight Compute
+    # over their timed calls (message: what was profiled); without ncu, one not_run row with the reason.
     "sweep_kernels": {
         "implementation": pl.String,
         "transfer": pl.String,
@@ -78,13 +78,13 @@ SCHEMAS = {
         "device": pl.String,
         "batch_size": pl.Int64,
         "resolution": pl.Int64,
-        "source": pl.String,                  # torch.profiler | study
+        "source": pl.String,                  # torch.profiler | ncu <version> | study
         **STATUS,
         "rank": pl.Int64,                     # 1 = most total device time
         "kernel": pl.String,
-        "calls": pl.Int64,
-        "total_us": pl.Float64,
-        "mean_us": pl.Float64,
+        "calls": pl.Int64,                    # per inference call
+        "total_us": pl.Float64,               # per inference call
+        "mean_us": pl.Float64,                # per kernel launch
         "share": pl.Float64,                  # of the implementation's total kernel time
         "grid": pl.String,                    # "(x,y,z)"
         "block": pl.String,
