@@ -147,12 +147,12 @@ def test_sweep_job_off_a_cuda_device_writes_not_run_rows(files, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("implementation", ["cudnn", "cudnn-graphs"])
 def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeypatch, implementation):
-    """Cell 1 an injected oom, batch 256 at 256 px a real one: no batch within cuDNN's 2^31 elements per tensor
+    """Cell 1 an injected oom, batch 64 at 512 px a real one: no batch within cuDNN's 2^31 elements per tensor
     exhausts an H100 (five such buffers are 40 GiB), so this process holds all but 3 GiB of the device while the
     program runs, and the cell's five 1 GiB activation buffers do not fit. Larger batches at each resolution are
     skipped, the others measured."""
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1")
-    batches, resolutions = [2, 256, 512], [16, 256]
+    batches, resolutions = [2, 64, 128], [16, 512]
     cells = walk(batches, resolutions)
     run = _run("cuda")
     free, _ = torch.cuda.mem_get_info()
@@ -169,8 +169,8 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
     assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
     assert "out of device memory" in rows[4]["message"], rows[4]
     for i in (2, 5):
-        assert rows[i]["message"] == "skipped: batch 256 already out of memory at this resolution"
-    for i, r in ((0, 16), (3, 256)):
+        assert rows[i]["message"] == "skipped: batch 64 already out of memory at this resolution"
+    for i, r in ((0, 16), (3, 512)):
         assert rows[i]["time_ms"] > 0 and rows[i]["h2d_ms"] > 0 and rows[i]["alloc_peak_mib"] > 0
         assert rows[i]["h2d_bytes"] == 2 * CHANNELS * r * r
     assert rows[3]["alloc_peak_mib"] > rows[0]["alloc_peak_mib"]  # its own activations, not the last cell's

@@ -428,6 +428,10 @@ def test_kernels_from_a_chrome_trace_grouped_by_name_grid_block():
     assert [(r["rank"], r["kernel"], r["calls"], r["grid"]) for r in rows] == [(1, "conv", 1, "(8,1,1)"),
                                                                             (2, "relu", 2, "(1024,2,1)")]
     assert rows[1]["mean_us"] == 5.0 and rows[1]["share"] == pytest.approx(0.25)
+    # below the top ones only ReLU kernels stay, with their rank
+    assert [(r["rank"], r["kernel"]) for r in kernels_from_trace(trace, top=1)] == [(1, "conv"), (2, "relu")]
+    trace["traceEvents"][2]["dur"] = 1.0
+    assert [(r["rank"], r["kernel"]) for r in kernels_from_trace(trace, top=1)] == [(1, "relu")]
 
 
 def test_kernel_job_without_a_gpu_is_one_not_run_row(pool_dir, tmp_path, process_numerics):

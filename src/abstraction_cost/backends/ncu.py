@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..measure import gpu_slots
 from . import native
+from .sweep_summary import kept
 
 log = logging.getLogger(__name__)
 
@@ -109,15 +110,15 @@ def parse_summary(text: str) -> dict[tuple[str, str, str], dict]:
 
 
 def top_rows(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, message: str) -> list[dict]:
-    """Rows of sweep_kernels, most total time first: calls and total_us per forward (of `forwards` profiled),
+    """Rows of sweep_kernels, most total time first (the top ones and every ReLU kernel below them): calls and total_us per forward (of `forwards` profiled),
     mean_us per call, share of all profiled kernel time."""
     total = sum(g["total_us"] for g in groups.values())
-    ranked = sorted(groups.items(), key=lambda kv: -kv[1]["total_us"])[:top]
-    return [{"rank": i + 1, "kernel": name, "calls": max(1, round(g["calls"] / forwards)),
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1]["total_us"])
+    return [{"rank": rank, "kernel": name, "calls": max(1, round(g["calls"] / forwards)),
              "total_us": g["total_us"] / forwards, "mean_us": g["total_us"] / g["calls"] if g["calls"] else None,
              "share": g["total_us"] / total if total else None, "grid": grid, "block": block, "status": "ok",
              "message": message}
-            for i, ((name, grid, block), g) in enumerate(ranked)]
+            for rank, ((name, grid, block), g) in kept(ranked, top, lambda kv: kv[0][0])]
 
 
 def _records(stdout: str) -> list[dict]:

@@ -37,7 +37,7 @@ from ..measure.timing import synchronize
 from . import aoti_dynamic, ncu
 from .sweep import PythonModel, _first_line, kind, sweep_command
 from .sweep_cells import SweepSettings
-from .sweep_summary import STUDY_TRANSFER, point_resolution
+from .sweep_summary import STUDY_TRANSFER, kept, point_resolution
 from .transfer import Pool, cell_input
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,8 @@ PROFILED_CALLS = 3
 
 
 def kernels_from_trace(trace: dict, top: int) -> list[dict]:
-    """Kernel events of a Chrome trace grouped by (name, grid, block), most total time first."""
+    """Kernel events of a Chrome trace grouped by (name, grid, block), most total time first: the top ones and
+    every ReLU kernel below them."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     for e in trace.get("traceEvents", []):
         if e.get("cat") != "kernel" or "dur" not in e:
@@ -55,11 +56,11 @@ def kernels_from_trace(trace: dict, top: int) -> list[dict]:
         block = "({})".format(",".join(map(str, args.get("block", [])))) if "block" in args else None
         groups[(e["name"], grid, block)].append(float(e["dur"]))
     total = sum(sum(v) for v in groups.values())
-    ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:top]
-    return [{"rank": i + 1, "kernel": name, "calls": len(d), "total_us": sum(d), "mean_us": sum(d) / len(d),
+    ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
+    return [{"rank": rank, "kernel": name, "calls": len(d), "total_us": sum(d), "mean_us": sum(d) / len(d),
              "share": sum(d) / total if total else None, "grid": grid, "block": block, "status": "ok",
              "message": None}
-            for i, ((name, grid, block), d) in enumerate(ranked)]
+            for rank, ((name, grid, block), d) in kept(ranked, top, lambda kv: kv[0][0])]
 
 
 def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device: torch.device, top: int,

@@ -2,12 +2,22 @@
 the kernel resolution; the study's 25.166 MB is 32 × 3 × 256² float32) and the study's ReLU kernel rows."""
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from ..tables.study_a_sweep import STUDY_H2D, STUDY_RELU
 
 STUDY_RUN_ID = "study:levental-orlova-2021"  # the study's reference rows: no measuring job of this pipeline
 STUDY_TRANSFER = "float32-pageable"          # what the study's PyTorch did (its other implementations: unstated)
+# ReLU kernels: ATen's ReLU is a clamp at 0 (launch_clamp_scalar), ac_cudnn's are relu_kernel and add_relu_kernel
+RELU = re.compile("relu|clamp", re.IGNORECASE)
+
+
+def kept(ranked: list, top: int, name) -> list[tuple[int, object]]:
+    """(rank, item) of the `top` first of `ranked` and, below them, every ReLU kernel: the study's kernel finding
+    compares ReLU launches, which are rarely among the top ones. name(item) is the item's kernel name."""
+    return [(i + 1, item) for i, item in enumerate(ranked) if i < top or RELU.search(name(item))]
 
 
 def point_resolution(resolutions, wanted: int) -> int:

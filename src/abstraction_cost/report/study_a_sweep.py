@@ -9,6 +9,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from ..backends.sweep_summary import RELU
 from ..measure.numerics import NUMERICS
 
 ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
@@ -204,8 +205,7 @@ def relu_rows(kernels: pl.DataFrame) -> pl.DataFrame:
     """The ReLU kernels of every implementation, and the study's: names with relu (ac_cudnn's relu_kernel and
     add_relu_kernel) or clamp (ATen's ReLU is a clamp at 0: launch_clamp_scalar in eager and LibTorch, as
     torch.profiler and ncu name it)."""
-    name = pl.col("kernel").str.to_lowercase()
-    return kernels.filter(name.str.contains("relu") | name.str.contains("clamp"))
+    return kernels.filter(pl.col("kernel").str.contains(f"(?i){RELU.pattern}"))
 
 
 def kernel_finding(kernels: pl.DataFrame) -> str:
