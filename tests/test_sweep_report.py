@@ -119,4 +119,8 @@ def test_kernel_finding_reads_relu_rows():
     kernels = tables.frame("sweep_kernels", measured + sweep_summary.study_kernel_rows())
     assert ss.relu_rows(kernels).height == 4
     assert "different grids" in ss.kernel_finding(kernels)
+    # the same (grid, block) set in every implementation of one numerics: the study's finding does not hold
+    measured_grid = pl.when(pl.col("source") == "study").then(pl.col("grid")).otherwise(pl.lit("(8,1,1)"))
+    same = kernels.with_columns(grid=measured_grid)
+    assert "launch the same grids and blocks" in ss.kernel_finding(same)
     assert "Not measured" in ss.kernel_finding(kernels.filter(pl.col("source") == "study"))

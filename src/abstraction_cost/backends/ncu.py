@@ -110,8 +110,8 @@ def parse_summary(text: str) -> dict[tuple[str, str, str], dict]:
 
 
 def top_rows(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, message: str) -> list[dict]:
-    """Rows of sweep_kernels, most total time first (the top ones and every ReLU kernel below them): calls and total_us per forward (of `forwards` profiled),
-    mean_us per call, share of all profiled kernel time."""
+    """Rows of sweep_kernels, most total time first (the top ones and every ReLU kernel below them): calls and
+    total_us per forward (of `forwards` profiled), mean_us per call, share of all profiled kernel time."""
     total = sum(g["total_us"] for g in groups.values())
     ranked = sorted(groups.items(), key=lambda kv: -kv[1]["total_us"])
     return [{"rank": rank, "kernel": name, "calls": max(1, round(g["calls"] / forwards)),

@@ -209,17 +209,23 @@ def relu_rows(kernels: pl.DataFrame) -> pl.DataFrame:
 
 
 def kernel_finding(kernels: pl.DataFrame) -> str:
+    """Per implementation and numerics its ReLU launch configurations and the longest; whether the implementations
+    of one numerics launch the same (grid, block) set, which is what the study's finding is about."""
     measured = relu_rows(kernels.filter(pl.col("source") != "study"))
     if measured.is_empty():
         return ("Not measured here: no ReLU kernel was profiled (torch.profiler and Nsight Compute need a GPU; "
                 "the C++ programs need ncu).")
-    parts = [f"{r['implementation']} ({r['numerics']}): grid {r['grid']}, block {r['block']}, {r['mean_us']:.1f} µs "
-             f"per call ({r['share']:.0%} of kernel time)"
-             for r in measured.sort("implementation", "numerics").iter_rows(named=True)]
-    grids = set(measured["grid"].to_list())
+    parts, launches = [], {}
+    for (impl, numerics), rows in sorted(measured.group_by("implementation", "numerics"), key=lambda g: str(g[0])):
+        longest = rows.sort("mean_us", descending=True).row(0, named=True)
+        launches.setdefault(numerics, set()).add(frozenset(zip(rows["grid"].to_list(), rows["block"].to_list())))
+        parts.append(f"{impl} ({numerics}): {rows.height} launch configuration{'s' if rows.height > 1 else ''}, "
+                     f"the longest grid {longest['grid']}, block {longest['block']}, {longest['mean_us']:.1f} µs per "
+                     f"call ({longest['share']:.0%} of kernel time)")
+    same = all(len(sets) == 1 for sets in launches.values())
     return (f"ReLU kernels here: {'; '.join(parts)}. The study saw PyTorch launch a larger grid than LibTorch "
-            f"((1024,2,1) vs (512,2,1), 690.6 vs 372.6 µs); here the profiled implementations launch "
-            f"{'one grid' if len(grids) == 1 else 'different grids'}.")
+            f"((1024,2,1) vs (512,2,1), 690.6 vs 372.6 µs); here the profiled implementations of one numerics "
+            f"launch {'the same grids and blocks' if same else 'different grids'}.")
 
 
 # ---------------------------------------------------------------------------------------------- tables
