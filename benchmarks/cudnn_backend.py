@@ -78,15 +78,7 @@ class NvmlPeak:
 
 
 def _records(proc) -> list[dict]:
-    out = []
-    for line in proc.stdout.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "kind" in record:
-            out.append(record)
-    return out
+    return [r for r in map(native.record_of, proc.stdout.splitlines()) if r is not None]
 
 
 def prepare(root: Path, args) -> tuple[Path, dict, Path, Path]:

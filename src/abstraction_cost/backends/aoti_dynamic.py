@@ -8,33 +8,24 @@ status error and the message, and the sweep's aoti rows carry it.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
-import traceback
 from pathlib import Path
 
 import torch
 import torch.fx.experimental._config as fx_config
 
 from ..models import resnet, weights_file
+from . import aoti
 
-PACKAGE = "model.pt2"
-META = "meta.json"
+PACKAGE = aoti.PACKAGE  # the sweep's package has aoti's layout
 
 
 def package(weights_path, channels: int, classes: int, batches, resolutions, device: torch.device,
             out_dir) -> dict:
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     lo_b, hi_b, lo_r, hi_r = min(batches), max(batches), min(resolutions), max(resolutions)
     meta = {"method": "export+aoti", "build": "dynamic", "device": device.type, "batches": [lo_b, hi_b],
             "resolutions": [lo_r, hi_r], "torch_version": torch.__version__}
-    started = time.perf_counter()
-    try:
+
+    def export(package_path: Path) -> None:
         model = weights_file.load_into(resnet.resnet50(channels, classes), weights_path).eval().to(device)
         # export would specialise sizes that reach 1 inside the network (8 px is 1 px after stride 8): the
         # size-oblivious setting keeps one program for every batch and resolution in the ranges
@@ -43,27 +34,13 @@ def package(weights_path, channels: int, classes: int, batches, resolutions, dev
         side = torch.export.Dim("side", min=lo_r, max=max(hi_r, lo_r + 1))
         with torch.no_grad(), fx_config.patch(backed_size_oblivious=True):
             exported = torch.export.export(model, (example,), dynamic_shapes=({0: batch, 2: side, 3: side},))
-            torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
-        meta.update(status="ok", message=None)
-    except Exception as err:  # export or compile failed: rows with the reason, not a crashed pipeline
-        meta.update(status="error", message=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
-                    traceback=traceback.format_exc())
-    meta["prepare_s"] = time.perf_counter() - started
-    (tmp / META).write_text(json.dumps(meta, indent=1))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
-    return meta
+            torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path))
+
+    return aoti.build(out_dir, meta, export)
 
 
 def not_run(out_dir, message: str) -> dict:
-    out_dir = Path(out_dir)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.mkdir(parents=True)
-    meta = {"method": "export+aoti", "build": "dynamic", "status": "not_run", "message": message,
-            "prepare_s": None, "torch_version": torch.__version__}
-    (out_dir / META).write_text(json.dumps(meta, indent=1))
-    return meta
+    return aoti.not_run(out_dir, message, build="dynamic")
 
 
-def read_meta(out_dir) -> dict:
-    return json.loads((Path(out_dir) / META).read_text())
+read_meta = aoti.read_meta

@@ -213,6 +213,16 @@ class Result:
         return "error", f"{Path(self.command[0]).name} exited with code {self.returncode}: {last}"
 
 
+def record_of(line: str) -> dict | None:
+    """The program's JSON record on a line of its stdout, or None for any other line (a library's message,
+    a profiler's output)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and "kind" in record else None
+
+
 def launch(command: Sequence, on_record: Callable[[dict], None] | None = None,
            logger: logging.Logger = log) -> Result:
     """Run a program to its end, reading its JSON-lines stdout as it is written; stderr goes to the logger."""
@@ -240,13 +250,9 @@ def launch(command: Sequence, on_record: Callable[[dict], None] | None = None,
         line = line.strip()
         if not line:
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+        record = record_of(line)
+        if record is None:
             logger.info("[stdout] %s", line)  # e.g. a library's own message: kept in the log, not a record
-            continue
-        if not isinstance(record, dict) or "kind" not in record:
-            logger.info("[stdout] %s", line)
             continue
         records.append(record)
         if on_record is not None:

@@ -19,7 +19,6 @@ its invocations and the metric's average; units and thousands separators as ncu 
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 import re
@@ -123,18 +122,7 @@ def top_rows(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, 
 
 def _records(stdout: str) -> list[dict]:
     """The program's JSON-lines records among ncu's lines on the same stdout."""
-    out = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "kind" in record:
-            out.append(record)
-    return out
+    return [r for r in map(native.record_of, stdout.splitlines()) if r is not None]
 
 
 def _tool_lines(stdout: str, stderr: str) -> str:
