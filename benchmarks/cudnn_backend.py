@@ -84,7 +84,7 @@ def _records(proc) -> list[dict]:
 def prepare(root: Path, args) -> tuple[Path, dict, Path, Path]:
     """Synthetic data at R×R: a test split of the largest eval batch, a training split of train_batch × steps."""
     shape = DatasetSpec("synthetic-bench", 3, args.resolution, args.resolution, tuple(map(str, range(CLASSES))))
-    train_count = args.train_batch * args.train_steps
+    train_count = args.train_batch * max(args.train_steps, 1)
     splits = offline.synthetic(shape, train_count, max(args.batches))
     manifest = prepared.write(root / "data", "bench", splits, list(shape.class_names), [])
     weights = root / "init.weights"
@@ -205,7 +205,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--train-batch", type=int, default=32)
-    parser.add_argument("--train-steps", type=int, default=10)
+    parser.add_argument("--train-steps", type=int, default=10, help="0: evaluation only")
     parser.add_argument("--conv-algo", choices=["heuristic", "find"], default="heuristic")
     parser.add_argument("--workspace-limit-mib", type=int, default=1024)
     parser.add_argument("--tf32", action="store_true")
@@ -229,8 +229,8 @@ def main() -> None:
     nvml, rows = NvmlPeak(), []
     with tempfile.TemporaryDirectory() as tmp:
         paths = prepare(Path(tmp), args)
-        for implementation in implementations:  # training first: the issue's step comparison at batch 32
-            rows.append(measure_train(implementation, paths, args, nvml))
+        for implementation in implementations if args.train_steps else ():  # training first: the issue's step
+            rows.append(measure_train(implementation, paths, args, nvml))            # comparison at batch 32
             write(rows, args.out, meta)
         for batch in args.batches:
             for implementation in implementations:

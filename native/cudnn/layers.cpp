@@ -49,71 +49,60 @@ Shape Conv2d::output(const Shape& in) const {
   return {in.n, out_, size(in.h), size(in.w)};
 }
 
-Conv2d::Plan& Conv2d::plan(Gpu& gpu, const Shape& in, bool backward) {
+void Conv2d::check_input(const Shape& in) const {
   if (in.c != in_) throw GpuError(name + ": input " + in.str() + " has " + std::to_string(in.c) +
                                   " channels, the layer expects " + std::to_string(in_));
+}
+
+Conv2d::Plan& Conv2d::backward_plan(Gpu& gpu, const Shape& in) {
+  check_input(in);
   Plan& p = plans_[in];
-  if (p.forward && (p.backward || !backward)) return p;
+  if (p.backward) return p;
   const ConvSettings& s = gpu.settings();
   const cudnnTensorDescriptor_t x = gpu.tensor(in), y = gpu.tensor(output(in));
   // the math type the algorithms are chosen under: FMA only with TF32 off; otherwise cuDNN's default (TF32 allowed)
   CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, s.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), name);
   int count = 0;
-  if (!p.forward) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    if (s.find)
-      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(gpu.cudnn(), x, w_desc_, conv_desc_, y,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
-                  name);
-    else
-      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(gpu.cudnn(), x, w_desc_, conv_desc_, y,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
-                  name);
-    const auto& best = choose(perf, count, s, name + " forward");
-    p.fwd = best.algo, p.fwd_math = best.mathType, p.fwd_bytes = best.memory, p.forward = true;
-  }
-  if (backward && !p.backward) {
-    cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    if (s.find) {
-      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(gpu.cudnn(), w_desc_, y, conv_desc_, x,
+  cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  if (s.find) {
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(gpu.cudnn(), w_desc_, y, conv_desc_, x,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data),
+                name);
+    const auto& d = choose(data, count, s, name + " backward data");
+    p.data = d.algo, p.data_math = d.mathType, p.data_bytes = d.memory;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(gpu.cudnn(), x, y, conv_desc_, w_desc_,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
+                                                            filter),
+                name);
+  } else {
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(gpu.cudnn(), w_desc_, y, conv_desc_, x,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data),
-                  name);
-      const auto& d = choose(data, count, s, name + " backward data");
-      p.data = d.algo, p.data_math = d.mathType, p.data_bytes = d.memory;
-      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(gpu.cudnn(), x, y, conv_desc_, w_desc_,
+                name);
+    const auto& d = choose(data, count, s, name + " backward data");
+    p.data = d.algo, p.data_math = d.mathType, p.data_bytes = d.memory;
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(gpu.cudnn(), x, y, conv_desc_, w_desc_,
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
                                                               filter),
-                  name);
-    } else {
-      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(gpu.cudnn(), w_desc_, y, conv_desc_, x,
-                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count,
-                                                              data),
-                  name);
-      const auto& d = choose(data, count, s, name + " backward data");
-      p.data = d.algo, p.data_math = d.mathType, p.data_bytes = d.memory;
-      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(gpu.cudnn(), x, y, conv_desc_, w_desc_,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
-                                                                filter),
-                  name);
-    }
-    const auto& f = choose(filter, count, s, name + " backward filter");
-    p.filter = f.algo, p.filter_math = f.mathType, p.filter_bytes = f.memory, p.backward = true;
+                name);
   }
+  const auto& f = choose(filter, count, s, name + " backward filter");
+  p.filter = f.algo, p.filter_math = f.mathType, p.filter_bytes = f.memory, p.backward = true;
   return p;
 }
 
 void Conv2d::forward(Gpu& gpu, const Shape& in, const float* x, float* y) {
-  const Plan& p = plan(gpu, in, false);
-  void* ws = gpu.workspace(p.fwd_bytes, name);
-  CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, p.fwd_math), name);
-  CUDNN_CHECK(cudnnConvolutionForward(gpu.cudnn(), &kOne, gpu.tensor(in), x, w_desc_, weight_->value, conv_desc_,
-                                      p.fwd, ws, p.fwd_bytes, &kZero, gpu.tensor(output(in)), y),
-              name);
+  Plan& p = plans_[in];
+  if (!p.forward) {
+    check_input(in);
+    p.forward = std::make_unique<ConvForwardPlan>(gpu, ConvGeometry{in, output(in), kernel_, stride_, padding_}, x,
+                                                  weight_->value, y, name);
+  }
+  p.forward->run(gpu, x, weight_->value, y, gpu.workspace(p.forward->workspace_bytes(), name));
 }
 
 void Conv2d::backward(Gpu& gpu, const Shape& in, const float* x, const float* dy, float* dx, float dx_beta) {
-  const Plan& p = plan(gpu, in, true);
+  const Plan& p = backward_plan(gpu, in);
   const cudnnTensorDescriptor_t x_desc = gpu.tensor(in), y_desc = gpu.tensor(output(in));
   void* ws = gpu.workspace(std::max(p.data_bytes, p.filter_bytes), name);
   CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, p.filter_math), name);

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
+#include "conv_graph.h"
 #include "gpu.h"
 #include "parameters.h"
 
@@ -21,7 +23,7 @@ class Conv2d {
   Conv2d& operator=(const Conv2d&) = delete;
 
   Shape output(const Shape& in) const;
-  // y = conv(x): cudnnConvolutionForward.
+  // y = conv(x): an execution plan of cuDNN's graph API per input shape (conv_graph.h).
   void forward(Gpu& gpu, const Shape& in, const float* x, float* y);
   // weight.grad = ∂L/∂w (cudnnConvolutionBackwardFilter, overwritten); with dx, dx = dx_beta·dx + ∂L/∂x
   // (cudnnConvolutionBackwardData; dx_beta 1 adds a second path's gradient, as at a block's input).
@@ -30,17 +32,18 @@ class Conv2d {
   const std::string name;
 
  private:
-  // Algorithms (and math types) for one input shape (batch and resolution), chosen on first use: forward, then
-  // backward on first backward.
+  // One input shape's (batch and resolution) forward plan, made on first forward; its backward algorithms (and
+  // math types) on the descriptor API, chosen on first backward.
   struct Plan {
-    bool forward = false, backward = false;
-    cudnnConvolutionFwdAlgo_t fwd{};
+    std::unique_ptr<ConvForwardPlan> forward;
+    bool backward = false;
     cudnnConvolutionBwdDataAlgo_t data{};
     cudnnConvolutionBwdFilterAlgo_t filter{};
-    cudnnMathType_t fwd_math{}, data_math{}, filter_math{};
-    size_t fwd_bytes = 0, data_bytes = 0, filter_bytes = 0;
+    cudnnMathType_t data_math{}, filter_math{};
+    size_t data_bytes = 0, filter_bytes = 0;
   };
-  Plan& plan(Gpu& gpu, const Shape& in, bool backward);
+  void check_input(const Shape& in) const;
+  Plan& backward_plan(Gpu& gpu, const Shape& in);
 
   Param* weight_;
   int in_, out_, kernel_, stride_, padding_;

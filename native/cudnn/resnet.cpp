@@ -8,6 +8,8 @@ namespace ac::cudnn {
 namespace {
 
 constexpr int kStages[4][2] = {{64, 3}, {128, 4}, {256, 6}, {512, 3}};  // planes, blocks
+// cuDNN's tensors hold fewer than 2^31 elements (cudnnSetTensor4dDescriptor: NOT_SUPPORTED at 128×64×512×512)
+constexpr int64_t kCudnnMaxElements = (int64_t{1} << 31) - 1;
 
 }  // namespace
 
@@ -67,62 +69,72 @@ void ResNet50::release() {
   training_ = inference_ = Activations{};
   capacity_ = Capacity{};
   height_ = width_ = 0;
+  largest_ = 0;
   training_forward_last_ = false;
 }
 
-void ResNet50::check_batch(int capacity, int height, int width) const {
+void ResNet50::check_batch(Capacity capacity, int height, int width) const {
   const Shape input{1, channels_, height, width};
   const Shape pooled = maxpool_.output(conv1_.output(input));
   if (pooled.h < 1 || pooled.w < 1)
     throw std::runtime_error("input " + std::to_string(height) + "×" + std::to_string(width) +
                              " is too small for ResNet-50 (maxpool output " + pooled.str() + ")");
   const int64_t largest = geometry(height, width).largest;
-  // cuDNN's descriptors take fewer than 2^31 elements per tensor (cudnnSetTensor4dDescriptor: NOT_SUPPORTED at
-  // 128×64×512×512 on an H100); torch splits such batches, this program does not
-  constexpr int64_t kCudnnMaxElements = (int64_t{1} << 31) - 1;
-  if (largest * capacity > kCudnnMaxElements)
-    throw std::runtime_error("batch " + std::to_string(capacity) + " at " + std::to_string(height) + "×" +
-                             std::to_string(width) + ": the largest activation has " +
-                             std::to_string(largest * capacity) + " elements, more than the 2^31 - 1 a cuDNN "
-                             "tensor may have (this program does not split batches)");
+  const std::string at = " at " + std::to_string(height) + "×" + std::to_string(width) + ": the largest activation";
+  // batch statistics need the whole training batch in one tensor; an inference batch is split (pass_size)
+  if (largest * capacity.training > kCudnnMaxElements)
+    throw std::runtime_error("training batch " + std::to_string(capacity.training) + at + " has " +
+                             std::to_string(largest * capacity.training) + " elements, more than the 2^31 - 1 a "
+                             "cuDNN tensor may have");
+  if (capacity.inference > 0 && largest > kCudnnMaxElements)
+    throw std::runtime_error("one image" + at + " has " + std::to_string(largest) +
+                             " elements, more than the 2^31 - 1 a cuDNN tensor may have");
+}
+
+int ResNet50::pass_size(int64_t largest, int n) {
+  const int64_t fits = kCudnnMaxElements / largest;  // samples per tensor
+  const int64_t passes = (n + fits - 1) / fits;
+  return static_cast<int>((n + passes - 1) / passes);
 }
 
 int64_t ResNet50::lay_out(Activations& set, const Geometry& g, int capacity, bool training, float* base) const {
   set = Activations{};
   if (capacity == 0) return 0;
   int64_t used = 0;
-  const auto take = [&](int64_t per_sample) {  // 256-byte aligned, as cudaMalloc's own pointers
+  // an inference set holds one pass's activations (a batch split by pass_size) and the whole batch's logits
+  const int pass = training ? capacity : pass_size(g.largest, capacity);
+  const auto take = [&](int64_t per_sample, int samples) {  // 256-byte aligned, as cudaMalloc's own pointers
     float* p = base ? base + used : nullptr;
-    used += (per_sample * capacity + 63) / 64 * 64;
+    used += (per_sample * samples + 63) / 64 * 64;
     return p;
   };
-  set.pooled = take(fc_.features);
-  set.logits = take(fc_.classes);
+  set.logits = take(fc_.classes, capacity);
+  set.pooled = take(fc_.features, pass);
   set.blocks.resize(blocks_.size());
   if (training) {
-    set.stem_conv = take(g.stem.per_sample());
-    set.stem_bn = take(g.stem.per_sample());
-    set.stem_pool = take(g.pooled.per_sample());
+    set.stem_conv = take(g.stem.per_sample(), pass);
+    set.stem_bn = take(g.stem.per_sample(), pass);
+    set.stem_pool = take(g.pooled.per_sample(), pass);
     for (size_t i = 0; i < blocks_.size(); ++i) {
       const Geometry::Block& s = g.blocks[i];
       Acts& a = set.blocks[i];
-      a.c1 = take(s.a.per_sample());
-      a.b1 = take(s.a.per_sample());
-      a.c2 = take(s.b.per_sample());
-      a.b2 = take(s.b.per_sample());
-      a.c3 = take(s.c.per_sample());
-      a.out = take(s.c.per_sample());
-      a.dc = blocks_[i]->downsample_conv ? take(s.c.per_sample()) : nullptr;
-      a.db = blocks_[i]->downsample_bn ? take(s.c.per_sample()) : nullptr;
+      a.c1 = take(s.a.per_sample(), pass);
+      a.b1 = take(s.a.per_sample(), pass);
+      a.c2 = take(s.b.per_sample(), pass);
+      a.b2 = take(s.b.per_sample(), pass);
+      a.c3 = take(s.c.per_sample(), pass);
+      a.out = take(s.c.per_sample(), pass);
+      a.dc = blocks_[i]->downsample_conv ? take(s.c.per_sample(), pass) : nullptr;
+      a.db = blocks_[i]->downsample_bn ? take(s.c.per_sample(), pass) : nullptr;
     }
-    for (float*& grad : set.grads) grad = take(g.largest);
-    set.dpooled = take(fc_.features);
+    for (float*& grad : set.grads) grad = take(g.largest, pass);
+    set.dpooled = take(fc_.features, pass);
     return used;
   }
   // inference: a block reads X and writes A, B (main path) and C, D (downsample); its output lands in B, which is
   // the next block's X. Five buffers of the largest activation serve the whole network.
   float* pool[5];
-  for (float*& p : pool) p = take(g.largest);
+  for (float*& p : pool) p = take(g.largest, pass);
   set.stem_conv = pool[0], set.stem_bn = pool[1], set.stem_pool = pool[2];
   int x = 2;
   for (Acts& a : set.blocks) {
@@ -141,8 +153,7 @@ void ResNet50::reserve(Capacity capacity, int height, int width) {
   if (capacity.training < 0 || capacity.inference < 0 || capacity.training + capacity.inference < 1)
     throw std::logic_error("ResNet50::reserve: no batch to reserve for");
   release();
-  for (int n : {capacity.training, capacity.inference})
-    if (n > 0) check_batch(n, height, width);
+  check_batch(capacity, height, width);
   const Geometry g = geometry(height, width);
   const int64_t floats = std::max(lay_out(training_, g, capacity.training, true, nullptr),
                                   lay_out(inference_, g, capacity.inference, false, nullptr));
@@ -153,7 +164,7 @@ void ResNet50::reserve(Capacity capacity, int height, int width) {
   storage_ = Buffer<float>(static_cast<size_t>(floats), "activations (" + what + ")");
   lay_out(training_, g, capacity.training, true, storage_.get());
   lay_out(inference_, g, capacity.inference, false, storage_.get());
-  capacity_ = capacity, height_ = height, width_ = width;
+  capacity_ = capacity, height_ = height, width_ = width, largest_ = g.largest;
 }
 
 void ResNet50::block_forward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shape& in, const float* x,
@@ -187,6 +198,15 @@ const float* ResNet50::forward(Gpu& gpu, const float* x, int n, bool training) {
                            std::to_string(n) + ", reserved for " + std::to_string(reserved));
   const Activations& set = training ? training_ : inference_;
   training_forward_last_ = training;
+  const int pass = training ? n : pass_size(largest_, n);
+  const int64_t image = int64_t{channels_} * height_ * width_;
+  for (int first = 0; first < n; first += pass)
+    forward_pass(gpu, set, x + first * image, std::min(pass, n - first), training,
+                 set.logits + int64_t{first} * fc_.classes);
+  return set.logits;
+}
+
+void ResNet50::forward_pass(Gpu& gpu, const Activations& set, const float* x, int n, bool training, float* logits) {
   const cudaStream_t stream = gpu.stream();
   const Shape input{n, channels_, height_, width_};
   const Shape stem = conv1_.output(input);
@@ -204,8 +224,7 @@ const float* ResNet50::forward(Gpu& gpu, const float* x, int n, bool training) {
     h = set.blocks[i].out;
   }
   global_avg_pool(h, set.pooled, int64_t{n} * cur.c, cur.h * cur.w, stream, "avgpool");
-  fc_.forward(gpu, n, set.pooled, set.logits);
-  return set.logits;
+  fc_.forward(gpu, n, set.pooled, logits);
 }
 
 void ResNet50::block_backward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shape& in, const float* x, float* dy,

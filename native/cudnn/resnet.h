@@ -47,12 +47,16 @@ class ResNet50 {
   void reserve(Capacity capacity, int height, int width);
   // Frees the activations (forward needs a reserve() again).
   void release();
-  // Throws, naming the shape, where reserve() could not serve this batch: an input too small for the max pool, or
-  // an activation beyond cuDNN's 2^31 - 1 elements per tensor. Host only.
-  void check_batch(int capacity, int height, int width) const;
-
+  // Throws, naming the shape, where reserve() could not serve these batches: an input too small for the max pool,
+  // a training batch with an activation beyond cuDNN's 2^31 - 1 elements per tensor (batch statistics need it in
+  // one tensor), or one image with such an activation. Host only.
+  void check_batch(Capacity capacity, int height, int width) const;
+  // Samples per inference pass: all n, or, where an activation of n samples (`largest` elements each) would
+  // exceed cuDNN's 2^31 - 1 elements per tensor, the size of equal passes that fit (torch splits such batches too).
+  static int pass_size(int64_t largest, int n);
   // Logits (n × classes, on the device, valid until the next forward) of the normalised batch x (n×C×H×W):
-  // batch statistics and running-statistics updates with `training`, running statistics without.
+  // batch statistics and running-statistics updates with `training`, running statistics without (in passes of
+  // pass_size samples).
   const float* forward(Gpu& gpu, const float* x, int n, bool training);
   // After forward(..., training=true) of the same x, with no inference forward since: every parameter's gradient,
   // from ∂L/∂logits.
@@ -85,6 +89,8 @@ class ResNet50 {
   Geometry geometry(int height, int width) const;
   // Lays out one set for `capacity` samples from `base` on (nullptr: sizes only); returns the floats it spans.
   int64_t lay_out(Activations& set, const Geometry& g, int capacity, bool training, float* base) const;
+  // One pass of n samples through the network, its logits written to `logits`.
+  void forward_pass(Gpu& gpu, const Activations& set, const float* x, int n, bool training, float* logits);
   void block_forward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shape& in, const float* x, bool training);
   // dy (∂L/∂out, consumed) -> dx (∂L/∂x); scratch: two buffers of the largest activation.
   void block_backward(Gpu& gpu, Bottleneck& b, const Acts& a, const Shape& in, const float* x, float* dy,
@@ -99,6 +105,7 @@ class ResNet50 {
 
   Capacity capacity_;
   int height_ = 0, width_ = 0;
+  int64_t largest_ = 0;  // elements per sample of the reserved shape's largest activation
   Buffer<float> storage_;
   Activations training_, inference_;
   bool training_forward_last_ = false;  // backward needs the training activations, which an inference forward reuses

@@ -70,7 +70,7 @@ class CudnnSweep : public SweepBackend {
     guard([&] {
       n_ = static_cast<int>(cell.batch);
       resolution_ = static_cast<int>(cell.resolution);
-      net_.check_batch(n_, resolution_, resolution_);  // before the cell's input is made
+      net_.check_batch({.inference = n_}, resolution_, resolution_);  // before the cell's input is made
       uint8_ = transfer == "uint8-pinned";
       const int64_t hw = int64_t{resolution_} * resolution_, image = channels_ * hw;
       const std::vector<uint8_t>& images = pool_images(cell.resolution);
