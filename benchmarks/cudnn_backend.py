@@ -229,8 +229,9 @@ def main() -> None:
     nvml, rows = NvmlPeak(), []
     with tempfile.TemporaryDirectory() as tmp:
         paths = prepare(Path(tmp), args)
-        for implementation in implementations if args.train_steps else ():  # training first: the step
-            rows.append(measure_train(implementation, paths, args, nvml))            # comparison at batch 32
+        # training first (the step comparison at batch 32), unless --train-steps 0
+        for implementation in implementations if args.train_steps else ():
+            rows.append(measure_train(implementation, paths, args, nvml))
             write(rows, args.out, meta)
         for batch in args.batches:
             for implementation in implementations:

@@ -37,6 +37,27 @@ void Normaliser::operator()(Gpu& gpu, const uint8_t* images, float* x, int n, in
   normalise_u8(images, x, n, channels_, hw, mean_.get(), std_.get(), gpu.stream());
 }
 
+namespace {
+
+const std::string& checked(const ParameterSet& params, const std::vector<NamedTensor>& weights,
+                           const std::string& weights_path, const std::string& device) {
+  params.check(weights, weights_path);
+  return device;
+}
+
+}  // namespace
+
+LoadedNetwork::LoadedNetwork(const std::vector<NamedTensor>& weights, const std::string& weights_path, int channels,
+                             int classes, const std::string& device, ConvSettings settings, bool for_training,
+                             Normaliser& normalise)
+    : net(params, channels, classes), gpu(checked(params, weights, weights_path, device), settings) {
+  params.allocate(for_training);
+  params.upload(weights);
+  normalise.upload();
+  // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
+  CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
+}
+
 GraphReplay::~GraphReplay() {
   for (auto& [n, exec] : execs_) cudaGraphExecDestroy(exec);
   for (auto& [n, graph] : graphs_) cudaGraphDestroy(graph);

@@ -1,5 +1,6 @@
 // What the subcommands of ac_cudnn share: the flags for numerics and convolution algorithms, the input
-// normalisation, CUDA-graph replay of a step, the phase records, and the subcommands themselves. Records and
+// normalisation, the network loaded onto the GPU, CUDA-graph replay of a step, the phase records, and the
+// subcommands themselves. Records and
 // flags are ac_libtorch's (native/libtorch), plus conv_algo and workspace_mib on every record.
 #pragma once
 
@@ -12,7 +13,10 @@
 #include "args.h"
 #include "gpu.h"
 #include "jsonl.h"
+#include "parameters.h"
+#include "resnet.h"
 #include "timer.h"
+#include "weights_file.h"
 
 namespace ac::cudnn {
 
@@ -37,6 +41,18 @@ class Normaliser {
   int channels_;
   std::vector<float> mean_host_, std_host_;
   Buffer<float> mean_, std_;
+};
+
+// The network with its weights on the GPU, as every subcommand starts: the weights are checked against the network
+// before the GPU opens (a wrong file is named on any machine), then the parameters (with gradients and momentum
+// for training) are allocated and uploaded, and the normalisation's constants with them.
+struct LoadedNetwork {
+  LoadedNetwork(const std::vector<NamedTensor>& weights, const std::string& weights_path, int channels, int classes,
+                const std::string& device, ConvSettings settings, bool for_training, Normaliser& normalise);
+
+  ParameterSet params;
+  ResNet50 net;
+  Gpu gpu;  // declared last: destroyed before the buffers above are freed, as the CUDA context outlives both
 };
 
 // Runs a step of batch n on the stream: directly the first time for that n (algorithm choice and workspace growth

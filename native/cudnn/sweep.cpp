@@ -210,15 +210,10 @@ int sweep_main(const Args& a) {
 
   const double load_start = monotonic_s();
   const std::vector<NamedTensor> weights = read_weights(weights_path);
-  ParameterSet params;
-  ResNet50 net(params, channels, classes);
-  params.check(weights, weights_path);
-  Gpu gpu(device, settings);
-  params.allocate(/*for_training=*/false);
-  params.upload(weights);
-  normalise.upload();
-  // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
-  CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
+  LoadedNetwork loaded(weights, weights_path, channels, classes, device, settings, /*for_training=*/false,
+                       normalise);
+  Gpu& gpu = loaded.gpu;
+  ResNet50& net = loaded.net;
   const double load_s = monotonic_s() - load_start;
   emit_start(gpu, "sweep");
   Record("loaded").add("model", model).add("load_s", load_s).emit();

@@ -119,16 +119,11 @@ int train_main(const Args& a) {
   const bool log_steps = a.has("log-steps") && a.boolean("log-steps");
   a.reject_unused();
 
-  ParameterSet params;
-  ResNet50 net(params, channels, classes);
-  params.check(weights, weights_path);  // before the GPU: a wrong file is named on any machine
-
-  Gpu gpu(device, settings);
-  params.allocate(/*for_training=*/true);
-  params.upload(weights);
-  normalise.upload();
-  // the uploads ran on the legacy default stream, which the program's non-blocking stream does not wait for
-  CUDA_CHECK(cudaDeviceSynchronize(), "weights upload");
+  LoadedNetwork loaded(weights, weights_path, channels, classes, device, settings, /*for_training=*/true,
+                       normalise);
+  Gpu& gpu = loaded.gpu;
+  ResNet50& net = loaded.net;
+  ParameterSet& params = loaded.params;
   // training storage for the training batch, the evaluation's five buffers for its own batch (resnet.h): at
   // batch 16 / eval batch 128 training storage for 128 would hold 8× the activations training needs
   const Capacity capacity{static_cast<int>(std::max<int64_t>(std::min(batch_size, train.count), 1)),
