@@ -59,18 +59,21 @@ def program():
     return native.ensure_built("cudnn")
 
 
+def _write_inputs(root: Path, train: int, test: int, epochs: int, weights: dict[str, str]):
+    """Synthetic CIFAR-10-shaped splits, init-weights files (name -> init scheme) and a sample order in `root`."""
+    splits = offline.synthetic(spec("synthetic-cifar10", SPEC_CONFIG), train, test)
+    manifest = prepared.write(root / "data", "synthetic-cifar10", splits, [str(i) for i in range(CLASSES)], [])
+    for name, scheme in weights.items():
+        weights_file.save(init.initialise(resnet.resnet50(CHANNELS, CLASSES), scheme, 0).state_dict(), root / name)
+    orders.write(root / "order.i32", train, 0, epochs)
+    return root, manifest
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cudnn_parity")
-    splits = offline.synthetic(spec("synthetic-cifar10", SPEC_CONFIG), TRAIN, TEST)
-    manifest = prepared.write(root / "data", "synthetic-cifar10", splits, [str(i) for i in range(CLASSES)], [])
-    weights_file.save(init.initialise(resnet.resnet50(CHANNELS, CLASSES), "kaiming-normal-fan-out", 0).state_dict(),
-                      root / "init.weights")
     # zero-gamma for training, as test_parity.py: evaluation after torchvision's init overflows after a few steps
-    weights_file.save(init.initialise(resnet.resnet50(CHANNELS, CLASSES), "zero-gamma", 0).state_dict(),
-                      root / "train.weights")
-    orders.write(root / "order.i32", TRAIN, 0, SETTINGS.epochs)
-    return root, manifest
+    return _write_inputs(tmp_path_factory.mktemp("cudnn_parity"), TRAIN, TEST, SETTINGS.epochs,
+                         {"init.weights": "kaiming-normal-fan-out", "train.weights": "zero-gamma"})
 
 
 def _eager_logits(root, tmp_path) -> np.ndarray:
@@ -159,21 +162,19 @@ def test_cudnn_trains_like_eager(program, files, tmp_path, monkeypatch, graphs):
     assert moved > len(eager_state) // 2  # training really changed the weights being compared
 
 
-def _sanitizer() -> str | None:
-    found = shutil.which("compute-sanitizer")
-    for candidate in (found, "/usr/local/cuda/bin/compute-sanitizer",
+@pytest.fixture(scope="module")
+def sanitizer() -> str:
+    """compute-sanitizer's path (it comes with the CUDA toolkit, which the GPU machine has); skips without it."""
+    for candidate in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer",
                       "/usr/local/cuda/compute-sanitizer/compute-sanitizer"):
         if candidate and Path(candidate).is_file():
             return candidate
-    return None
+    pytest.skip("compute-sanitizer is not installed (it comes with the CUDA toolkit)")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("subcommand", ["train", "eval"])
-def test_memcheck_finds_no_error(program, files, tmp_path, subcommand):
-    sanitizer = _sanitizer()
-    if sanitizer is None:
-        pytest.skip("compute-sanitizer is not installed (it comes with the CUDA toolkit)")
+def test_memcheck_finds_no_error(program, files, tmp_path, subcommand, sanitizer):
     root, manifest = files
     if subcommand == "train":  # one training step (the whole split in one batch) and one evaluation batch
         one_step = TrainingSettings(epochs=1, batch_size=TRAIN, eval_batch_size=TEST, lr=0.01, momentum=0.9,
@@ -248,13 +249,8 @@ def test_activation_floats_at_the_smoke_configs_224_px():
 
 @pytest.fixture(scope="module")
 def memory_files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cudnn_memory")
-    splits = offline.synthetic(spec("synthetic-cifar10", SPEC_CONFIG), MEMORY_TRAIN, MEMORY_TEST)
-    manifest = prepared.write(root / "data", "synthetic-cifar10", splits, [str(i) for i in range(CLASSES)], [])
-    weights_file.save(init.initialise(resnet.resnet50(CHANNELS, CLASSES), "zero-gamma", 0).state_dict(),
-                      root / "train.weights")
-    orders.write(root / "order.i32", MEMORY_TRAIN, 0, 2)
-    return root, manifest
+    return _write_inputs(tmp_path_factory.mktemp("cudnn_memory"), MEMORY_TRAIN, MEMORY_TEST, 2,
+                         {"train.weights": "zero-gamma"})
 
 
 def _memory_settings(eval_batch: int) -> TrainingSettings:
@@ -308,12 +304,9 @@ def test_a_larger_eval_batch_adds_only_its_inference_buffers(program, memory_fil
 
 
 @pytest.mark.gpu
-def test_memcheck_finds_no_error_with_a_larger_eval_batch(program, memory_files):
+def test_memcheck_finds_no_error_with_a_larger_eval_batch(program, memory_files, sanitizer):
     """Two epochs at train 4 / eval 64: the inference buffers for 64, larger than the training storage for 4, and
     the training steps after an evaluation that reused the storage stay inside the one allocation."""
-    sanitizer = _sanitizer()
-    if sanitizer is None:
-        pytest.skip("compute-sanitizer is not installed (it comes with the CUDA toolkit)")
     root, manifest = memory_files
     command = cudnn.train_command(program, root / "data", manifest, root / "train.weights", root / "order.i32",
                                   _memory_settings(MEMORY_EVAL_BATCH), _config(), torch.device("cuda"))
