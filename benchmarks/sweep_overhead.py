@@ -1,12 +1,13 @@
 """Sweep overhead: the share of a sweep job's wall time spent outside its timed calls.
 
-Each (implementation, transfer) job of the config's sweep grid, in one numerics (--numerics; default the first of
-study_a.sweep.numerics), runs as rule `sweep` runs it (backends/sweep.run,
-in a process of its own, measured run and table included), on random uint8 images at the grid's resolutions and
-freshly initialised weights (time does not depend on either). The parent times each child process from launch to
-exit; the timed calls are the cells' median time per batch × repeats. Everything else is overhead: interpreter and
-torch start-up, model load, the C++ program's start, making each cell's input, warm-up calls, the copies timed
-alone, NVML and table bookkeeping. Issue 10's target: at most 25% on an H100 at the default config.
+Each implementation's job of the config's sweep grid (every cell of resolution × batch × transfer mode), in one
+numerics (--numerics; default the first of study_a.sweep.numerics), runs as rule `sweep` runs it
+(backends/sweep.run, in a process of its own, measured run and table included), on random uint8 images at the
+grid's resolutions and freshly initialised weights (time does not depend on either). The parent times each child
+process from launch to exit; the timed calls are the cells' median time per batch × repeats. Everything else is
+overhead: interpreter and torch start-up, model load, the C++ program's start, making each cell's input, warm-up
+calls, an oom shape's attempt, NVML and table bookkeeping. Issue 10's target: at most 25% on an H100 at the
+default config.
 
     python benchmarks/sweep_overhead.py --config config/config.yaml --implementations eager libtorch \
         --out sweep_overhead.json
@@ -43,22 +44,22 @@ def make_inputs(out: Path, resolutions, pool: int, channels: int = 3) -> None:
 
 
 def child(args) -> None:
-    """One sweep job as rule sweep runs it, or (transfer "kernels") one kernel job as rule sweep_kernels_job."""
+    """One sweep job as rule sweep runs it, or (--kernels) one kernel job as rule sweep_kernels_job."""
     from abstraction_cost import config as config_module
-    from abstraction_cost.backends import native, sweep, sweep_kernels
+    from abstraction_cost.backends import cudnn, native, sweep, sweep_kernels
     config = config_module.load(args.config)
     config["device"] = args.device or config["device"]
     work = Path(args.workdir)
     inputs = SimpleNamespace(inputs=str(work / "inputs"), weights=str(work / "w.weights"),
                              module=str(work / "model.pt"))
     if sweep.kind(args.implementation)[1] == "cpp":
-        inputs.program = str(native.ensure_built("libtorch"))
-    stem = work / f"{args.implementation}-{args.transfer}"
+        inputs.program = str(native.ensure_built("cudnn" if args.implementation in cudnn.IMPLEMENTATIONS
+                                                 else "libtorch"))
+    stem = work / f"{args.implementation}-{args.job}"
     out = SimpleNamespace(table=f"{stem}.rows.parquet", env=f"{stem}.env.parquet")
-    job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation=args.implementation, transfer=args.transfer,
-                                                    numerics=args.numerics))
-    (sweep_kernels if args.transfer == "kernels" else sweep).run(job)
+    job = SimpleNamespace(config=config, input=inputs, output=out, rule=args.job,
+                          wildcards=SimpleNamespace(implementation=args.implementation, numerics=args.numerics))
+    (sweep_kernels if args.job == "kernels" else sweep).run(job)
 
 
 def main() -> None:
@@ -66,16 +67,16 @@ def main() -> None:
     p.add_argument("--config", default=str(REPO / "config/config.yaml"))
     p.add_argument("--device", default=None, help="override the config's device (cpu for a dry run)")
     p.add_argument("--implementations", nargs="+", default=["eager", "libtorch"],
-                   choices=["eager", "torchscript-cpp", "libtorch"])
+                   choices=["eager", "torchscript-python", "torchscript-cpp", "libtorch", "cudnn", "cudnn-graphs"])
     p.add_argument("--numerics", default=None, choices=["fp32", "tf32", "bf16-autocast"],
                    help="the jobs' numerics (default: the first of the config's study_a.sweep.numerics)")
     p.add_argument("--out", default=None)
     p.add_argument("--keep", default=None, help="copy every job's rows here")
     p.add_argument("--kernels", action="store_true", help="also run each implementation's kernel job")
-    p.add_argument("--child", nargs=3, metavar=("IMPLEMENTATION", "TRANSFER", "WORKDIR"), help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=3, metavar=("IMPLEMENTATION", "JOB", "WORKDIR"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        args.implementation, args.transfer, args.workdir = args.child
+        args.implementation, args.job, args.workdir = args.child
         return child(args)
 
     import polars as pl
@@ -95,25 +96,23 @@ def main() -> None:
         work = Path(tmp)
         make_inputs(work / "inputs", settings.resolutions, settings.pool)
         weights_file.save(resnet.resnet50(3, classes).state_dict(), work / "w.weights")
-        if "torchscript-cpp" in args.implementations:
+        if any(impl.startswith("torchscript") for impl in args.implementations):
             torchscript.save(work / "w.weights", 3, classes, settings.resolutions[0], work / "model.pt",
                              work / "model.json")
         for impl in args.implementations:
-            for transfer in settings.transfers:
-                command = [sys.executable, __file__, "--config", args.config, "--numerics", numerics,
-                           "--child", impl, transfer, tmp]
-                if args.device:
-                    command += ["--device", args.device]
-                started = time.perf_counter()
-                subprocess.run(command, check=True)
-                wall = time.perf_counter() - started
-                df = tables.read("sweep", work / f"{impl}-{transfer}.rows.parquet")
-                ok = df.filter(pl.col("status") == "ok")
-                timed = float((ok["time_ms"] * ok["repeats"]).sum()) / 1000.0
-                jobs.append({"implementation": impl, "transfer": transfer, "numerics": numerics, "cells": df.height,
-                             "ok_cells": ok.height, "wall_s": wall, "timed_s": timed, "outside_timed_pct": 100.0 * (1 - timed / wall),
-                             "device": df["device"][0]})
-                print(json.dumps(jobs[-1]), flush=True)
+            command = [sys.executable, __file__, "--config", args.config, "--numerics", numerics,
+                       "--child", impl, "sweep", tmp] + (["--device", args.device] if args.device else [])
+            started = time.perf_counter()
+            subprocess.run(command, check=True)
+            wall = time.perf_counter() - started
+            df = tables.read("sweep", work / f"{impl}-sweep.rows.parquet")
+            ok = df.filter(pl.col("status") == "ok")
+            timed = float((ok["time_ms"] * ok["repeats"]).sum()) / 1000.0
+            jobs.append({"implementation": impl, "numerics": numerics, "cells": df.height, "ok_cells": ok.height,
+                         "wall_s": wall, "timed_s": timed, "outside_timed_pct": 100.0 * (1 - timed / wall),
+                         "prepare_s": float(df["prepare_s"].fill_null(0).sum()),
+                         "build_s": float(df["build_s"].fill_null(0).sum()), "device": df["device"][0]})
+            print(json.dumps(jobs[-1]), flush=True)
             if args.kernels:
                 subprocess.run([sys.executable, __file__, "--config", args.config, "--numerics", numerics,
                                 "--child", impl, "kernels", tmp]

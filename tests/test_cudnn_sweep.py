@@ -75,20 +75,21 @@ def _report(key: str, rows: list[dict]) -> None:
     Path(path).write_text(json.dumps(data, indent=1, default=str))
 
 
-def _command_for(program, files, implementation, batches, resolutions, transfer_mode, repeats=3, config=CONFIG):
-    settings = SimpleNamespace(batches=tuple(batches), resolutions=tuple(resolutions), warmup=1, repeats=repeats)
+def _command_for(program, files, implementation, batches, resolutions, transfers, repeats=3, config=CONFIG):
+    settings = SimpleNamespace(batches=tuple(batches), resolutions=tuple(resolutions), transfers=tuple(transfers),
+                               warmup=1, repeats=repeats)
     manifest = transfer.read_manifest(files.inputs)
     inputs = SimpleNamespace(inputs=files.inputs, weights=files.weights)
 
     def command_for(start, oom_at):
-        return sweep.sweep_command(program, implementation, inputs, manifest, settings, transfer_mode, config,
+        return sweep.sweep_command(program, implementation, inputs, manifest, settings, config,
                                    torch.device("cuda"), CLASSES, start, oom_at)
     return command_for
 
 
 # ---------------------------------------------------------------------------------------------- any machine
 def test_command_takes_the_cudnn_algorithm_flags(program, files):
-    command = _command_for(program, files, "cudnn-graphs", [1], [8], "uint8-pinned")(0, "")
+    command = _command_for(program, files, "cudnn-graphs", [1], [8], ["uint8-pinned"])(0, "")
     assert command[1:4] == ["sweep", "--model", "cudnn-graphs"]
     assert "--cudnn-benchmark" not in command
     assert command[command.index("--conv-algo") + 1] == "heuristic"
@@ -100,19 +101,19 @@ def test_command_takes_the_cudnn_algorithm_flags(program, files):
 def test_command_takes_the_jobs_numerics(program, files, numerics, flag):
     """study_a.sweep.numerics reaches ac_cudnn as --tf32 (CUDNN_DEFAULT_MATH and TF32 cuBLAS, or FMA math only)."""
     config = nx.job_config(CONFIG, numerics, "study_a.sweep.numerics")
-    command = _command_for(program, files, "cudnn", [1], [8], "uint8-pinned", config=config)(0, "")
+    command = _command_for(program, files, "cudnn", [1], [8], ["uint8-pinned"], config=config)(0, "")
     assert command[command.index("--tf32") + 1] == flag
 
 
 @pytest.mark.parametrize("flag,value,words", [
-    ("--transfer", "float16-pinned", "--transfer: 'float16-pinned'"),
+    ("--transfers", "float16-pinned", "--transfers: 'float16-pinned'"),
     ("--batches", "4,0", "--batches: '0' is not a positive integer"),
     ("--model", "libtorch", "--model: 'libtorch' is not one of cudnn, cudnn-graphs"),
     ("--conv-algo", "fastest", "--conv-algo: 'fastest'"),
     ("--pool", "0", "--pool must be >= 1"),
 ])
 def test_bad_flags_are_refused_before_the_gpu_opens(program, files, flag, value, words):
-    command = _command_for(program, files, "cudnn", [1, 2], [8], "uint8-pinned")(0, "")
+    command = _command_for(program, files, "cudnn", [1, 2], [8], ["uint8-pinned"])(0, "")
     command[command.index(flag) + 1] = value
     proc = subprocess.run(command, capture_output=True, text=True, env={**native.runtime_env(),
                                                                          "CUDA_VISIBLE_DEVICES": ""}, timeout=60)
@@ -121,8 +122,8 @@ def test_bad_flags_are_refused_before_the_gpu_opens(program, files, flag, value,
 
 def test_no_gpu_is_one_error_row_per_cell_saying_so(program, files, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    cells = walk([1, 2], [8, 16])
-    rows = sweep.native_cells(cells, _command_for(program, files, "cudnn", [1, 2], [8, 16], "float32-pinned"),
+    cells = walk([1, 2], [8, 16], ["float32-pinned"])
+    rows = sweep.native_cells(cells, _command_for(program, files, "cudnn", [1, 2], [8, 16], ["float32-pinned"]),
                               _run(), "cudnn")
     assert [(r["cell"], r["status"]) for r in rows] == [(c.index, "error") for c in cells]
     assert all("--device cuda but this process sees no CUDA GPU" in r["message"] for r in rows)
@@ -136,10 +137,10 @@ def test_sweep_job_off_a_cuda_device_writes_not_run_rows(files, tmp_path):
     job = SimpleNamespace(config=config, input=SimpleNamespace(inputs=files.inputs, weights=files.weights,
                                                                program="ac_cudnn"),
                           output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation="cudnn", transfer="uint8-pinned", numerics="fp32"))
+                          wildcards=SimpleNamespace(implementation="cudnn", numerics="fp32"))
     sweep.run(job)
     df = tables.read("sweep", out.table)
-    assert df["cell"].to_list() == [0, 1, 2, 3] and set(df["status"]) == {"not_run"}
+    assert df["cell"].to_list() == list(range(8)) and set(df["status"]) == {"not_run"}
     assert set(df["message"]) == {cudnn.NOT_RUN_REASON.format(device="cpu")}
     assert set(df["backend"]) == {"cudnn"} and set(df["runtime"]) == {"cpp"}
 
@@ -154,14 +155,14 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
     skipped, the others measured."""
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1")
     batches, resolutions = [2, 64, 128], [16, 512]
-    cells = walk(batches, resolutions)
+    cells = walk(batches, resolutions, ["uint8-pinned"])
     run = _run("cuda")
     free, _ = torch.cuda.mem_get_info()
     hog = torch.empty(free - 3 * 2**30, dtype=torch.uint8, device="cuda")
     try:
         with run.sampler:
             rows = sweep.native_cells(cells, _command_for(program, files, implementation, batches, resolutions,
-                                                          "uint8-pinned"), run, implementation)
+                                                          ["uint8-pinned"]), run, implementation)
     finally:
         del hog
         torch.cuda.empty_cache()
@@ -182,26 +183,29 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
 def test_sweep_runs_under_the_jobs_numerics(program, files, numerics):
     """ac_cudnn's start record says which math it set up (tf32 from --tf32): a tf32 row ran with TF32 allowed."""
     config = nx.job_config(CONFIG, numerics, "study_a.sweep.numerics")
-    result = native.launch(_command_for(program, files, "cudnn", [2], [16], "uint8-pinned", config=config)(0, ""))
+    result = native.launch(_command_for(program, files, "cudnn", [2], [16], ["uint8-pinned"], config=config)(0, ""))
     assert result.returncode == 0, result.stderr_tail
     assert result.of_kind("start")[0]["tf32"] is (numerics == "tf32")
     assert [r["status"] for r in result.of_kind("cell")] == ["ok"]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("transfer_mode,itemsize", [("float32-pageable", 4), ("float32-pinned", 4),
-                                                    ("uint8-pinned", 1)])
-def test_every_transfer_mode_copies_its_bytes(program, files, transfer_mode, itemsize):
-    batches, resolutions = [1, 4], [8, 33]
+def test_every_transfer_mode_copies_its_bytes_in_one_process(program, files):
+    """The three modes of each shape back to back in one program: each copies its dtype's bytes, within the call
+    it is timed in."""
+    batches, resolutions, modes = [1, 4], [8, 33], ["float32-pageable", "float32-pinned", "uint8-pinned"]
     run = _run("cuda")
     with run.sampler:
-        rows = sweep.native_cells(walk(batches, resolutions),
-                                  _command_for(program, files, "cudnn", batches, resolutions, transfer_mode), run)
-    _report(f"transfer/{transfer_mode}", rows)
-    assert [r["status"] for r in rows] == ["ok"] * 4, rows
+        rows = sweep.native_cells(walk(batches, resolutions, modes),
+                                  _command_for(program, files, "cudnn", batches, resolutions, modes), run)
+    _report("transfer", rows)
+    assert [r["status"] for r in rows] == ["ok"] * 12, rows
+    assert [r["transfer"] for r in rows] == modes * 4
     for r in rows:
+        itemsize = 1 if r["transfer"] == "uint8-pinned" else 4
         assert r["h2d_bytes"] == r["batch_size"] * CHANNELS * r["resolution"] ** 2 * itemsize
         assert r["time_ms"] > 0 and r["time_per_sample_ms"] == pytest.approx(r["time_ms"] / r["batch_size"])
+        assert 0 < r["h2d_ms"] < r["time_ms"]
 
 
 def _cudnn_and_eager_logits(program, files, images: np.ndarray, size: int, name: str):

@@ -90,7 +90,7 @@ def test_every_timing_rule_names_its_comparison():
     assert eager == gpu_slots.comparison_key("train_libtorch", {"dataset": "digits", "init": "zero-gamma", "seed": 0})
     assert eager != gpu_slots.comparison_key("train_eager", {"dataset": "digits", "init": "zero-gamma", "seed": 1})
     # the sweep's numerics are compared with each other (tf32 against fp32): one comparison, one pinned GPU
-    fp32, tf32 = ({"numerics": n, "implementation": "eager", "transfer": "uint8-pinned"} for n in ("fp32", "tf32"))
+    fp32, tf32 = ({"numerics": n, "implementation": "eager"} for n in ("fp32", "tf32"))
     assert gpu_slots.comparison_key("sweep", fp32) == gpu_slots.comparison_key("sweep", tf32)
     assert gpu_slots.comparison_key("sweep_kernels_job", fp32) == gpu_slots.comparison_key("sweep_kernels_job", tf32)
 

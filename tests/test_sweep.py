@@ -37,19 +37,22 @@ def _sweep_config(**overrides) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- settings
-def test_walk_is_resolution_then_batch():
-    cells = walk([4, 1, 2], [16, 8])
-    assert [(c.resolution, c.batch) for c in cells] == [(8, 1), (8, 2), (8, 4), (16, 1), (16, 2), (16, 4)]
-    assert [c.index for c in cells] == list(range(6))
+def test_walk_is_resolution_then_batch_then_transfer_as_given():
+    cells = walk([4, 1, 2], [16, 8], ["uint8-pinned", "float32-pageable"])
+    assert [(c.resolution, c.batch) for c in cells[::2]] == [(8, 1), (8, 2), (8, 4), (16, 1), (16, 2), (16, 4)]
+    assert [c.transfer for c in cells] == ["uint8-pinned", "float32-pageable"] * 6
+    assert [(c.resolution, c.batch) for c in cells[1::2]] == [(c.resolution, c.batch) for c in cells[::2]]
+    assert [c.index for c in cells] == list(range(12))
 
 
-def test_oom_tracker_skips_larger_batches_at_that_resolution_only():
+def test_oom_tracker_skips_larger_batches_at_that_resolution_and_transfer_only():
     t = OomTracker()
-    t.add(Cell(1, 2, 8))
-    assert t.skip_message(Cell(2, 4, 8)) == SKIPPED_B2
-    assert t.skip_message(Cell(0, 1, 8)) is None
-    assert t.skip_message(Cell(5, 4, 16)) is None
-    assert t.flag() == "8:2"
+    t.add(Cell(1, 2, 8, "uint8-pinned"))
+    assert t.skip_message(Cell(2, 4, 8, "uint8-pinned")) == SKIPPED_B2
+    assert t.skip_message(Cell(0, 1, 8, "uint8-pinned")) is None
+    assert t.skip_message(Cell(3, 4, 8, "float32-pageable")) is None
+    assert t.skip_message(Cell(5, 4, 16, "uint8-pinned")) is None
+    assert t.flag() == "8:2:uint8-pinned"
 
 
 @pytest.mark.parametrize("key,value,words", [
@@ -58,6 +61,7 @@ def test_oom_tracker_skips_larger_batches_at_that_resolution_only():
     ("batches", [True], "'study_a.sweep.batches': True is not a positive integer"),
     ("repeats", -1, "'study_a.sweep.repeats'"),
     ("transfers", ["float16-pinned"], "'study_a.sweep.transfers': 'float16-pinned' is not one of"),
+    ("transfers", ["uint8-pinned", "uint8-pinned"], "'study_a.sweep.transfers': 'uint8-pinned' is twice in the list"),
     ("implementations", ["tensorrt"], "'study_a.sweep.implementations': 'tensorrt' is not built here"),
     ("implementations", ["compiled"], "'study_a.sweep.compile_modes'"),
     ("numerics", ["fp32", "fp16"], "'study_a.sweep.numerics': 'fp16' is not one of"),
@@ -102,12 +106,16 @@ def pool_dir(tmp_path) -> Path:
 @pytest.mark.parametrize("mode,dtype,nbytes", [("float32-pageable", torch.float32, 3 * 3 * 8 * 8 * 4),
                                                ("uint8-pinned", torch.uint8, 3 * 3 * 8 * 8)])
 def test_cell_input_has_the_cells_exact_shape_and_same_values(pool_dir, mode, dtype, nbytes):
-    data = transfer.cell_input(transfer.Pool(pool_dir), 3, 8, mode, torch.device("cpu"))
+    pool = transfer.Pool(pool_dir)
+    data = transfer.cell_input(pool, 3, 8, mode, torch.device("cpu"))
+    assert data.host is None and data.device_buffer.dtype == dtype and not data.device_buffer.any()
+    data.load(pool)
     assert data.host.dtype == dtype and data.nbytes == nbytes
     x = data.to_device()
     assert x.shape == (3, 3, 8, 8) and x.dtype == torch.float32
-    other = transfer.cell_input(transfer.Pool(pool_dir), 3, 8, "float32-pinned", torch.device("cpu")).to_device()
-    torch.testing.assert_close(x, other)  # uint8 normalised on the device = float32 normalised on the host
+    other = transfer.cell_input(pool, 3, 8, "float32-pinned", torch.device("cpu"))
+    other.load(pool)
+    torch.testing.assert_close(x, other.to_device())  # uint8 normalised on the device = float32 on the host
     torch.testing.assert_close(x[2], x[0])  # batch 3 from a pool of 2 repeats the pool in order
 
 
@@ -125,8 +133,8 @@ class TinyModel:
 
 def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2")
-    cells = walk([1, 2, 4], [8, 16])
-    rows = sweep.python_cells(TinyModel(), cells, "uint8-pinned", transfer.Pool(pool_dir), 1, 3, _run())
+    cells = walk([1, 2, 4], [8, 16], ["uint8-pinned"])
+    rows = sweep.python_cells(TinyModel(), cells, transfer.Pool(pool_dir), 1, 3, _run())
     assert [(r["cell"], r["status"]) for r in rows] == [(0, "ok"), (1, "oom"), (2, "oom"), (3, "ok"), (4, "ok"),
                                                         (5, "ok")]
     assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
@@ -134,15 +142,62 @@ def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
     ok = rows[5]
     assert ok["repeats"] == 3 and ok["time_ms_low"] <= ok["time_ms"] <= ok["time_ms_high"]
     assert ok["time_per_sample_ms"] == pytest.approx(ok["time_ms"] / 4)
-    assert ok["h2d_bytes"] == 4 * 3 * 16 * 16 and ok["h2d_ms"] >= 0
+    assert ok["h2d_bytes"] == 4 * 3 * 16 * 16 and 0 <= ok["h2d_ms"] <= ok["time_ms"]  # the copy is in the call
+    assert ok["transfer"] == "uint8-pinned"
 
 
 def test_python_crash_is_an_error_row_and_the_walk_goes_on(pool_dir, monkeypatch):
     monkeypatch.setenv("AC_SWEEP_FAULT", "crash@0")
-    rows = sweep.python_cells(TinyModel(), walk([1, 2], [8]), "float32-pageable", transfer.Pool(pool_dir), 0, 2,
+    rows = sweep.python_cells(TinyModel(), walk([1, 2], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 0, 2,
                               _run())
     assert [r["status"] for r in rows] == ["error", "ok"]
     assert "InjectedCrash" in rows[0]["message"]
+
+
+class OomFromBatch4(TinyModel):
+    """Runs out of memory at batch 4 and above, as a real model does on a GPU too small for the shape."""
+
+    def __init__(self):
+        super().__init__()
+        conv = self.forward
+        self.forward = lambda x: conv(x) if x.shape[0] < 4 else self._oom()
+
+    @staticmethod
+    def _oom():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+
+
+def test_python_oom_shape_fails_in_its_warm_up_before_its_host_input_is_made(pool_dir, monkeypatch):
+    """Warm-up calls run on the zeroed device buffer, so a shape out of memory costs no host batch (a 6 GB
+    normalised, pinned copy at batch 512, 1024 px); each transfer mode tries it and skips its own larger
+    batches."""
+    loaded = []
+    load = transfer.CellInput.load
+    monkeypatch.setattr(transfer.CellInput, "load", lambda self, pool: (loaded.append(self.batch), load(self, pool)))
+    cells = walk([2, 4, 8], [8], ["float32-pageable", "uint8-pinned"])
+    rows = sweep.python_cells(OomFromBatch4(), cells, transfer.Pool(pool_dir), 1, 2, _run())
+    assert [(r["batch_size"], r["transfer"], r["status"]) for r in rows] == [
+        (2, "float32-pageable", "ok"), (2, "uint8-pinned", "ok"), (4, "float32-pageable", "oom"),
+        (4, "uint8-pinned", "oom"), (8, "float32-pageable", "oom"), (8, "uint8-pinned", "oom")]
+    assert rows[2]["message"] == "CUDA out of memory. Tried to allocate 1 TiB"
+    assert rows[5]["message"] == "skipped: batch 4 already out of memory at this resolution"
+    assert loaded == [2, 2]  # only the shapes that fitted made their host batch
+
+
+def test_compiled_build_is_made_once_per_shape_for_all_its_transfer_modes(pool_dir, tmp_path, monkeypatch):
+    """compiled-<mode> compiles afresh per batch × resolution; the shape's other transfer modes run that build
+    (the same graph: every mode hands the model a float32 batch of that shape), so build_s is on its first row."""
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    compiles = []
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: compiles.append(kw) or module)
+    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"))
+    rows = sweep.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
+                              transfer.Pool(pool_dir), 0, 1, _run())
+    assert compiles == [{"mode": "default", "dynamic": False}] * 2
+    assert [r["build_s"] is not None for r in rows] == [True, False, True, False]
+    assert [r["status"] for r in rows] == ["ok"] * 4
 
 
 # -------------------------------------------------------------------------------------- C++ programs
@@ -160,18 +215,19 @@ def fake_program(tmp_path_factory) -> Path:
 def _fake_command(exe, cells, oom_above=10**9):
     batches = sorted({c.batch for c in cells})
     resolutions = sorted({c.resolution for c in cells})
+    transfers = list(dict.fromkeys(c.transfer for c in cells))
 
     def command_for(start, oom_at):
         command = [str(exe), "--batches", ",".join(map(str, batches)),
                    "--resolutions", ",".join(map(str, resolutions)), "--warmup", "1", "--repeats", "3",
-                   "--transfer", "float32-pinned", "--start-cell", str(start), "--oom-above", str(oom_above)]
+                   "--transfers", ",".join(transfers), "--start-cell", str(start), "--oom-above", str(oom_above)]
         return command + (["--oom-at", oom_at] if oom_at else [])
     return command_for
 
 
 def test_cpp_crash_loses_no_cell_and_restarts_from_the_next(fake_program, monkeypatch):
     monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1,crash@4")
-    cells = walk([1, 2, 4], [8, 16])
+    cells = walk([1, 2, 4], [8, 16], ["float32-pinned"])
     rows = sweep.native_cells(cells, _fake_command(fake_program, cells), _run(), "fake")
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
         (0, "ok", 0), (1, "error", 0), (2, "ok", 1), (3, "ok", 1), (4, "error", 1), (5, "ok", 2)]
@@ -182,7 +238,7 @@ def test_cpp_crash_loses_no_cell_and_restarts_from_the_next(fake_program, monkey
 def test_cpp_oom_skips_larger_batches_even_across_a_restart(fake_program, monkeypatch):
     # batch 2 at 16 px is oom (2·16² > 300); the crash in cell 4 restarts the program, which must still skip 4
     monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
-    cells = walk([1, 2, 4, 8], [8, 16])
+    cells = walk([1, 2, 4, 8], [8, 16], ["float32-pinned"])
     rows = sweep.native_cells(cells, _fake_command(fake_program, cells, oom_above=300), _run(), "fake")
     by_cell = {r["cell"]: (r["status"], r["message"]) for r in rows}
     assert [by_cell[i][0] for i in range(4)] == ["ok", "ok", "ok", "oom"]  # 8·8² = 512 > 300
@@ -190,22 +246,44 @@ def test_cpp_oom_skips_larger_batches_even_across_a_restart(fake_program, monkey
     assert by_cell[6] == ("oom", SKIPPED_B2) and by_cell[7] == ("oom", SKIPPED_B2)
 
 
+def test_cpp_walks_every_transfer_mode_of_a_shape_in_one_process(fake_program, monkeypatch):
+    """Both modes of each shape back to back; a crash in one mode's cell restarts the program, which still skips
+    the larger batches of the mode that was oom (--oom-at R:B:T) and only those."""
+    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@2,crash@3")
+    cells = walk([1, 2, 4], [8], ["uint8-pinned", "float32-pageable"])
+    launches = []
+    command_for = _fake_command(fake_program, cells)
+    rows = sweep.native_cells(cells, lambda start, oom_at: launches.append(oom_at) or command_for(start, oom_at),
+                              _run(), "fake")
+    assert [(r["batch_size"], r["transfer"], r["status"]) for r in rows] == [
+        (1, "uint8-pinned", "ok"), (1, "float32-pageable", "ok"), (2, "uint8-pinned", "oom"),
+        (2, "float32-pageable", "error"), (4, "uint8-pinned", "oom"), (4, "float32-pageable", "ok")]
+    assert launches == ["", "8:2:uint8-pinned"] and rows[4]["message"] == SKIPPED_B2
+    assert rows[5]["h2d_bytes"] == 4 * 3 * 8 * 8 * 4 and rows[0]["h2d_bytes"] == 3 * 8 * 8
+    assert all(r["h2d_ms"] <= r["time_ms"] for r in rows if r["status"] == "ok")
+
+
 def test_cpp_program_that_never_starts_fails_every_cell_once(tmp_path):
-    cells = walk([1, 2], [8])
+    cells = walk([1, 2], [8], ["float32-pageable"])
     rows = sweep.native_cells(cells, lambda start, oom_at: [str(tmp_path / "missing")], _run(), "missing")
     assert [(r["status"], r["exit_status"]) for r in rows] == [("error", 127), ("error", 127)]
     assert "cannot start" in rows[0]["message"]
 
 
 def test_fake_program_refuses_bad_flags(fake_program):
-    out = subprocess.run([str(fake_program), "--batches", "8,0", "--resolutions", "8", "--warmup", "0",
-                          "--repeats", "1", "--transfer", "uint8-pinned", "--oom-above", "1"],
-                         capture_output=True, text=True)
-    assert out.returncode == 2 and "--batches: '0' is not a positive integer" in out.stdout
-    out = subprocess.run([str(fake_program), "--batches", "8", "--resolutions", "8", "--warmup", "0",
-                          "--repeats", "1", "--transfer", "float16", "--oom-above", "1"],
-                         capture_output=True, text=True)
-    assert out.returncode == 2 and "--transfer: 'float16'" in out.stdout
+    def refused(*flags):
+        out = subprocess.run([str(fake_program), "--warmup", "0", "--repeats", "1", "--oom-above", "1", *flags],
+                             capture_output=True, text=True)
+        assert out.returncode == 2
+        return out.stdout
+    assert "--batches: '0' is not a positive integer" in refused("--batches", "8,0", "--resolutions", "8",
+                                                                 "--transfers", "uint8-pinned")
+    assert "--transfers: 'float16'" in refused("--batches", "8", "--resolutions", "8",
+                                               "--transfers", "uint8-pinned,float16")
+    assert "--transfers: 'uint8-pinned' is given twice" in refused("--batches", "8", "--resolutions", "8",
+                                                                   "--transfers", "uint8-pinned,uint8-pinned")
+    assert "--oom-at: '8:2' is not RESOLUTION:BATCH:TRANSFER" in refused(
+        "--batches", "8", "--resolutions", "8", "--transfers", "uint8-pinned", "--oom-at", "8:2")
 
 
 def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch):
@@ -214,15 +292,15 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
     program = native.ensure_built("libtorch")
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
-    settings = SimpleNamespace(batches=(1, 2), resolutions=(8, 16), warmup=0, repeats=2)
+    settings = SimpleNamespace(batches=(1, 2), resolutions=(8, 16), transfers=("uint8-pinned",), warmup=0, repeats=2)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights), program=str(program))
     manifest = transfer.read_manifest(pool_dir)
     config = {"numerics": {"tf32": False, "cudnn_benchmark": False}}
-    cells = walk(settings.batches, settings.resolutions)
+    cells = walk(settings.batches, settings.resolutions, settings.transfers)
 
     def command_for(start, oom_at):
-        return sweep.sweep_command(program, "libtorch", inputs, manifest, settings, "uint8-pinned", config,
-                                   torch.device("cpu"), 5, start, oom_at)
+        return sweep.sweep_command(program, "libtorch", inputs, manifest, settings, config, torch.device("cpu"), 5,
+                                   start, oom_at)
     monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1")
     rows = sweep.native_cells(cells, command_for, _run(), "libtorch")
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [(0, "ok", 0), (1, "error", 0),
@@ -232,7 +310,8 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("implementation", ["eager", "libtorch"])
 def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, monkeypatch, implementation):
-    """Rule sweep's job (measured run, table) on the smoke config, an oom at cell 0 and a crash at cell 2."""
+    """Rule sweep's job (measured run, table) on the smoke config (its two transfer modes), an oom at cell 0
+    (batch 1, 8 px, float32-pageable) and a crash at cell 3 (batch 2, 8 px, uint8-pinned)."""
     from abstraction_cost import config as config_module, tables
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
@@ -244,16 +323,16 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
         inputs.program = str(native.ensure_built("libtorch"))
     out = SimpleNamespace(table=str(tmp_path / "rows.parquet"), env=str(tmp_path / "env.parquet"))
     job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation=implementation, transfer="uint8-pinned",
-                                                    numerics="fp32"))
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@2")
+                          wildcards=SimpleNamespace(implementation=implementation, numerics="fp32"))
+    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@3")
     sweep.run(job)
     df = tables.read("sweep", out.table)
-    assert df["cell"].to_list() == [0, 1, 2, 3]
-    assert df["status"].to_list() == ["oom", "oom", "error", "ok"]
-    assert df["message"][1] == "skipped: batch 1 already out of memory at this resolution"
+    assert df["cell"].to_list() == list(range(8))
+    assert df["transfer"].to_list() == ["float32-pageable", "uint8-pinned"] * 4
+    assert df["status"].to_list() == ["oom", "ok", "oom", "error", "ok", "ok", "ok", "ok"]
+    assert df["message"][2] == "skipped: batch 1 already out of memory at this resolution"
     assert df["run_id"].n_unique() == 1 and tables.read("environment", out.env).height == 1
-    assert df["time_per_sample_ms"][3] > 0 and df["implementation"].unique().to_list() == [implementation]
+    assert df["time_per_sample_ms"][7] > 0 and df["implementation"].unique().to_list() == [implementation]
     assert df["numerics"].unique().to_list() == ["fp32"]
 
 
@@ -271,7 +350,8 @@ def _numerics_job(pool_dir, tmp_path, implementation, numerics):
     from abstraction_cost import config as config_module
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
-    config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8], repeats=2, warmup=0, numerics=[numerics])
+    config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8], transfers=["float32-pageable"], repeats=2,
+                                      warmup=0, numerics=[numerics])
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
@@ -280,8 +360,7 @@ def _numerics_job(pool_dir, tmp_path, implementation, numerics):
     out = SimpleNamespace(table=str(tmp_path / f"{numerics}.rows.parquet"),
                           env=str(tmp_path / f"{numerics}.env.parquet"))
     return SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
-                           wildcards=SimpleNamespace(implementation=implementation, transfer="float32-pageable",
-                                                     numerics=numerics))
+                           wildcards=SimpleNamespace(implementation=implementation, numerics=numerics))
 
 
 @pytest.mark.parametrize("numerics,tf32", [("tf32", True), ("fp32", False)])
@@ -323,10 +402,10 @@ def test_libtorch_sweep_program_runs_under_the_jobs_tf32(pool_dir, tmp_path, num
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
     config = nx.job_config({"numerics": {"tf32": False, "cudnn_benchmark": False}}, numerics, "study_a.sweep.numerics")
-    settings = SimpleNamespace(batches=(1,), resolutions=(8,), warmup=0, repeats=1)
+    settings = SimpleNamespace(batches=(1,), resolutions=(8,), transfers=("uint8-pinned",), warmup=0, repeats=1)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
-    command = sweep.sweep_command(program, "libtorch", inputs, transfer.read_manifest(pool_dir), settings,
-                                  "uint8-pinned", config, torch.device("cpu"), 5)
+    command = sweep.sweep_command(program, "libtorch", inputs, transfer.read_manifest(pool_dir), settings, config,
+                                  torch.device("cpu"), 5)
     assert command[command.index("--tf32") + 1] == flag
     result = native.launch(command)
     assert result.returncode == 0, result.stderr_tail
@@ -396,7 +475,7 @@ def _cuda_run() -> Run:
 def test_python_sweep_on_cuda_records_a_real_oom_and_goes_on(pool_dir):
     run = _cuda_run()
     with run.sampler:
-        rows = sweep.python_cells(GreedyModel(), walk([2, 4, 8], [8, 16]), "float32-pinned",
+        rows = sweep.python_cells(GreedyModel(), walk([2, 4, 8], [8, 16], ["float32-pinned"]),
                                   transfer.Pool(pool_dir), 1, 3, run)
     assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"]
     assert "out of memory" in rows[1]["message"].lower() and rows[2]["message"] == \
@@ -409,6 +488,8 @@ def test_python_sweep_on_cuda_records_a_real_oom_and_goes_on(pool_dir):
 def test_transfer_modes_on_cuda_pin_and_normalise_alike(pool_dir):
     pool = transfer.Pool(pool_dir)
     inputs = {m: transfer.cell_input(pool, 32, 16, m, torch.device("cuda")) for m in sweep_cells.TRANSFERS}
+    for data in inputs.values():
+        data.load(pool)
     assert [inputs[m].host.is_pinned() for m in sweep_cells.TRANSFERS] == [False, True, True]
     assert inputs["uint8-pinned"].nbytes * 4 == inputs["float32-pageable"].nbytes == 32 * 3 * 16 * 16 * 4
     x = {m: d.to_device() for m, d in inputs.items()}

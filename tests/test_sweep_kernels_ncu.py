@@ -197,7 +197,7 @@ def test_command_is_ncu_then_the_programs_sweep_of_one_cell(files, only_on_path,
     flag = lambda name: program_args[program_args.index(name) + 1]  # noqa: E731
     assert (flag("--batches"), flag("--resolutions"), flag("--warmup"), flag("--repeats")) == \
         ("2", "16", "4", str(sweep_kernels.PROFILED_CALLS))
-    assert (flag("--transfer"), flag("--device"), flag("--tf32"), flag("--start-cell")) == \
+    assert (flag("--transfers"), flag("--device"), flag("--tf32"), flag("--start-cell")) == \
         ("float32-pageable", "cuda", "1", "0")
     if implementation in cudnn.IMPLEMENTATIONS:
         assert flag("--conv-algo") == "heuristic"

@@ -1,30 +1,35 @@
-// Study A's inference sweep, for any C++ program: walk the cells of batch × resolution, time each one, and stream
-// one JSON-lines record per cell as soon as it is measured. Framework-free (no torch): a program implements
-// SweepBackend (below) and calls run_sweep(); ac_libtorch sweep does so for torch::nn and TorchScript, and a
-// hand-written cuDNN program can do the same.
+// Study A's inference sweep, for any C++ program: walk the cells of resolution × batch × transfer mode, time each
+// one, and stream one JSON-lines record per cell as soon as it is measured. Framework-free (no torch): a program
+// implements SweepBackend (below) and calls run_sweep(); ac_libtorch sweep does so for torch::nn, TorchScript and
+// AOTInductor, ac_cudnn sweep for the hand-written network.
 //
 // Flags read here (the program reads its own model flags first; Args::reject_unused() is its call):
 //   --batches 8,16,...   --resolutions 8,16,...   positive integers; cells run resolution ascending, then batch
+//                                                  ascending, then transfer mode in the order given
 //   --warmup N --repeats N                        untimed calls, then timed calls per cell (repeats >= 1)
-//   --transfer float32-pageable|float32-pinned|uint8-pinned   how the input reaches the device (the backend's job)
+//   --transfers float32-pageable,float32-pinned,uint8-pinned   how the input reaches the device (the backend's
+//                                                  job); one process measures a shape's modes back to back
 //   --start-cell K                                 first cell to run (0-based, in walk order): the launcher
 //                                                  restarts a crashed program from the cell after the crash
-//   --oom-at R:B,...                               (resolution, batch) pairs already oom in an earlier process,
-//                                                  so larger batches at R are skipped as if this process saw it
+//   --oom-at R:B:T,...                             (resolution, batch, transfer) already oom in an earlier process,
+//                                                  so larger batches at R in mode T are skipped as if this process
+//                                                  saw it
 //
-// Per cell: prepare(cell) (untimed: host input of the exact shape in the transfer's dtype and memory, device
-// buffers, whatever the model needs for the shape), `warmup` untimed forwards, `repeats` timed forwards (each
-// synchronised before it starts; CUDA events from before the host-to-device copy to the logits), then `repeats`
-// copies alone (the H2D time on its own), then release(). The timed forwards are a CUDA profiler range
-// (cudaProfilerStart/Stop: what `ncu --profile-from-start off` profiles). Record fields:
-//   {"kind":"cell","cell":K,"batch":B,"resolution":R,"status":"ok"|"oom"|"error","message":...,
+// Per cell: prepare(cell) (untimed: the device input buffer, zeroed, and whatever the model needs for the shape),
+// `warmup` untimed forwards on that buffer (an oom shape fails here, before any host memory is spent on it), then
+// load_input(cell) (untimed: the host input of the exact shape in the transfer's dtype and memory), then `repeats`
+// timed calls, each synchronised before it starts and timed by CUDA events from before the host-to-device copy to
+// the logits, with an event after the copy: the copy's own time comes from the same calls. Then release(). The
+// timed calls are a CUDA profiler range (cudaProfilerStart/Stop: what `ncu --profile-from-start off` profiles).
+// Record fields:
+//   {"kind":"cell","cell":K,"batch":B,"resolution":R,"transfer":T,"status":"ok"|"oom"|"error","message":...,
 //    "times_ms":[...],"h2d_ms":[...],"h2d_bytes":N,"prepare_s":s,"alloc_peak_mib":x,
 //    "start_monotonic_s":t0,"end_monotonic_s":t1}
-// after a first {"kind":"sweep_start","cells":N,"start_cell":K,"transfer":...} (the program is up: a death after
-// it is a cell's), and a last {"kind":"sweep_done","cells":recorded}. A backend throws SweepOom for an out-of-memory (its framework's
-// exception translated); any other exception is an `error` cell. Either way release() runs and the walk goes on.
-// Once batch B is oom at resolution R, larger batches at R are recorded oom "skipped: batch B already out of
-// memory at this resolution" without being tried.
+// after a first {"kind":"sweep_start","cells":N,"start_cell":K} (the program is up: a death after it is a
+// cell's), and a last {"kind":"sweep_done","cells":recorded}. A backend throws SweepOom for an out-of-memory (its
+// framework's exception translated); any other exception is an `error` cell. Either way release() runs and the
+// walk goes on. Once batch B is oom at resolution R in mode T, larger batches at R in mode T are recorded oom
+// "skipped: batch B already out of memory at this resolution" without being tried.
 //
 // Test hook: AC_SWEEP_FAULT="oom@K" makes cell K an injected oom, "crash@K" raises SIGSEGV in cell K (after the
 // earlier cells' records are out); several as "oom@1,crash@3". For CPU tests of the launcher's restart. "kill@K"
@@ -40,6 +45,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.h"
@@ -56,6 +62,7 @@ struct SweepCell {
   int64_t index;       // position in walk order over the whole grid
   int64_t batch;
   int64_t resolution;  // height = width
+  std::string transfer;
 };
 
 // Out of device memory, as the backend's framework reported it (its message is the row's message).
@@ -69,16 +76,19 @@ inline const std::vector<std::string>& sweep_transfers() {
   return modes;
 }
 
-// What a program implements. Calls per cell: prepare, (forward)×(warmup+repeats), copy_input×repeats, release.
+// What a program implements. Calls per cell: prepare, forward×warmup, load_input, (copy_input, forward)×repeats,
+// release.
 class SweepBackend {
  public:
   virtual ~SweepBackend() = default;
-  // Untimed: the host input of shape batch × C × R × R for the transfer mode (float32 pageable or pinned, or uint8
-  // pinned), device buffers, and the model for this shape. Throws SweepOom when the device is out of memory.
-  virtual void prepare(const SweepCell& cell, const std::string& transfer) = 0;
-  // The host-to-device copy of the prepared input alone (enqueued on stream()).
+  // Untimed: the device input buffer of shape batch × C × R × R in the transfer's dtype (float32, or uint8 for
+  // uint8-pinned), zeroed, and the model for this shape. Throws SweepOom when the device is out of memory.
+  virtual void prepare(const SweepCell& cell) = 0;
+  // Untimed, after the warm-up: the host input of that shape, in pageable or page-locked memory as the mode says.
+  virtual void load_input(const SweepCell& cell) = 0;
+  // The host-to-device copy of the host input into the device buffer (enqueued on stream()).
   virtual void copy_input() = 0;
-  // One inference as the study timed it: copy_input(), normalisation on the device, the model, the logits.
+  // The rest of one inference as the study timed it: normalisation on the device (uint8), the model, the logits.
   virtual void forward() = 0;
   // Frees what prepare() made (also after an oom or error in the cell); must not throw.
   virtual void release() noexcept = 0;
@@ -94,17 +104,24 @@ class SweepBackend {
 struct SweepSettings {
   std::vector<int64_t> batches, resolutions;
   int64_t warmup = 0, repeats = 1, start_cell = 0;
-  std::string transfer;
-  std::map<int64_t, int64_t> oom_at;  // resolution -> smallest batch known to be oom there
+  std::vector<std::string> transfers;
+  std::map<std::pair<int64_t, std::string>, int64_t> oom_at;  // (resolution, transfer) -> smallest oom batch
 };
 
 namespace sweep_detail {
 
+// A comma-separated flag's items.
+inline std::vector<std::string> items(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
 inline std::vector<int64_t> positive_list(const Args& a, const std::string& name) {
   std::vector<int64_t> out;
-  std::stringstream in(a.str(name));
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  for (const std::string& item : items(a.str(name))) {
     size_t end = 0;
     int64_t v = 0;
     try {
@@ -151,27 +168,32 @@ inline SweepSettings read_sweep_settings(const Args& a) {
   s.start_cell = a.integer("start-cell", 0);
   if (s.warmup < 0 || s.repeats < 1) throw ArgError("--warmup must be >= 0 and --repeats >= 1");
   if (s.start_cell < 0) throw ArgError("--start-cell must be >= 0");
-  s.transfer = a.str("transfer");
   const auto& modes = sweep_transfers();
-  if (std::find(modes.begin(), modes.end(), s.transfer) == modes.end())
-    throw ArgError("--transfer: '" + s.transfer + "' is not float32-pageable, float32-pinned or uint8-pinned");
-  std::stringstream in(a.str("oom-at", ""));
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const size_t colon = item.find(':');
-    if (colon == std::string::npos) throw ArgError("--oom-at: '" + item + "' is not RESOLUTION:BATCH");
-    const int64_t r = std::stoll(item.substr(0, colon)), b = std::stoll(item.substr(colon + 1));
-    auto it = s.oom_at.find(r);
-    s.oom_at[r] = it == s.oom_at.end() ? b : std::min(it->second, b);
+  for (const std::string& t : sweep_detail::items(a.str("transfers"))) {
+    if (std::find(modes.begin(), modes.end(), t) == modes.end())
+      throw ArgError("--transfers: '" + t + "' is not float32-pageable, float32-pinned or uint8-pinned");
+    if (std::find(s.transfers.begin(), s.transfers.end(), t) != s.transfers.end())
+      throw ArgError("--transfers: '" + t + "' is given twice");
+    s.transfers.push_back(t);
+  }
+  if (s.transfers.empty()) throw ArgError("--transfers: no values");
+  for (const std::string& item : sweep_detail::items(a.str("oom-at", ""))) {
+    const size_t first = item.find(':'), second = item.find(':', first == std::string::npos ? first : first + 1);
+    if (second == std::string::npos) throw ArgError("--oom-at: '" + item + "' is not RESOLUTION:BATCH:TRANSFER");
+    const int64_t r = std::stoll(item.substr(0, first)), b = std::stoll(item.substr(first + 1, second - first - 1));
+    const auto key = std::make_pair(r, item.substr(second + 1));
+    auto it = s.oom_at.find(key);
+    s.oom_at[key] = it == s.oom_at.end() ? b : std::min(it->second, b);
   }
   return s;
 }
 
-// The grid in walk order: resolution ascending, then batch ascending.
+// The grid in walk order: resolution ascending, then batch ascending, then the transfer modes as given.
 inline std::vector<SweepCell> sweep_cells(const SweepSettings& s) {
   std::vector<SweepCell> cells;
   for (int64_t r : s.resolutions)
-    for (int64_t b : s.batches) cells.push_back({static_cast<int64_t>(cells.size()), b, r});
+    for (int64_t b : s.batches)
+      for (const std::string& t : s.transfers) cells.push_back({static_cast<int64_t>(cells.size()), b, r, t});
   return cells;
 }
 
@@ -179,7 +201,8 @@ namespace sweep_detail {
 
 inline Record cell_record(const SweepCell& c, const std::string& status, const std::string& message) {
   Record r("cell");
-  r.add("cell", c.index).add("batch", c.batch).add("resolution", c.resolution).add("status", status);
+  r.add("cell", c.index).add("batch", c.batch).add("resolution", c.resolution).add("transfer", c.transfer)
+      .add("status", status);
   if (message.empty()) {
     r.add("message", std::optional<double>());  // null
   } else {
@@ -197,19 +220,19 @@ inline void profiler_range([[maybe_unused]] const SweepBackend& b, [[maybe_unuse
 #endif
 }
 
-inline std::vector<double> timed(SweepBackend& b, int64_t repeats, bool copy_only) {
-  StepTimer timer(b.cuda(), b.stream());
+// `repeats` calls, each from before its copy to its logits, and the copies within them: (times_ms, h2d_ms).
+inline std::pair<std::vector<double>, std::vector<double>> timed(SweepBackend& b, int64_t repeats) {
+  StepTimer calls(b.cuda(), b.stream()), copies(b.cuda(), b.stream());
   for (int64_t i = 0; i < repeats; ++i) {
     b.synchronize();
-    timer.start();
-    if (copy_only) {
-      b.copy_input();
-    } else {
-      b.forward();
-    }
-    timer.stop();
+    calls.start();
+    copies.start();
+    b.copy_input();
+    copies.stop();
+    b.forward();
+    calls.stop();
   }
-  return timer.elapsed_ms();
+  return {calls.elapsed_ms(), copies.elapsed_ms()};
 }
 
 }  // namespace sweep_detail
@@ -217,14 +240,13 @@ inline std::vector<double> timed(SweepBackend& b, int64_t repeats, bool copy_onl
 // Walks the cells from s.start_cell and streams their records; returns the number of cells recorded.
 inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
   const auto faults = sweep_detail::faults();
-  std::map<int64_t, int64_t> oom_at = s.oom_at;
+  auto oom_at = s.oom_at;
   int64_t recorded = 0;
   const std::vector<SweepCell> cells = sweep_cells(s);
-  Record("sweep_start").add("cells", static_cast<int64_t>(cells.size())).add("start_cell", s.start_cell)
-      .add("transfer", s.transfer).emit();
+  Record("sweep_start").add("cells", static_cast<int64_t>(cells.size())).add("start_cell", s.start_cell).emit();
   for (const SweepCell& cell : cells) {
     if (cell.index < s.start_cell) continue;
-    auto known = oom_at.find(cell.resolution);
+    auto known = oom_at.find({cell.resolution, cell.transfer});
     if (known != oom_at.end() && cell.batch > known->second) {
       sweep_detail::cell_record(cell, "oom", "skipped: batch " + std::to_string(known->second) +
                                                  " already out of memory at this resolution").emit();
@@ -238,15 +260,18 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
       if (fault != faults.end() && fault->second == "crash") std::raise(SIGSEGV);
       if (fault != faults.end()) throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
       backend.reset_alloc_peak();
-      const double prepare_start = monotonic_s();
-      backend.prepare(cell, s.transfer);
+      double mark = monotonic_s();
+      backend.prepare(cell);
       backend.synchronize();
-      const double prepare_s = monotonic_s() - prepare_start;
+      double prepare_s = monotonic_s() - mark;
       for (int64_t i = 0; i < s.warmup; ++i) backend.forward();
+      backend.synchronize();
+      mark = monotonic_s();
+      backend.load_input(cell);
+      prepare_s += monotonic_s() - mark;
       sweep_detail::profiler_range(backend, true);
-      const std::vector<double> times = sweep_detail::timed(backend, s.repeats, false);
+      const auto [times, h2d] = sweep_detail::timed(backend, s.repeats);
       sweep_detail::profiler_range(backend, false);
-      const std::vector<double> h2d = sweep_detail::timed(backend, s.repeats, true);
       backend.synchronize();
       const std::optional<double> peak = backend.alloc_peak_mib();
       const int64_t bytes = backend.input_bytes();
@@ -262,7 +287,7 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
     } catch (const SweepOom& e) {
       status = "oom";
       message = e.what();
-      oom_at[cell.resolution] = cell.batch;
+      oom_at[{cell.resolution, cell.transfer}] = cell.batch;
     } catch (const std::exception& e) {
       status = "error";
       message = e.what();

@@ -1,4 +1,4 @@
-// ac_cudnn sweep: Study A's inference sweep of the hand-written ResNet-50 over batch × resolution for one input
+// ac_cudnn sweep: Study A's inference sweep of the hand-written ResNet-50 over resolution × batch × input
 // transfer mode, driven by native/common/sweep.h (flags, walk order, timing, streamed records, oom handling, fault
 // hook), as ac_libtorch sweep is (native/libtorch/sweep.cpp; the same inputs and flags).
 //   --model cudnn          each call runs layer by layer
@@ -10,9 +10,9 @@
 //   --mean/--std           per-channel normalisation: on the host for float32 transfers (before timing, as the
 //                          study's PyTorch data loader did), on the device for uint8-pinned (normalise_u8)
 //   --weights FILE --classes N --device cuda[:N] --tf32 0|1 --conv-algo heuristic|find --workspace-limit-mib N
-// Per cell, prepare() makes the host input (float32 pageable: malloc; float32 or uint8 pinned: cudaMallocHost),
-// the device input and the network's activations for batch × R × R; release() frees them and the convolution
-// workspace, so each cell's alloc_peak_mib is its own (plus the weights). An allocation failure (cudaMalloc,
+// Per cell, prepare() makes the device input (zeroed) and the network's activations for batch × R × R, and
+// load_input() after the warm-up the host input (float32 pageable: malloc; float32 or uint8 pinned:
+// cudaMallocHost); release() frees them and the convolution workspace, so each cell's alloc_peak_mib is its own (plus the weights). An allocation failure (cudaMalloc,
 // cudaMallocHost, cuDNN's own) is the cell's oom.
 #include <cstdlib>
 #include <cstring>
@@ -66,16 +66,36 @@ class CudnnSweep : public SweepBackend {
       : gpu_(gpu), net_(net), normalise_(normalise), graphs_(graphs), inputs_(std::move(inputs)), pool_(pool),
         channels_(channels), mean_(mean), std_(std) {}
 
-  void prepare(const SweepCell& cell, const std::string& transfer) override {
+  void prepare(const SweepCell& cell) override {
     guard([&] {
       n_ = static_cast<int>(cell.batch);
       resolution_ = static_cast<int>(cell.resolution);
-      net_.check_batch({.inference = n_}, resolution_, resolution_);  // before the cell's input is made
-      uint8_ = transfer == "uint8-pinned";
+      net_.check_batch({.inference = n_}, resolution_, resolution_);  // before anything is allocated
+      uint8_ = cell.transfer == "uint8-pinned";
+      const size_t count = static_cast<size_t>(cell.batch * channels_ * int64_t{resolution_} * resolution_);
+      if (uint8_) {
+        images_dev_ = Buffer<uint8_t>(count, "input batch (uint8)");
+        CUDA_CHECK(cudaMemsetAsync(images_dev_.get(), 0, count, gpu_.stream()), "input zeroed");
+      }
+      x_ = Buffer<float>(count, "input batch (float)");
+      CUDA_CHECK(cudaMemsetAsync(x_.get(), 0, count * sizeof(float), gpu_.stream()), "input zeroed");
+      net_.reserve({.inference = n_}, resolution_, resolution_);
+      if (graphs_) {  // algorithms, workspace and the graph are made here, outside the timed calls
+        replay_ = std::make_unique<GraphReplay>(true);
+        forward();
+        forward();
+        gpu_.synchronize("graph capture");
+      }
+    });
+  }
+
+  void load_input(const SweepCell& cell) override {
+    guard([&] {
       const int64_t hw = int64_t{resolution_} * resolution_, image = channels_ * hw;
       const std::vector<uint8_t>& images = pool_images(cell.resolution);
       const size_t count = static_cast<size_t>(cell.batch * image);
-      host_ = std::make_unique<HostBuffer>(count * (uint8_ ? 1 : sizeof(float)), transfer != "float32-pageable",
+      host_ = std::make_unique<HostBuffer>(count * (uint8_ ? 1 : sizeof(float)),
+                                           cell.transfer != "float32-pageable",
                                            "input batch " + std::to_string(cell.batch) + "×" +
                                                std::to_string(channels_) + "×" + std::to_string(resolution_) +
                                                "²");
@@ -91,15 +111,6 @@ class CudnnSweep : public SweepBackend {
           for (int64_t i = 0; i < hw; ++i) to[c * hw + i] = (static_cast<float>(from[c * hw + i]) / 255.0f - m) / s;
         }
       }
-      if (uint8_) images_dev_ = Buffer<uint8_t>(count, "input batch (uint8)");
-      x_ = Buffer<float>(count, "input batch (float)");
-      net_.reserve({.inference = n_}, resolution_, resolution_);
-      if (graphs_) {  // algorithms, workspace and the graph are made here, outside the timed calls
-        replay_ = std::make_unique<GraphReplay>(true);
-        forward();
-        forward();
-        gpu_.synchronize("graph capture");
-      }
     });
   }
 
@@ -113,7 +124,6 @@ class CudnnSweep : public SweepBackend {
 
   void forward() override {
     guard([&] {
-      copy_input();
       const auto step = [&] {
         if (uint8_) normalise_(gpu_, images_dev_.get(), x_.get(), n_, int64_t{resolution_} * resolution_);
         logits_ = net_.forward(gpu_, x_.get(), n_, false);

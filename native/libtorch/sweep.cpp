@@ -1,5 +1,5 @@
 // ac_libtorch sweep: Study A's inference sweep of one model (libtorch, torchscript or aoti: models.h) over
-// batch × resolution for one input transfer mode, driven by native/common/sweep.h (flags, walk order, timing,
+// resolution × batch × input transfer mode, driven by native/common/sweep.h (flags, walk order, timing,
 // streamed records, oom handling, fault hook).
 //   --inputs DIR --pool P   DIR/res<R>.u8 holds P images at resolution R (uint8, P × --channels × R × R), resized
 //                           once per resolution by the launcher; a batch of B is those images repeated in order
@@ -38,18 +38,24 @@ class TorchSweep : public SweepBackend {
     std_dev_ = std_host_.to(s.device);
   }
 
-  void prepare(const SweepCell& cell, const std::string& transfer) override {
+  void prepare(const SweepCell& cell) override {
+    guard([&] {
+      uint8_ = cell.transfer == "uint8-pinned";
+      device_input_ = torch::zeros({cell.batch, channels_, cell.resolution, cell.resolution},
+                                   torch::TensorOptions(s_.device).dtype(uint8_ ? torch::kUInt8 : torch::kFloat32));
+    });
+  }
+
+  void load_input(const SweepCell& cell) override {
     guard([&] {
       const torch::Tensor images = pool_images(cell.resolution);
       const torch::Tensor index = torch::arange(cell.batch, torch::kLong).remainder(pool_);
       torch::Tensor host = images.index_select(0, index);
-      uint8_ = transfer == "uint8-pinned";
       if (!uint8_) host = (host.to(torch::kFloat32).div_(255.0) - mean_host_) / std_host_;
       // Pinning needs a CUDA host allocator; on the CPU every mode copies from ordinary memory.
-      if (transfer != "float32-pageable" && s_.cuda()) host = host.pin_memory();
+      if (cell.transfer != "float32-pageable" && s_.cuda()) host = host.pin_memory();
       host_ = host.contiguous();
       pinned_ = host_.is_pinned();
-      device_input_ = torch::empty_like(host_, host_.options().device(s_.device).pinned_memory(false));
     });
   }
 
@@ -60,7 +66,6 @@ class TorchSweep : public SweepBackend {
   void forward() override {
     guard([&] {
       torch::NoGradGuard no_grad;
-      copy_input();
       torch::Tensor x = uint8_ ? (device_input_.to(torch::kFloat32).div_(255.0) - mean_dev_) / std_dev_
                                : device_input_;
       logits_ = forward_(x);

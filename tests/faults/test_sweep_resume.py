@@ -31,7 +31,7 @@ def _ok(index: int, batch: int, resolution: int, **extra) -> dict:
 
 # ------------------------------------------------------------------------------------------- the store
 def test_cell_store_keeps_rows_under_its_key_only(tmp_path):
-    assert cells_dir(tmp_path / "uint8-pinned.rows.parquet") == tmp_path / "uint8-pinned.cells"
+    assert cells_dir(tmp_path / "eager.rows.parquet") == tmp_path / "eager.cells"
     first = CellStore(tmp_path / "cells", "key-1")
     kept = first.keep(_ok(0, 1, 8))
     assert kept["run_id"] == first.run_id and first.keep(_ok(1, 2, 8, run_id="older"))["run_id"] == "older"
@@ -48,11 +48,14 @@ def test_job_key_changes_with_what_the_cells_measure(tmp_path):
     config = config_module.load(REPO / "config/smoke.yaml")
     weights = tmp_path / "w.weights"
     weights.write_bytes(b"1")
-    wildcards = {"implementation": "eager", "transfer": "uint8-pinned", "numerics": "fp32"}
+    wildcards = {"implementation": "eager", "numerics": "fp32"}
     key = job_key(config, wildcards, {"weights": str(weights)})
     assert job_key(config, wildcards, {"weights": str(weights)}) == key
-    assert job_key(config, {**wildcards, "transfer": "float32-pinned"}, {"weights": str(weights)}) != key
+    assert job_key(config, {**wildcards, "implementation": "libtorch"}, {"weights": str(weights)}) != key
     assert job_key(config, {**wildcards, "numerics": "tf32"}, {"weights": str(weights)}) != key
+    config["study_a"]["sweep"]["transfers"].reverse()   # cell K is another (shape, mode)
+    assert job_key(config, wildcards, {"weights": str(weights)}) != key
+    config["study_a"]["sweep"]["transfers"].reverse()
     config["study_a"]["sweep"]["kernels"]["top"] += 1   # not the job's cells: the store stays usable
     assert job_key(config, wildcards, {"weights": str(weights)}) == key
     config["study_a"]["sweep"]["repeats"] += 1
@@ -75,7 +78,7 @@ def test_python_walk_takes_kept_cells_back_and_keeps_the_skip_rule(pool_dir, tmp
     kept = [store.keep(_ok(0, 1, 8)), store.keep({**_ok(1, 2, 8), "status": "oom", "time_ms": None,
                                                   "message": "out of memory"})]
     store = CellStore(tmp_path / "cells", "k")   # the rerun
-    rows = sweep.python_cells(TinyModel(), walk([1, 2, 4], [8, 16]), "uint8-pinned", Pool(pool_dir), 0, 2,
+    rows = sweep.python_cells(TinyModel(), walk([1, 2, 4], [8, 16], ["uint8-pinned"]), Pool(pool_dir), 0, 2,
                               _run(), store)
     assert rows[:2] == kept
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows[2:]] == [
@@ -85,7 +88,7 @@ def test_python_walk_takes_kept_cells_back_and_keeps_the_skip_rule(pool_dir, tmp
 
 
 def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_path, monkeypatch):
-    cells = walk([1, 2, 4], [8, 16])
+    cells = walk([1, 2, 4], [8, 16], ["float32-pinned"])
     store = CellStore(tmp_path / "cells", "k")
     store.keep(_ok(0, 1, 8))
     store.keep({**_ok(1, 2, 8), "status": "oom", "message": "fake: cannot allocate"})
@@ -99,7 +102,7 @@ def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_
         return command_for(start, oom_at)
     monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4,kill@99")   # the program accepts the launcher's kill@K
     rows = sweep.native_cells(cells, recording, _run(), "fake", store)
-    assert launched == [(3, "8:2"), (5, "8:2")]   # the kept oom goes on to the program, across its restart too
+    assert launched == [(3, "8:2:float32-pinned"), (5, "8:2:float32-pinned")]   # the kept oom goes on to the program, across its restart too
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
         (0, "ok", 0), (1, "oom", 0), (2, "oom", 1), (3, "ok", 2), (4, "error", 2), (5, "ok", 3)]
     assert rows[0]["time_ms"] == 1.5 and rows[3]["time_ms"] != 1.5
@@ -131,17 +134,17 @@ def _job(tmp_path: Path, pool: Path, implementation: str) -> list[str]:
     from abstraction_cost import config as config_module
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
-    config["study_a"]["sweep"].update(batches=[1, 2, 4], resolutions=[8, 16], repeats=2, warmup=0)
+    config["study_a"]["sweep"].update(batches=[1, 2, 4], resolutions=[8, 16], transfers=["uint8-pinned"], repeats=2,
+                                      warmup=0)
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     inputs = {"inputs": str(pool), "weights": str(weights)}
     if implementation == "libtorch":
         inputs["program"] = str(native.ensure_built("libtorch"))
-    jobs = tmp_path / "jobs" / implementation
-    args = {"config": config, "input": inputs, "wildcards": {"implementation": implementation,
-                                                             "transfer": "uint8-pinned", "numerics": "fp32"},
-            "output": {"table": str(jobs / "uint8-pinned.rows.parquet"),
-                       "env": str(jobs / "uint8-pinned.env.parquet")}}
+    jobs = tmp_path / "jobs" / "fp32"
+    args = {"config": config, "input": inputs, "wildcards": {"implementation": implementation, "numerics": "fp32"},
+            "output": {"table": str(jobs / f"{implementation}.rows.parquet"),
+                       "env": str(jobs / f"{implementation}.env.parquet")}}
     jobs.mkdir(parents=True)
     return [sys.executable, "-c", JOB, json.dumps(args)]
 
@@ -167,8 +170,8 @@ def _start(command: list[str], **faults: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("implementation", ["eager", "libtorch"])
 def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, implementation):
     command = _job(tmp_path, pool_dir, implementation)
-    table = tmp_path / "jobs" / implementation / "uint8-pinned.rows.parquet"
-    env_path = table.with_name("uint8-pinned.env.parquet")
+    table = tmp_path / "jobs" / "fp32" / f"{implementation}.rows.parquet"
+    env_path = table.with_name(f"{implementation}.env.parquet")
     cells = cells_dir(table)
 
     # cell 0 ok, cell 1 oom, then the job and its program die by SIGKILL, as under a time limit or a lost node
@@ -184,7 +187,7 @@ def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, 
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "2 of 6 cells kept from an interrupted attempt" in rerun.stderr
     if implementation == "libtorch":   # the program starts after the kept cells, told their oom
-        assert "--start-cell 2 --oom-at 8:2" in rerun.stderr
+        assert "--start-cell 2 --oom-at 8:2:uint8-pinned" in rerun.stderr
     df = tables.read("sweep", table)
     assert df["cell"].to_list() == list(range(6))   # every cell once
     assert df["status"].to_list() == ["ok", "oom", "oom", "ok", "ok", "ok"]
@@ -201,27 +204,28 @@ def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, 
 
 def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
     """Every sweep job of the config dies (SIGKILL) after its cell 1; Snakemake removes the failed jobs' outputs
-    but not their kept cells, and the next plain run measures only cells 2 and 3 of each."""
+    but not their kept cells, and the next plain run measures only cells 2 to 7 of each (2 × 2 shapes × two
+    transfer modes)."""
     target = "results/study_a/sweep.parquet"
     killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
     assert killed.returncode != 0
     jobs = work.path / "results/study_a/sweep/jobs"
     stores = sorted(jobs.rglob("*.cells"))
-    assert len(stores) == 4 and not list(jobs.rglob("*.rows.parquet"))   # eager, libtorch × two transfers
+    assert len(stores) == 2 and not list(jobs.rglob("*.rows.parquet"))   # eager, libtorch
     lineages = {json.loads((s / "lineage.json").read_text())["run_id"] for s in stores}
     assert all(sorted(p.name for p in s.glob("cell*.json")) == ["cell0.json", "cell1.json"] for s in stores)
 
     rerun = work.snakemake(target)
     assert rerun.returncode == 0, rerun.output[-4000:]
-    assert sorted(work.jobs_run(rerun.output)) == ["concat_sweep", *["sweep"] * 4]   # nothing upstream again
-    df = tables.read("sweep", work.path / target).sort("implementation", "transfer", "cell")
-    for (implementation, transfer), part in df.group_by("implementation", "transfer"):
-        assert part["cell"].to_list() == [0, 1, 2, 3], (implementation, transfer)
-        assert part["attempt"].to_list() == [0, 0, 1, 1], (implementation, transfer)
+    assert sorted(work.jobs_run(rerun.output)) == ["concat_sweep", *["sweep"] * 2]   # nothing upstream again
+    df = tables.read("sweep", work.path / target).sort("implementation", "cell")
+    for (implementation,), part in df.group_by("implementation"):
+        assert part["cell"].to_list() == list(range(8)), implementation
+        assert part["attempt"].to_list() == [0, 0] + [1] * 6, implementation
         assert part["run_id"].n_unique() == 1 and part["status"].null_count() == 0
     assert set(df["run_id"]) == lineages
     env = tables.read("environment", work.path / "results/study_a/sweep.env.parquet")
-    assert set(env["run_id"]) == lineages and env["resumes"].to_list() == [1] * 4
+    assert set(env["run_id"]) == lineages and env["resumes"].to_list() == [1] * 2
     assert not list(jobs.rglob("*.cells")) and not work.leftovers()
 
 

@@ -4,8 +4,9 @@
 # the backend comparison.
 # - sweep_inputs: `pool` test images resized once per resolution (backends/transfer.py)
 # - package_aoti_sweep: one AOTInductor package with dynamic batch and resolution (backends/aoti_dynamic.py)
-# - sweep: one process per (numerics, implementation, transfer) walks every cell (backends/sweep.py), its numerics
-#   set before the model is built (TF32 flags in Python, --tf32 for the C++ programs); concat_sweep
+# - sweep: one process per (numerics, implementation) walks every cell of resolution × batch × transfer mode
+#   (backends/sweep.py), its numerics set before the model is built (TF32 flags in Python, --tf32 for the C++
+#   programs); concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
 # - sweep_kernels: top kernels per (numerics, implementation) at the kernel point (torch.profiler; the C++
 #   programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
@@ -65,12 +66,12 @@ rule sweep:
     input:
         unpack(sweep_job_inputs),
     output:
-        table=f"{SWEEP_DIR}/jobs/{{numerics,fp32|tf32|bf16-autocast}}/{{implementation,[^/]+}}/{{transfer,[^/]+}}.rows.parquet",
-        env=f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}/{{transfer}}.env.parquet",
+        table=f"{SWEEP_DIR}/jobs/{{numerics,fp32|tf32|bf16-autocast}}/{{implementation,[^/]+}}.rows.parquet",
+        env=f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}.env.parquet",
     log:
-        "logs/study_a/sweep/{numerics}/{implementation}-{transfer}.log",
+        "logs/study_a/sweep/{numerics}/{implementation}.log",
     params:
-        grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.warmup, SWEEP.repeats, config["numerics"]),
+        grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, config["numerics"]),
     resources:
         **timing_job("sweep"),
     script:
@@ -79,10 +80,10 @@ rule sweep:
 
 rule concat_sweep:
     input:
-        tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}/{{transfer}}.rows.parquet",
-                      numerics=SWEEP.numerics, implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
-        envs=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}/{{transfer}}.env.parquet",
-                    numerics=SWEEP.numerics, implementation=SWEEP_JOBS, transfer=SWEEP.transfers),
+        tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}.rows.parquet",
+                      numerics=SWEEP.numerics, implementation=SWEEP_JOBS),
+        envs=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}.env.parquet",
+                    numerics=SWEEP.numerics, implementation=SWEEP_JOBS),
     output:
         table="results/study_a/sweep.parquet",
         env=env_sidecar("results/study_a/sweep.parquet"),

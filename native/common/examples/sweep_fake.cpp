@@ -2,7 +2,7 @@
 // the smallest example of the interface: the "model" sums the input, the device is the CPU, and a cell whose
 // batch × resolution² exceeds --oom-above is out of memory, as a too-large cell is on a GPU.
 //   g++ -std=c++20 -O1 -I native/common native/common/examples/sweep_fake.cpp -o sweep_fake
-//   sweep_fake --batches 1,2,4 --resolutions 8,16 --warmup 0 --repeats 3 --transfer uint8-pinned --oom-above 512
+//   sweep_fake --batches 1,2,4 --resolutions 8,16 --warmup 0 --repeats 3 --transfers uint8-pinned --oom-above 512
 #include <iostream>
 #include <numeric>
 
@@ -15,19 +15,16 @@ class FakeBackend : public ac::SweepBackend {
  public:
   explicit FakeBackend(int64_t oom_above) : oom_above_(oom_above) {}
 
-  void prepare(const ac::SweepCell& cell, const std::string& transfer) override {
+  void prepare(const ac::SweepCell& cell) override {
     const int64_t elements = cell.batch * 3 * cell.resolution * cell.resolution;
     if (cell.batch * cell.resolution * cell.resolution > oom_above_)
       throw ac::SweepOom("fake: cannot allocate " + std::to_string(elements) + " elements");
-    element_bytes_ = transfer == "uint8-pinned" ? 1 : 4;
-    host_.assign(static_cast<size_t>(elements), 1.0f);
-    device_.assign(host_.size(), 0.0f);
+    element_bytes_ = cell.transfer == "uint8-pinned" ? 1 : 4;
+    device_.assign(static_cast<size_t>(elements), 0.0f);
   }
+  void load_input(const ac::SweepCell&) override { host_.assign(device_.size(), 1.0f); }
   void copy_input() override { std::copy(host_.begin(), host_.end(), device_.begin()); }
-  void forward() override {
-    copy_input();
-    sink_ += std::accumulate(device_.begin(), device_.end(), 0.0);
-  }
+  void forward() override { sink_ += std::accumulate(device_.begin(), device_.end(), 0.0); }
   void release() noexcept override {
     host_.clear();
     device_.clear();

@@ -1,5 +1,5 @@
-"""Study A's inference sweep: one process per (numerics, implementation, transfer mode) walks every cell of
-batch × resolution (sweep_cells: order, oom skipping, fault hook) and writes one row per cell.
+"""Study A's inference sweep: one process per (numerics, implementation) walks every cell of resolution × batch ×
+input transfer mode (sweep_cells: order, oom skipping, fault hook) and writes one row per cell.
 
 Numerics (study_a.sweep.numerics, measure/numerics.py) are set for the whole process before the model is built,
 as in the backend comparison's eval job: the TF32 flags by measured_run (recorded in the environment row) and
@@ -9,8 +9,11 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
     implementation       runtime  the model                                      build
     eager                python   models.resnet.resnet50 (nn.Module)             none
     torchscript-python   python   torch.jit.load of the scripted module          none (shape-independent)
-    compiled-<mode>      python   torch.compile(eager, mode, dynamic=False)      per-shape: a fresh build per cell,
-                                                                                 its first call timed as build_s
+    compiled-<mode>      python   torch.compile(eager, mode, dynamic=False)      per-shape: a fresh build per
+                                                                                 batch × resolution, its first call
+                                                                                 timed as build_s (on the row of
+                                                                                 the shape's first transfer mode;
+                                                                                 the others run the same build)
     torchscript-cpp      cpp      ac_libtorch sweep --model torchscript          none
     libtorch             cpp      ac_libtorch sweep --model libtorch             none
     aoti                 cpp      ac_libtorch sweep --model aoti                 dynamic: one package with dynamic
@@ -18,12 +21,14 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
     cudnn, cudnn-graphs  cpp      ac_cudnn sweep --model cudnn[-graphs]          none (activations per cell; the
                                                                                  graph captured per cell, untimed)
 
-Per cell, in Python as in C++ (native/common/sweep.h): the input is made (untimed), `warmup` calls, `repeats`
-timed calls (each synchronised before it starts; CUDA events from before the host-to-device copy to the logits),
-then `repeats` copies alone. An out-of-memory cell becomes an `oom` row with the allocator's first message line,
-its memory is released and the walk goes on; any other exception is an `error` row. A C++ program streams its
-records; when it dies, the job restarts it from the cell after the one it died in (--start-cell), which becomes
-an `error` row with the exit status, and tells it which cells were oom (--oom-at) so the skip rule holds.
+Per cell, in Python as in C++ (native/common/sweep.h): the device input buffer is made and zeroed (untimed),
+`warmup` calls run on it (so a shape out of memory fails before its host input is made), the host input is made
+(untimed), then `repeats` timed calls (each synchronised before it starts; CUDA events from before the
+host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same calls). An
+out-of-memory cell becomes an `oom` row with the allocator's first message line, its memory is released and the
+walk goes on; any other exception is an `error` row. A C++ program streams its records; when it dies, the job
+restarts it from the cell after the one it died in (--start-cell), which becomes an `error` row with the exit
+status, and tells it which cells were oom (--oom-at) so the skip rule holds.
 Each cell's row is kept on disk as it completes (sweep_store.CellStore): a job killed after hours resumes at the
 first cell without a row, in Python as in C++ (--start-cell, --oom-at from the kept ooms), under the same run_id.
 """
@@ -88,17 +93,21 @@ class PythonModel:
             self.module = weights_file.load_into(resnet.resnet50(channels, classes), inputs.weights).eval().to(device)
         self.mode = implementation.removeprefix("compiled-") if implementation.startswith("compiled-") else None
         self.forward = nx.under(numerics, self.module, device)
+        self._built_for = None  # the input shape of the compiled build in self.forward
 
     def build(self, example: torch.Tensor) -> float | None:
-        """A per-shape build: a fresh torch.compile and its first call (compile + one run), timed apart."""
-        if self.mode is None:
+        """A per-shape build: a fresh torch.compile and its first call (compile + one run), timed apart; None
+        when the model needs none or was built for this shape already (an earlier transfer mode's cell)."""
+        if self.mode is None or example.shape == self._built_for:
             return None
         torch._dynamo.reset()
+        self._built_for = None
         self.forward = nx.under(self.numerics, torch.compile(self.module, mode=self.mode, dynamic=False),
                                 self.device)
         started = time.perf_counter()
         self.forward(example)
         synchronize(example.device)
+        self._built_for = example.shape
         return time.perf_counter() - started
 
 
@@ -107,8 +116,8 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def python_cells(model: PythonModel, cells: list[Cell], transfer: str, pool: Pool, warmup: int, repeats: int,
-                 run: Run, store: CellStore | None = None) -> list[dict]:
+def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int, repeats: int, run: Run,
+                 store: CellStore | None = None) -> list[dict]:
     """One row per cell; with a store, each kept as it completes, and those an interrupted attempt kept are
     taken back, not measured."""
     kept = _kept_rows(store, cells)
@@ -118,7 +127,7 @@ def python_cells(model: PythonModel, cells: list[Cell], transfer: str, pool: Poo
         if cell.index in kept:
             rows.append(kept[cell.index])
             continue
-        row = {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution, "attempt": attempt}
+        row = {**_cell_columns(cell), "attempt": attempt}
         skip = tracker.skip_message(cell)
         if skip is not None:
             row.update(status="oom", message=skip)
@@ -133,21 +142,23 @@ def python_cells(model: PythonModel, cells: list[Cell], transfer: str, pool: Poo
                 if injected.get(cell.index) == "crash":
                     raise InjectedCrash("injected crash (AC_SWEEP_FAULT)")
                 started = time.perf_counter()
-                data = cell_input(pool, cell.batch, cell.resolution, transfer, run.device)
+                data = cell_input(pool, cell.batch, cell.resolution, cell.transfer, run.device)
                 synchronize(run.device)
-                row["prepare_s"] = time.perf_counter() - started
-                row["build_s"] = model.build(data.to_device())
+                prepare_s = time.perf_counter() - started
+                row["build_s"] = model.build(data.model_input())
                 for _ in range(warmup):
-                    model.forward(data.to_device())
+                    model.forward(data.model_input())
+                synchronize(run.device)
+                started = time.perf_counter()
+                data.load(pool)
+                row["prepare_s"] = prepare_s + time.perf_counter() - started
                 times, copies = StepTimer(run.device), StepTimer(run.device)
                 for _ in range(repeats):
                     synchronize(run.device)
                     with times.step():
-                        model.forward(data.to_device())
-                for _ in range(repeats):
-                    synchronize(run.device)
-                    with copies.step():
-                        data.copy()
+                        with copies.step():
+                            data.copy()
+                        model.forward(data.model_input())
                 times_ms, h2d_ms = times.elapsed_ms(), copies.elapsed_ms()
             row.update(status="ok", message=None, h2d_bytes=data.nbytes,
                        **timed_columns(cell.batch, times_ms, h2d_ms), **run.measures(name))
@@ -162,8 +173,8 @@ def python_cells(model: PythonModel, cells: list[Cell], transfer: str, pool: Poo
             _release(run.device)
         if row["status"] != "ok" and name in run.sampler.phases:
             row.update(run.measures(name))
-        log.info("cell %d (batch %d, %d px): %s %s", cell.index, cell.batch, cell.resolution, row["status"],
-                 row.get("time_ms") or row.get("message"))
+        log.info("cell %d (batch %d, %d px, %s): %s %s", cell.index, cell.batch, cell.resolution, cell.transfer,
+                 row["status"], row.get("time_ms") or row.get("message"))
         rows.append(_keep(store, row, kill))
     return rows
 
@@ -212,9 +223,8 @@ def _release(device: torch.device) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ C++
-def sweep_command(program, implementation: str, inputs, manifest: dict, settings: SweepSettings, transfer: str,
-                  config: dict, device: torch.device, classes: int, start_cell: int = 0,
-                  oom_at: str = "") -> list[str]:
+def sweep_command(program, implementation: str, inputs, manifest: dict, settings: SweepSettings, config: dict,
+                  device: torch.device, classes: int, start_cell: int = 0, oom_at: str = "") -> list[str]:
     """ac_libtorch sweep (or ac_cudnn sweep): flags of native/{libtorch,cudnn}/sweep.cpp and native/common/sweep.h."""
     model = NATIVE_MODELS[implementation]
     numbers = lambda xs: ",".join(repr(float(x)) for x in xs)  # noqa: E731
@@ -223,8 +233,8 @@ def sweep_command(program, implementation: str, inputs, manifest: dict, settings
                "--mean", numbers(manifest["mean"]), "--std", numbers(manifest["std"]),
                "--batches", ",".join(map(str, settings.batches)),
                "--resolutions", ",".join(map(str, settings.resolutions)),
-               "--warmup", settings.warmup, "--repeats", settings.repeats, "--transfer", transfer,
-               "--start-cell", start_cell]
+               "--warmup", settings.warmup, "--repeats", settings.repeats,
+               "--transfers", ",".join(settings.transfers), "--start-cell", start_cell]
     if oom_at:
         command += ["--oom-at", oom_at]
     if model == "libtorch" or model in cudnn.IMPLEMENTATIONS:
@@ -240,7 +250,8 @@ def sweep_command(program, implementation: str, inputs, manifest: dict, settings
 
 def _native_row(record: dict, attempt: int, run: Run) -> dict:
     row = {"cell": record["cell"], "batch_size": record["batch"], "resolution": record["resolution"],
-           "status": record["status"], "message": record.get("message"), "attempt": attempt}
+           "transfer": record["transfer"], "status": record["status"], "message": record.get("message"),
+           "attempt": attempt}
     if "start_monotonic_s" in record:
         name = f"cell{record['cell']}"
         native.mark_phase(run, name, record)
@@ -281,8 +292,7 @@ def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program"
         status, message = result.failure() or ("error", "the program ended without its sweep_done record")
         if not seen["started"]:  # it never reached the cells: every remaining cell fails the same way
             for cell in cells[start:]:
-                rows.setdefault(cell.index, {"cell": cell.index, "batch_size": cell.batch,
-                                             "resolution": cell.resolution, "status": status, "message": message,
+                rows.setdefault(cell.index, {**_cell_columns(cell), "status": status, "message": message,
                                              "exit_status": result.returncode, "attempt": attempt})
             break
         crashed = max((r["cell"] for r in records), default=start - 1) + 1
@@ -290,12 +300,11 @@ def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program"
             break
         cell = cells[crashed]
         start = _next_missing(rows, cells, crashed + 1)
-        log.warning("%s died in cell %d (batch %d, %d px): %s; restarting from cell %d", name,
-                    crashed, cell.batch, cell.resolution, message, start)
+        log.warning("%s died in cell %d (batch %d, %d px, %s): %s; restarting from cell %d", name,
+                    crashed, cell.batch, cell.resolution, cell.transfer, message, start)
         if crashed not in rows:
-            rows[crashed] = _keep(store, {"cell": crashed, "batch_size": cell.batch, "resolution": cell.resolution,
-                                          "status": status, "message": message, "exit_status": result.returncode,
-                                          "attempt": attempt}, kill)
+            rows[crashed] = _keep(store, {**_cell_columns(cell), "status": status, "message": message,
+                                          "exit_status": result.returncode, "attempt": attempt}, kill)
         attempt += 1
     return [rows[i] for i in sorted(rows)]
 
@@ -306,13 +315,16 @@ def _next_missing(rows: dict[int, dict], cells: list[Cell], after: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ job
+def _cell_columns(cell: Cell) -> dict:
+    return {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution, "transfer": cell.transfer}
+
+
 def _not_run_rows(cells: list[Cell], status: str, message: str) -> list[dict]:
-    return [{"cell": c.index, "batch_size": c.batch, "resolution": c.resolution, "status": status,
-             "message": message} for c in cells]
+    return [{**_cell_columns(c), "status": status, "message": message} for c in cells]
 
 
-def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettings, config: dict, classes: int,
-               run: Run, store: CellStore | None = None, numerics: str = "fp32") -> list[dict]:
+def sweep_rows(implementation: str, inputs, settings: SweepSettings, config: dict, classes: int, run: Run,
+               store: CellStore | None = None, numerics: str = "fp32") -> list[dict]:
     cells = settings.cells()
     if settings.require_gpu and run.device.type != "cuda":
         return _not_run_rows(cells, "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
@@ -327,17 +339,17 @@ def sweep_rows(implementation: str, transfer: str, inputs, settings: SweepSettin
             return _not_run_rows(cells, meta["status"], meta.get("message") or "no package")
     if kind(implementation)[1] == "cpp":
         def command_for(start: int, oom_at: str) -> list[str]:
-            return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, transfer,
-                                 config, run.device, classes, start, oom_at)
+            return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, config,
+                                 run.device, classes, start, oom_at)
         return native_cells(cells, command_for, run, implementation, store)
     model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics)
-    return python_cells(model, cells, transfer, pool, settings.warmup, settings.repeats, run, store)
+    return python_cells(model, cells, pool, settings.warmup, settings.repeats, run, store)
 
 
 def run(snakemake) -> None:
-    """Rule sweep: one (numerics, implementation, transfer) over every cell; one row per cell."""
+    """Rule sweep: one (numerics, implementation) over every cell; one row per cell."""
     inputs, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
-    implementation, transfer, numerics = wildcards.implementation, wildcards.transfer, wildcards.numerics
+    implementation, numerics = wildcards.implementation, wildcards.numerics
     config = nx.job_config(snakemake.config, numerics, "study_a.sweep.numerics")
     settings = SweepSettings.from_config(config)
     dataset = config["study_a"]["backends"]["dataset"]
@@ -346,25 +358,24 @@ def run(snakemake) -> None:
     backend, runtime = kind(implementation)
     build = build_kind(implementation)
     build_s = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if implementation == "aoti" else None
-    base = {"implementation": implementation, "backend": backend, "runtime": runtime, "transfer": transfer,
-            "numerics": numerics, "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
-    job = {"implementation": implementation, "transfer": transfer, "numerics": numerics}
+    base = {"implementation": implementation, "backend": backend, "runtime": runtime, "numerics": numerics,
+            "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
+    job = {"implementation": implementation, "numerics": numerics}
     # measured cells kept beside the table as each completes: a killed job's rerun measures only the rest
     store = CellStore(cells_dir(out.table), job_key(config, _named(wildcards), _named(inputs)))
     with measured_run(config, rule=snakemake.rule, job=job, env_path=out.env, device=device, run_id=store.run_id,
                       resumes=store.resumes) as measured:
         try:
-            rows = sweep_rows(implementation, transfer, inputs, settings, config, classes, measured, store,
-                              numerics)
+            rows = sweep_rows(implementation, inputs, settings, config, classes, measured, store, numerics)
         except Exception as err:  # the process could not start its walk: every cell says why
-            log.error("%s/%s/%s failed:\n%s", numerics, implementation, transfer, traceback.format_exc())
+            log.error("%s/%s failed:\n%s", numerics, implementation, traceback.format_exc())
             rows = _not_run_rows(settings.cells(), "error", _first_line(err))
         defaults = dict.fromkeys(tables.schema("sweep"))
         table = [{**defaults, **base, "build_s": build_s, "run_id": measured.run_id, **row} for row in rows]
     tables.write("sweep", table, out.table)
     store.clear()
     ok = sum(r["status"] == "ok" for r in table)
-    log.info("%s/%s/%s: %d of %d cells ok", numerics, implementation, transfer, ok, len(table))
+    log.info("%s/%s: %d of %d cells ok", numerics, implementation, ok, len(table))
 
 
 def _named(values) -> dict:

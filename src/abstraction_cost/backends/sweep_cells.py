@@ -2,9 +2,10 @@
 the settings of config study_a.sweep and their checks, the walk order of the cells, the oom-skip rule, the fault
 test hook, and how one cell's timed calls become a row of the sweep table.
 
-Walk order: resolution ascending, then batch ascending. Once batch B is oom at resolution R, larger batches at R
-are recorded oom "skipped: batch B already out of memory at this resolution" without being tried (larger batches
-need more memory at the same shape).
+Walk order: resolution ascending, then batch ascending, then the transfer modes in the config's order (one process
+measures a shape's modes back to back, so they share its state: clocks, allocator, a compiled build). Once batch B
+is oom at resolution R in mode T, larger batches at R in mode T are recorded oom "skipped: batch B already out of
+memory at this resolution" without being tried (larger batches need more memory at the same shape).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Cell:
     index: int
     batch: int
     resolution: int
+    transfer: str
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class SweepSettings:
     kernel_resolution: int
     kernel_top: int
     require_gpu: bool
-    numerics: tuple[str, ...] = ("fp32",)  # one process per (numerics, implementation, transfer); first: the study's
+    numerics: tuple[str, ...] = ("fp32",)  # one process per (numerics, implementation); first: the study's
 
     @classmethod
     def from_config(cls, config: dict) -> "SweepSettings":
@@ -58,7 +60,7 @@ class SweepSettings:
                    s["require_gpu"], tuple(s["numerics"]))
 
     def cells(self) -> list[Cell]:
-        return walk(self.batches, self.resolutions)
+        return walk(self.batches, self.resolutions, self.transfers)
 
     def jobs(self) -> list[str]:
         """Implementation names of the sweep's processes: `compiled` becomes compiled-<mode> per compile mode."""
@@ -88,9 +90,11 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
     _positive_ints(s.get("resolutions"), "resolutions")
     for key in ("repeats", "pool"):
         _positive_ints([s.get(key)], key)
-    for t in s.get("transfers") or [None]:
-        if t not in TRANSFERS:
-            raise SweepConfigError(f"config key 'study_a.sweep.transfers': {t!r} is not one of {list(TRANSFERS)}")
+    transfers = s.get("transfers") or [None]
+    for i, t in enumerate(transfers):
+        if t not in TRANSFERS or t in transfers[:i]:
+            raise SweepConfigError(f"config key 'study_a.sweep.transfers': {t!r} is "
+                                   f"{'twice in the list' if t in TRANSFERS else f'not one of {list(TRANSFERS)}'}")
     numerics = s.get("numerics")
     if not isinstance(numerics, list) or not numerics:
         raise SweepConfigError(f"config key 'study_a.sweep.numerics': need a non-empty list of {list(NUMERICS)}, "
@@ -110,29 +114,31 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
                                    f"{list(COMPILE_MODES)} when implementations has compiled")
 
 
-def walk(batches, resolutions) -> list[Cell]:
+def walk(batches, resolutions, transfers) -> list[Cell]:
     cells = []
     for r in sorted(set(resolutions)):
         for b in sorted(set(batches)):
-            cells.append(Cell(len(cells), b, r))
+            for t in transfers:
+                cells.append(Cell(len(cells), b, r, t))
     return cells
 
 
 @dataclass
 class OomTracker:
-    """Smallest oom batch per resolution, so that larger batches there are skipped."""
-    smallest: dict[int, int] = field(default_factory=dict)
+    """Smallest oom batch per (resolution, transfer), so that larger batches there are skipped."""
+    smallest: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def add(self, cell: Cell) -> None:
-        self.smallest[cell.resolution] = min(cell.batch, self.smallest.get(cell.resolution, cell.batch))
+        key = (cell.resolution, cell.transfer)
+        self.smallest[key] = min(cell.batch, self.smallest.get(key, cell.batch))
 
     def skip_message(self, cell: Cell) -> str | None:
-        b = self.smallest.get(cell.resolution)
+        b = self.smallest.get((cell.resolution, cell.transfer))
         return SKIPPED.format(batch=b) if b is not None and cell.batch > b else None
 
     def flag(self) -> str:
         """--oom-at for a restarted C++ program."""
-        return ",".join(f"{r}:{b}" for r, b in sorted(self.smallest.items()))
+        return ",".join(f"{r}:{b}:{t}" for (r, t), b in sorted(self.smallest.items()))
 
 
 def _fault_items(environ) -> list[tuple[str, int]]:
@@ -174,6 +180,6 @@ def _interval(values, prefix: str, scale: float = 1.0) -> dict:
 
 
 def timed_columns(batch: int, times_ms, h2d_ms) -> dict:
-    """Median and bootstrap interval per batch, per sample, and of the copy alone."""
+    """Median and bootstrap interval per batch, per sample, and of the copy within those calls."""
     return {"repeats": len(times_ms), **_interval(times_ms, "time_ms"),
             **_interval(times_ms, "time_per_sample_ms", batch), **_interval(h2d_ms, "h2d_ms")}

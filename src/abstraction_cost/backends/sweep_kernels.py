@@ -66,6 +66,7 @@ def kernels_from_trace(trace: dict, top: int) -> list[dict]:
 def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device: torch.device, top: int,
             warmup: int) -> list[dict]:
     data = cell_input(pool, batch, resolution, STUDY_TRANSFER, device)
+    data.load(pool)
     with torch.no_grad():
         model.build(data.to_device())
         for _ in range(max(warmup, 1)):
@@ -101,11 +102,10 @@ def native_profile(implementation: str, numerics: str, inputs, settings: SweepSe
         if meta["status"] != "ok":
             return "ncu", [{"status": meta["status"], "message": meta.get("message") or "no package"}]
     warmup = max(settings.warmup, 1)
-    cell = replace(settings, batches=(settings.kernel_batch,), resolutions=(resolution,), warmup=warmup,
-                   repeats=PROFILED_CALLS)
+    cell = replace(settings, batches=(settings.kernel_batch,), resolutions=(resolution,),
+                   transfers=(STUDY_TRANSFER,), warmup=warmup, repeats=PROFILED_CALLS)
     pool = Pool(inputs.inputs)
-    program = sweep_command(inputs.program, implementation, inputs, pool.manifest, cell, STUDY_TRANSFER, config,
-                            device, classes)
+    program = sweep_command(inputs.program, implementation, inputs, pool.manifest, cell, config, device, classes)
     return f"ncu {ncu.version(found)}", ncu.profile(found, program, settings.kernel_top, PROFILED_CALLS, warmup, log)
 
 

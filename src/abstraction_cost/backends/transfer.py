@@ -85,37 +85,54 @@ class Pool:
 
 @dataclass
 class CellInput:
-    """One cell's input: the host batch in the transfer's dtype and memory, and its device buffer."""
-    host: torch.Tensor
+    """One cell's input: its device buffer (made first and zeroed, so the warm-up runs on it and a shape that is
+    out of memory fails before any host memory is spent on it), then its host batch (load)."""
+    batch: int
+    resolution: int
+    transfer: str
     device_buffer: torch.Tensor
-    uint8: bool
     mean: torch.Tensor
     std: torch.Tensor
+    host: torch.Tensor | None = None
+
+    @property
+    def uint8(self) -> bool:
+        return self.transfer == "uint8-pinned"
 
     @property
     def nbytes(self) -> int:
-        return self.host.numel() * self.host.element_size()
+        return self.device_buffer.numel() * self.device_buffer.element_size()
+
+    def load(self, pool: Pool) -> None:
+        """The host batch: the pool's images repeated in order, normalised on the host unless uint8, pinned unless
+        pageable."""
+        images = pool.images(self.resolution)
+        host = torch.from_numpy(images[np.arange(self.batch) % len(images)])
+        if not self.uint8:
+            host = (host.float().div_(255.0) - self.mean.cpu()) / self.std.cpu()
+        if self.transfer != "float32-pageable" and self.device_buffer.is_cuda:  # pinning needs CUDA
+            host = host.pin_memory()
+        self.host = host.contiguous()
 
     def copy(self) -> torch.Tensor:
         """The host-to-device copy alone."""
         return self.device_buffer.copy_(self.host, non_blocking=self.host.is_pinned())
 
-    def to_device(self) -> torch.Tensor:
-        """The copy and, for uint8, the normalisation on the device: the model's input."""
-        x = self.copy()
+    def model_input(self) -> torch.Tensor:
+        """The device buffer as the model takes it: normalised on the device for uint8."""
+        x = self.device_buffer
         return (x.float().div_(255.0) - self.mean) / self.std if self.uint8 else x
+
+    def to_device(self) -> torch.Tensor:
+        """One inference's input as the study timed it: the copy, then (uint8) the normalisation."""
+        self.copy()
+        return self.model_input()
 
 
 def cell_input(pool: Pool, batch: int, resolution: int, transfer: str, device: torch.device) -> CellInput:
-    images = pool.images(resolution)
-    host = torch.from_numpy(images[np.arange(batch) % len(images)])
+    """The cell's device buffer, zeroed; its host batch comes with CellInput.load."""
     m = pool.manifest
-    mean = torch.tensor(m["mean"], dtype=torch.float32).view(1, -1, 1, 1)
-    std = torch.tensor(m["std"], dtype=torch.float32).view(1, -1, 1, 1)
-    uint8 = transfer == "uint8-pinned"
-    if not uint8:
-        host = (host.float().div_(255.0) - mean) / std
-    if transfer != "float32-pageable" and device.type == "cuda":  # pinning needs CUDA; on the CPU it is moot
-        host = host.pin_memory()
-    return CellInput(host.contiguous(), torch.empty(host.shape, dtype=host.dtype, device=device), uint8,
-                     mean.to(device), std.to(device))
+    dtype = torch.uint8 if transfer == "uint8-pinned" else torch.float32
+    buffer = torch.zeros((batch, m["channels"], resolution, resolution), dtype=dtype, device=device)
+    stat = lambda v: torch.tensor(v, dtype=torch.float32, device=device).view(1, -1, 1, 1)  # noqa: E731
+    return CellInput(batch, resolution, transfer, buffer, stat(m["mean"]), stat(m["std"]))

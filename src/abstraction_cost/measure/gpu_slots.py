@@ -33,8 +33,8 @@ DEVICE_RULES = ("train_eager", "train_libtorch", "train_cudnn", "eval_backend", 
 PAIR_RULES = ("study_b_block_timing", "vision_model")
 # The jobs of one comparison, for gpus.pin_comparisons: a rule's group name and the wildcards that, with it,
 # name one comparison. Eager, LibTorch and cuDNN training of one (dataset, init, seed) are compared; every
-# backend and numerics of the evaluation comparison; every numerics, implementation and transfer mode of the sweep
-# (and every numerics and implementation of its kernel table: tf32 is compared with fp32 too); the pairs and
+# backend and numerics of the evaluation comparison; every numerics and implementation of the sweep (each job walks
+# every transfer mode) and of its kernel table (tf32 is compared with fp32 too); the pairs and
 # modes of one building-block experiment. A vision model's eager and compiled runs share one job already (as do
 # Study B's interleaved pairs), so each model is its own comparison.
 COMPARISON_WILDCARDS = {
