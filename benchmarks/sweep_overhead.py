@@ -63,11 +63,13 @@ def child(args) -> None:
 
 
 def main() -> None:
+    from abstraction_cost.backends.sweep_cells import COMPILE_MODES
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(REPO / "config/config.yaml"))
     p.add_argument("--device", default=None, help="override the config's device (cpu for a dry run)")
     p.add_argument("--implementations", nargs="+", default=["eager", "libtorch"],
-                   choices=["eager", "torchscript-python", "torchscript-cpp", "libtorch", "cudnn", "cudnn-graphs"])
+                   choices=["eager", "torchscript-python", "torchscript-cpp", "libtorch", "cudnn", "cudnn-graphs",
+                            *(f"compiled-{mode}" for mode in COMPILE_MODES)])
     p.add_argument("--numerics", default=None, choices=["fp32", "tf32", "bf16-autocast"],
                    help="the jobs' numerics (default: the first of the config's study_a.sweep.numerics)")
     p.add_argument("--out", default=None)

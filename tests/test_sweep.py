@@ -130,6 +130,9 @@ class TinyModel:
     def build(self, example):
         return None
 
+    def check(self, example):
+        pass
+
 
 def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2")
@@ -198,6 +201,20 @@ def test_compiled_build_is_made_once_per_shape_for_all_its_transfer_modes(pool_d
     assert compiles == [{"mode": "default", "dynamic": False}] * 2
     assert [r["build_s"] is not None for r in rows] == [True, False, True, False]
     assert [r["status"] for r in rows] == ["ok"] * 4
+
+
+def test_a_compiled_build_that_computes_something_else_is_wrong_output_untimed(pool_dir, tmp_path, monkeypatch):
+    """Correct before fast: a build whose logits differ from eager's on the cell's input is never timed."""
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: lambda x: module(x) + 1.0)
+    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"))
+    rows = sweep.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
+                              transfer.Pool(pool_dir), 0, 2, _run())
+    assert [r["status"] for r in rows] == ["wrong_output"] * 4
+    assert rows[2]["message"].startswith("compiled-default at input (2, 3, 8, 8): output differs from eager's")
+    assert all(r.get("time_ms") is None for r in rows)
 
 
 # -------------------------------------------------------------------------------------- C++ programs

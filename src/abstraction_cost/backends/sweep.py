@@ -13,7 +13,9 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
                                                                                  batch × resolution, its first call
                                                                                  timed as build_s (on the row of
                                                                                  the shape's first transfer mode;
-                                                                                 the others run the same build)
+                                                                                 the others run the same build),
+                                                                                 its output checked against
+                                                                                 eager's on the cell's input
     torchscript-cpp      cpp      ac_libtorch sweep --model torchscript          none
     libtorch             cpp      ac_libtorch sweep --model libtorch             none
     aoti                 cpp      ac_libtorch sweep --model aoti                 dynamic: one package with dynamic
@@ -24,8 +26,9 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
 Per cell, in Python as in C++ (native/common/sweep.h): the device input buffer is made and zeroed (untimed),
 `warmup` calls run on it (so a shape out of memory fails before its host input is made), the host input is made
 (untimed), then `repeats` timed calls (each synchronised before it starts; CUDA events from before the
-host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same calls). An
-out-of-memory cell becomes an `oom` row with the allocator's first message line, its memory is released and the
+host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same calls). A
+compiled build is timed only once its logits on the cell's input are eager's within the numerics' tolerance
+(compiler/output_check.py); else its cells are `wrong_output`, untimed. An out-of-memory cell becomes an `oom` row with the allocator's first message line, its memory is released and the
 walk goes on; any other exception is an `error` row. A C++ program streams its records; when it dies, the job
 restarts it from the cell after the one it died in (--start-cell), which becomes an `error` row with the exit
 status, and tells it which cells were oom (--oom-at) so the skip rule holds.
@@ -43,6 +46,7 @@ from pathlib import Path
 import torch
 
 from .. import tables
+from ..compiler.output_check import WrongOutput, reference
 from ..data.specs import spec
 from ..measure import device as devices
 from ..measure import numerics as nx
@@ -93,7 +97,7 @@ class PythonModel:
             self.module = weights_file.load_into(resnet.resnet50(channels, classes), inputs.weights).eval().to(device)
         self.mode = implementation.removeprefix("compiled-") if implementation.startswith("compiled-") else None
         self.forward = nx.under(numerics, self.module, device)
-        self._built_for = None  # the input shape of the compiled build in self.forward
+        self._built_for = self._checked_for = None  # input shapes of the compiled build, and of its check
 
     def build(self, example: torch.Tensor) -> float | None:
         """A per-shape build: a fresh torch.compile and its first call (compile + one run), timed apart; None
@@ -101,7 +105,7 @@ class PythonModel:
         if self.mode is None or example.shape == self._built_for:
             return None
         torch._dynamo.reset()
-        self._built_for = None
+        self._built_for = self._checked_for = None
         self.forward = nx.under(self.numerics, torch.compile(self.module, mode=self.mode, dynamic=False),
                                 self.device)
         started = time.perf_counter()
@@ -109,6 +113,15 @@ class PythonModel:
         synchronize(example.device)
         self._built_for = example.shape
         return time.perf_counter() - started
+
+    def check(self, example: torch.Tensor) -> None:
+        """Correct before fast: a compiled build's logits on the cell's input against the eager module's (once
+        per build); WrongOutput when they differ beyond the numerics' tolerance."""
+        if self.mode is None or example.shape == self._checked_for:
+            return
+        reference(self.module, (example,), self.numerics, self.device).require(
+            self.forward, (example,), f"{self.implementation} at input {tuple(example.shape)}")
+        self._checked_for = example.shape
 
 
 def _first_line(err: BaseException) -> str:
@@ -152,6 +165,7 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 started = time.perf_counter()
                 data.load(pool)
                 row["prepare_s"] = prepare_s + time.perf_counter() - started
+                model.check(data.to_device())
                 times, copies = StepTimer(run.device), StepTimer(run.device)
                 for _ in range(repeats):
                     synchronize(run.device)
@@ -165,6 +179,8 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
         except torch.OutOfMemoryError as err:
             tracker.add(cell)
             row.update(status="oom", message=_first_line(err).removeprefix("OutOfMemoryError: "))
+        except WrongOutput as err:
+            row.update(status="wrong_output", message=str(err))
         except Exception as err:
             log.error("cell %s failed:\n%s", cell, traceback.format_exc())
             row.update(status="error", message=_first_line(err))

@@ -27,14 +27,15 @@ _KEYS = {
 }
 
 SCHEMAS = {
-    # One row per (numerics, implementation, transfer, cell): medians and bootstrap 95% intervals over the timed
-    # repeats.
+    # One row per (numerics, implementation, cell); a cell is one (resolution, batch, transfer): medians and
+    # bootstrap 95% intervals over the timed repeats.
     "sweep": {
         **_KEYS,
-        "cell": pl.Int64,                     # position in walk order (resolution ascending, then batch)
+        "cell": pl.Int64,                     # position in walk order (resolution, then batch, then transfer)
         "batch_size": pl.Int64,
         "resolution": pl.Int64,
         **STATUS,                             # ok | oom (allocator's message, or "skipped: ...") | error | not_run
+                                              # | wrong_output (a compiled build's logits not eager's: untimed)
         "repeats": pl.Int64,
         "time_ms": pl.Float64,                # per batch: H2D copy + normalisation + forward, CUDA events
         "time_ms_low": pl.Float64,
@@ -43,15 +44,15 @@ SCHEMAS = {
         "time_per_sample_ms_low": pl.Float64,
         "time_per_sample_ms_high": pl.Float64,
         "h2d_bytes": pl.Int64,                # bytes of one batch's host-to-device copy
-        "h2d_ms": pl.Float64,                 # that copy alone, timed on its own (median)
+        "h2d_ms": pl.Float64,                 # that copy's own time within the timed calls (median)
         "h2d_ms_low": pl.Float64,
         "h2d_ms_high": pl.Float64,
         "build": pl.String,                   # how the model met this shape: none | dynamic | per-shape
         "build_s": pl.Float64,                # a per-shape build's time (never inside the timed calls)
-        "prepare_s": pl.Float64,              # the cell's input made and pinned (untimed)
+        "prepare_s": pl.Float64,              # the cell's device buffer and host input made (untimed)
         "exit_status": pl.Int64,              # C++ programs: the exit status of a crashed process, on its row
         "attempt": pl.Int64,                  # which process of the job measured the cell (0, then restarts)
-        **PHASE_MEASURES,                     # NVML and allocator over the cell (warm-up, timed calls, copies)
+        **PHASE_MEASURES,                     # NVML and allocator over the cell (inputs, warm-up, timed calls)
     },
     # The host-to-device copy per (numerics, implementation, transfer) at the study's point, beside the study's
     # numbers.
