@@ -28,10 +28,11 @@ Per cell, in Python as in C++ (native/common/sweep.h): the device input buffer i
 (untimed), then `repeats` timed calls (each synchronised before it starts; CUDA events from before the
 host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same calls). A
 compiled build is timed only once its logits on the cell's input are eager's within the numerics' tolerance
-(compiler/output_check.py); else its cells are `wrong_output`, untimed. An out-of-memory cell becomes an `oom` row with the allocator's first message line, its memory is released and the
-walk goes on; any other exception is an `error` row. A C++ program streams its records; when it dies, the job
-restarts it from the cell after the one it died in (--start-cell), which becomes an `error` row with the exit
-status, and tells it which cells were oom (--oom-at) so the skip rule holds.
+(compiler/output_check.py); else its cells are `wrong_output`, untimed. An out-of-memory cell becomes an `oom`
+row with the allocator's first message line, its memory is released and the walk goes on; any other exception is
+an `error` row. A C++ program streams its records; when it dies, the job restarts it from the cell after the one
+it died in (--start-cell), which becomes an `error` row with the exit status, and tells it which cells were oom
+(--oom-at) so the skip rule holds.
 Each cell's row is kept on disk as it completes (sweep_store.CellStore): a job killed after hours resumes at the
 first cell without a row, in Python as in C++ (--start-cell, --oom-at from the kept ooms), under the same run_id.
 """
@@ -42,6 +43,7 @@ import logging
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -114,14 +116,16 @@ class PythonModel:
         self._built_for = example.shape
         return time.perf_counter() - started
 
-    def check(self, example: torch.Tensor) -> None:
-        """Correct before fast: a compiled build's logits on the cell's input against the eager module's (once
-        per build); WrongOutput when they differ beyond the numerics' tolerance."""
-        if self.mode is None or example.shape == self._checked_for:
+    def check(self, cell_input: Callable[[], torch.Tensor]) -> None:
+        """Correct before fast: a compiled build's logits on the cell's input (cell_input(), made only for the
+        check) against the eager module's, once per build; WrongOutput when they differ beyond the numerics'
+        tolerance."""
+        if self.mode is None or self._checked_for == self._built_for:
             return
+        example = cell_input()
         reference(self.module, (example,), self.numerics, self.device).require(
             self.forward, (example,), f"{self.implementation} at input {tuple(example.shape)}")
-        self._checked_for = example.shape
+        self._checked_for = self._built_for
 
 
 def _first_line(err: BaseException) -> str:
@@ -165,7 +169,7 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 started = time.perf_counter()
                 data.load(pool)
                 row["prepare_s"] = prepare_s + time.perf_counter() - started
-                model.check(data.to_device())
+                model.check(data.to_device)
                 times, copies = StepTimer(run.device), StepTimer(run.device)
                 for _ in range(repeats):
                     synchronize(run.device)
