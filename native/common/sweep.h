@@ -178,7 +178,8 @@ inline SweepSettings read_sweep_settings(const Args& a) {
   }
   if (s.transfers.empty()) throw ArgError("--transfers: no values");
   for (const std::string& item : sweep_detail::items(a.str("oom-at", ""))) {
-    const size_t first = item.find(':'), second = item.find(':', first == std::string::npos ? first : first + 1);
+    const size_t first = item.find(':');
+    const size_t second = first == std::string::npos ? first : item.find(':', first + 1);
     if (second == std::string::npos) throw ArgError("--oom-at: '" + item + "' is not RESOLUTION:BATCH:TRANSFER");
     const int64_t r = std::stoll(item.substr(0, first)), b = std::stoll(item.substr(first + 1, second - first - 1));
     const auto key = std::make_pair(r, item.substr(second + 1));
