@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "timer.h"
+
 namespace ac::cudnn {
 namespace {
 
@@ -100,21 +102,15 @@ BackendDescriptor variant_pack(const void* const pointers[4], const std::string&
 // Median device time of kFindRuns executions of `plan` (after one untimed run); infinity where it fails to run.
 float time_plan(Gpu& gpu, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack, const std::string& where) {
   if (cudnnBackendExecute(gpu.cudnn(), plan, pack) != CUDNN_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start), where);
-  CUDA_CHECK(cudaEventCreate(&stop), where);
-  std::vector<float> ms(kFindRuns);
-  for (float& t : ms) {
-    CUDA_CHECK(cudaEventRecord(start, gpu.stream()), where);
+  StepTimer timer(true, gpu.stream());  // its events are destroyed with it, also when an execution throws
+  for (int i = 0; i < kFindRuns; ++i) {
+    timer.start();
     CUDNN_CHECK(cudnnBackendExecute(gpu.cudnn(), plan, pack), where);
-    CUDA_CHECK(cudaEventRecord(stop, gpu.stream()), where);
-    CUDA_CHECK(cudaEventSynchronize(stop), where);
-    CUDA_CHECK(cudaEventElapsedTime(&t, start, stop), where);
+    timer.stop();
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  std::vector<double> ms = timer.elapsed_ms();
   std::nth_element(ms.begin(), ms.begin() + kFindRuns / 2, ms.end());
-  return ms[kFindRuns / 2];
+  return static_cast<float>(ms[kFindRuns / 2]);
 }
 
 }  // namespace

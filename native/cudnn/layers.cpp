@@ -62,30 +62,21 @@ Conv2d::Plan& Conv2d::backward_plan(Gpu& gpu, const Shape& in) {
   const cudnnTensorDescriptor_t x = gpu.tensor(in), y = gpu.tensor(output(in));
   // the math type the algorithms are chosen under: FMA only with TF32 off; otherwise cuDNN's default (TF32 allowed)
   CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, s.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), name);
+  // Find measures every algorithm; Get_v7 ranks them by cuDNN's heuristics (the same signature and results)
+  const auto rank_data =
+      s.find ? cudnnFindConvolutionBackwardDataAlgorithm : cudnnGetConvolutionBackwardDataAlgorithm_v7;
+  const auto rank_filter =
+      s.find ? cudnnFindConvolutionBackwardFilterAlgorithm : cudnnGetConvolutionBackwardFilterAlgorithm_v7;
   int count = 0;
   cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  CUDNN_CHECK(rank_data(gpu.cudnn(), w_desc_, y, conv_desc_, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data),
+              name);
+  const auto& d = choose(data, count, s, name + " backward data");
+  p.data = d.algo, p.data_math = d.mathType, p.data_bytes = d.memory;
   cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  if (s.find) {
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(gpu.cudnn(), w_desc_, y, conv_desc_, x,
-                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data),
-                name);
-    const auto& d = choose(data, count, s, name + " backward data");
-    p.data = d.algo, p.data_math = d.mathType, p.data_bytes = d.memory;
-    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(gpu.cudnn(), x, y, conv_desc_, w_desc_,
-                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
-                                                            filter),
-                name);
-  } else {
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(gpu.cudnn(), w_desc_, y, conv_desc_, x,
-                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data),
-                name);
-    const auto& d = choose(data, count, s, name + " backward data");
-    p.data = d.algo, p.data_math = d.mathType, p.data_bytes = d.memory;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(gpu.cudnn(), x, y, conv_desc_, w_desc_,
-                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
-                                                              filter),
-                name);
-  }
+  CUDNN_CHECK(
+      rank_filter(gpu.cudnn(), x, y, conv_desc_, w_desc_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, filter),
+      name);
   const auto& f = choose(filter, count, s, name + " backward filter");
   p.filter = f.algo, p.filter_math = f.mathType, p.filter_bytes = f.memory, p.backward = true;
   return p;
