@@ -68,6 +68,7 @@ def test_oom_tracker_skips_larger_batches_at_that_resolution_and_transfer_only()
     ("numerics", [], "'study_a.sweep.numerics': need a non-empty list"),
     ("numerics", ["tf32", "tf32"], "'study_a.sweep.numerics': 'tf32' is twice in the list"),
     ("numerics", "fp32", "'study_a.sweep.numerics': need a non-empty list"),
+    ("compile_shapes", "automatic", "'study_a.sweep.compile_shapes': 'automatic' is not one of"),
 ])
 def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
     with pytest.raises(SweepConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
@@ -201,6 +202,32 @@ def test_compiled_build_is_made_once_per_shape_for_all_its_transfer_modes(pool_d
     assert compiles == [{"mode": "default", "dynamic": False}] * 2
     assert [r["build_s"] is not None for r in rows] == [True, False, True, False]
     assert [r["status"] for r in rows] == ["ok"] * 4
+
+
+def test_dynamic_compile_is_one_build_for_the_job_each_shape_first_call_timed_and_checked(pool_dir, tmp_path,
+                                                                                        monkeypatch):
+    """compile_shapes: dynamic compiles once with dynamic shapes; every new shape's first call (the compile, a
+    recompile or one run) is still timed apart as build_s and its output checked against eager's."""
+    from abstraction_cost.compiler import output_check
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    compiles, checked = [], []
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: compiles.append(kw) or module)
+
+    def reference(module, args, *rest):
+        checked.append(tuple(args[0].shape))
+        return output_check.reference(module, args, *rest)
+    monkeypatch.setattr(sweep, "reference", reference)
+    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"),
+                              compile_shapes="dynamic")
+    rows = sweep.python_cells(model, walk([1, 2], [8, 16], ["float32-pageable", "uint8-pinned"]),
+                              transfer.Pool(pool_dir), 0, 1, _run())
+    assert compiles == [{"mode": "default", "dynamic": True}]
+    assert [r["build_s"] is not None for r in rows] == [True, False] * 4
+    assert checked == [(1, 3, 8, 8), (2, 3, 8, 8), (1, 3, 16, 16), (2, 3, 16, 16)]
+    assert [r["status"] for r in rows] == ["ok"] * 8
+    assert sweep.build_kind("compiled-default", "dynamic") == "dynamic"
 
 
 def test_a_compiled_build_that_computes_something_else_is_wrong_output_untimed(pool_dir, tmp_path, monkeypatch):
@@ -513,6 +540,25 @@ def test_transfer_modes_on_cuda_pin_and_normalise_alike(pool_dir):
     torch.cuda.synchronize()
     torch.testing.assert_close(x["uint8-pinned"], x["float32-pageable"])
     torch.testing.assert_close(x["float32-pinned"], x["float32-pageable"])
+
+
+@pytest.mark.gpu
+def test_dynamic_compile_on_cuda_times_every_shape_after_one_checked_build(pool_dir, tmp_path):
+    """A real dynamic-shape torch.compile of ResNet-50 over two resolutions and batches: every cell passes the
+    output check against eager and is timed, and each shape's first call (the compile, or a recompile where a
+    size-1 dimension is specialised) is timed apart."""
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                              torch.device("cuda"), compile_shapes="dynamic")
+    run = _cuda_run()
+    with run.sampler:
+        rows = sweep.python_cells(model, walk([2, 4], [8, 16], ["uint8-pinned"]), transfer.Pool(pool_dir), 1, 3,
+                                  run)
+    assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
+    assert all(r["time_ms"] > 0 for r in rows)
+    assert all(r["build_s"] > 0 for r in rows)
 
 
 def test_kernels_from_a_chrome_trace_grouped_by_name_grid_block():

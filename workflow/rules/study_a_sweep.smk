@@ -71,7 +71,8 @@ rule sweep:
     log:
         "logs/study_a/sweep/{numerics}/{implementation}.log",
     params:
-        grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, config["numerics"]),
+        grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, SWEEP.compile_shapes,
+              config["numerics"]),
     resources:
         **timing_job("sweep"),
     script:
@@ -117,7 +118,7 @@ rule sweep_kernels_job:
     log:
         "logs/study_a/sweep/kernels-{numerics}-{implementation}.log",
     params:
-        point=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_top, config["numerics"]),
+        point=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_top, SWEEP.compile_shapes, config["numerics"]),
     resources:
         **timing_job("sweep_kernels_job"),
     script:

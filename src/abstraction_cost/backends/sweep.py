@@ -9,13 +9,16 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
     implementation       runtime  the model                                      build
     eager                python   models.resnet.resnet50 (nn.Module)             none
     torchscript-python   python   torch.jit.load of the scripted module          none (shape-independent)
-    compiled-<mode>      python   torch.compile(eager, mode, dynamic=False)      per-shape: a fresh build per
-                                                                                 batch × resolution, its first call
+    compiled-<mode>      python   torch.compile(eager, mode, dynamic=...)        study_a.sweep.compile_shapes:
+                                                                                 per-shape, a fresh static build
+                                                                                 per batch × resolution; dynamic,
+                                                                                 one dynamic-shape build for the
+                                                                                 job. Each shape's first call is
                                                                                  timed as build_s (on the row of
-                                                                                 the shape's first transfer mode;
-                                                                                 the others run the same build),
-                                                                                 its output checked against
-                                                                                 eager's on the cell's input
+                                                                                 its first transfer mode; the
+                                                                                 others run the same build), its
+                                                                                 output checked against eager's
+                                                                                 on the cell's input
     torchscript-cpp      cpp      ac_libtorch sweep --model torchscript          none
     libtorch             cpp      ac_libtorch sweep --model libtorch             none
     aoti                 cpp      ac_libtorch sweep --model aoti                 dynamic: one package with dynamic
@@ -76,9 +79,9 @@ def kind(implementation: str) -> tuple[str, str]:
     return KINDS[implementation]
 
 
-def build_kind(implementation: str) -> str:
+def build_kind(implementation: str, compile_shapes: str = "per-shape") -> str:
     if implementation.startswith("compiled-"):
-        return "per-shape"
+        return compile_shapes
     return "dynamic" if implementation == "aoti" else "none"
 
 
@@ -91,25 +94,33 @@ class PythonModel:
     """The model of a Python implementation; build(cell) makes it ready for the cell's shape (untimed)."""
 
     def __init__(self, implementation: str, inputs, channels: int, classes: int, device: torch.device,
-                 numerics: str = "fp32"):
+                 numerics: str = "fp32", compile_shapes: str = "per-shape"):
         self.implementation, self.numerics, self.device = implementation, numerics, device
+        self.compile_shapes = compile_shapes
         if implementation == "torchscript-python":
             self.module = torchscript.load(inputs.module, device)
         else:
             self.module = weights_file.load_into(resnet.resnet50(channels, classes), inputs.weights).eval().to(device)
         self.mode = implementation.removeprefix("compiled-") if implementation.startswith("compiled-") else None
         self.forward = nx.under(numerics, self.module, device)
-        self._built_for = self._checked_for = None  # input shapes of the compiled build, and of its check
+        self._compiled = False
+        self._built_for = self._checked_for = None  # input shapes the compiled build last met, and its check's
 
     def build(self, example: torch.Tensor) -> float | None:
-        """A per-shape build: a fresh torch.compile and its first call (compile + one run), timed apart; None
-        when the model needs none or was built for this shape already (an earlier transfer mode's cell)."""
+        """The compiled build's first call at a new input shape, timed apart; None when the model needs no build
+        or met this shape already (an earlier transfer mode's cell). per-shape: a fresh static torch.compile per
+        shape, so the call is its compile and one run; dynamic: one dynamic-shape torch.compile for the job, so
+        the call compiles at the job's first shape, recompiles where dynamo's guards fail, else is one run."""
         if self.mode is None or example.shape == self._built_for:
             return None
-        torch._dynamo.reset()
-        self._built_for = self._checked_for = None
-        self.forward = nx.under(self.numerics, torch.compile(self.module, mode=self.mode, dynamic=False),
-                                self.device)
+        if self.compile_shapes == "per-shape" or not self._compiled:
+            torch._dynamo.reset()
+            self._checked_for = None
+            self.forward = nx.under(self.numerics, torch.compile(self.module, mode=self.mode,
+                                                                 dynamic=self.compile_shapes == "dynamic"),
+                                    self.device)
+            self._compiled = True
+        self._built_for = None
         started = time.perf_counter()
         self.forward(example)
         synchronize(example.device)
@@ -118,8 +129,8 @@ class PythonModel:
 
     def check(self, cell_input: Callable[[], torch.Tensor]) -> None:
         """Correct before fast: a compiled build's logits on the cell's input (cell_input(), made only for the
-        check) against the eager module's, once per build; WrongOutput when they differ beyond the numerics'
-        tolerance."""
+        check) against the eager module's, once per shape it meets; WrongOutput when they differ beyond the
+        numerics' tolerance."""
         if self.mode is None or self._checked_for == self._built_for:
             return
         example = cell_input()
@@ -366,7 +377,8 @@ def sweep_rows(implementation: str, inputs, settings: SweepSettings, config: dic
             return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, config,
                                  run.device, classes, start, oom_at)
         return native_cells(cells, command_for, run, implementation, store)
-    model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics)
+    model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics,
+                        settings.compile_shapes)
     return python_cells(model, cells, pool, settings.warmup, settings.repeats, run, store)
 
 
@@ -380,7 +392,7 @@ def run(snakemake) -> None:
     classes = spec(dataset, config).classes
     device = devices.select(config)
     backend, runtime = kind(implementation)
-    build = build_kind(implementation)
+    build = build_kind(implementation, settings.compile_shapes)
     build_s = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if implementation == "aoti" else None
     base = {"implementation": implementation, "backend": backend, "runtime": runtime, "numerics": numerics,
             "device": device.type, "dataset": dataset, "build": build, "attempt": 0}

@@ -48,6 +48,7 @@ class SweepSettings:
     kernel_top: int
     require_gpu: bool
     numerics: tuple[str, ...] = ("fp32",)  # one process per (numerics, implementation); first: the study's
+    compile_shapes: str = "per-shape"  # how compiled-<mode> meets the grid's shapes: COMPILE_SHAPES
 
     @classmethod
     def from_config(cls, config: dict) -> "SweepSettings":
@@ -57,7 +58,7 @@ class SweepSettings:
         return cls(tuple(sorted(set(s["batches"]))), tuple(sorted(set(s["resolutions"]))), s["warmup"],
                    s["repeats"], tuple(s["transfers"]), tuple(s["implementations"]),
                    tuple(s.get("compile_modes", ())), s["pool"], k["batch_size"], k["resolution"], k["top"],
-                   s["require_gpu"], tuple(s["numerics"]))
+                   s["require_gpu"], tuple(s["numerics"]), s.get("compile_shapes", "per-shape"))
 
     def cells(self) -> list[Cell]:
         return walk(self.batches, self.resolutions, self.transfers)
@@ -73,6 +74,7 @@ class SweepSettings:
 SWEEP_IMPLEMENTATIONS = ("eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "compiled", "cudnn",
                          "cudnn-graphs")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_SHAPES = ("per-shape", "dynamic")  # a fresh static build per shape, or one dynamic-shape build per job
 
 
 def _positive_ints(values, key: str) -> None:
@@ -112,6 +114,9 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
         if not modes or any(m not in COMPILE_MODES for m in modes):
             raise SweepConfigError(f"config key 'study_a.sweep.compile_modes': {modes!r}; need one or more of "
                                    f"{list(COMPILE_MODES)} when implementations has compiled")
+    if s.get("compile_shapes", "per-shape") not in COMPILE_SHAPES:
+        raise SweepConfigError(f"config key 'study_a.sweep.compile_shapes': {s['compile_shapes']!r} is not one of "
+                               f"{list(COMPILE_SHAPES)}")
 
 
 def walk(batches, resolutions, transfers) -> list[Cell]:

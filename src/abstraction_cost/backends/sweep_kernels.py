@@ -136,7 +136,7 @@ def run(snakemake) -> None:
             try:
                 pool = Pool(inputs.inputs)
                 model = PythonModel(implementation, inputs, pool.manifest["channels"],
-                                    spec(dataset, config).classes, device, numerics)
+                                    spec(dataset, config).classes, device, numerics, settings.compile_shapes)
                 rows = profile(model, pool, settings.kernel_batch, resolution, device, settings.kernel_top,
                                settings.warmup)
             except torch.OutOfMemoryError as err:
