@@ -37,3 +37,13 @@ def test_sweep_overhead_benchmark_runs(tmp_path):
     assert [j["implementation"] for j in result["jobs"]] == ["eager"]  # one job walks both transfer modes
     assert {j["numerics"] for j in result["jobs"]} == {"fp32"}  # the first of the smoke config's sweep numerics
     assert all(j["ok_cells"] == j["cells"] == 8 and 0 < j["timed_s"] < j["wall_s"] for j in result["jobs"])
+
+
+def test_host_input_benchmark_runs_and_checks_both_ways_agree(tmp_path):
+    out = tmp_path / "host_input.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "host_input.py"), "--points", "3:16", "--pool", "2",
+                    "--repeats", "1", "--out", str(out)], check=True, capture_output=True)
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["batch"], r["resolution"], r["transfer"]) for r in rows] == [(3, 16, "float32-pageable"),
+                                                                            (3, 16, "uint8-pinned")]
+    assert rows[0]["bytes"] == 3 * 3 * 16 * 16 * 4 and all(r["in_place_s"] >= 0 for r in rows)

@@ -112,6 +112,9 @@ def test_cell_input_has_the_cells_exact_shape_and_same_values(pool_dir, mode, dt
     assert data.host is None and data.device_buffer.dtype == dtype and not data.device_buffer.any()
     data.load(pool)
     assert data.host.dtype == dtype and data.nbytes == nbytes
+    images = torch.from_numpy(pool.images(8))[[0, 1, 0]]  # batch 3 from a pool of 2: the pool repeated in order
+    expected = images if dtype == torch.uint8 else (images.float() / 255.0 - 0.5) / 0.25  # the manifest's mean, std
+    assert torch.equal(data.host, expected)
     x = data.to_device()
     assert x.shape == (3, 3, 8, 8) and x.dtype == torch.float32
     other = transfer.cell_input(pool, 3, 8, "float32-pinned", torch.device("cpu"))
