@@ -118,7 +118,8 @@ rule sweep_kernels_job:
     log:
         "logs/study_a/sweep/kernels-{numerics}-{implementation}.log",
     params:
-        point=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_top, SWEEP.compile_shapes, config["numerics"]),
+        point=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_top, SWEEP.compile_shapes,
+               config["numerics"]),
     resources:
         **timing_job("sweep_kernels_job"),
     script:
