@@ -124,3 +124,26 @@ def test_kernel_finding_reads_relu_rows():
     same = kernels.with_columns(grid=measured_grid)
     assert "launch the same grids and blocks" in ss.kernel_finding(same)
     assert "Not measured" in ss.kernel_finding(kernels.filter(pl.col("source") == "study"))
+
+
+def test_kernel_tables_state_each_sources_message_once():
+    """A source's message (how it profiled) is the same on all its rows: one row of kernel_sources says it, the
+    kernel tables leave it out; an implementation without kernels is in kernel_sources with its status."""
+    defaults = dict.fromkeys(tables.schema("sweep_kernels"))
+    how = "ncu, clocks and caches left as they are"
+    rows = [{**defaults, "run_id": "r", "implementation": "libtorch", "numerics": "fp32", "source": "ncu 2025.3",
+             "status": "ok", "message": how, "rank": rank, "kernel": f"k{rank}", "calls": 1, "mean_us": 1.0,
+             "share": 0.1, "grid": "(1,1,1)", "block": "(1,1,1)"} for rank in (1, 2, 3)]
+    rows.append({**defaults, "run_id": "s", "implementation": "cudnn", "numerics": "fp32", "source": "ncu",
+                 "status": "not_run", "message": "no ncu on PATH"})
+    kernels = tables.frame("sweep_kernels", rows)
+    shown = ss.kernel_display(kernels)
+    assert "message" not in shown.columns and shown["rank"].to_list() == [1, 2, 3]
+    sources = ss.kernel_sources(kernels)
+    assert sources.rows() == [("ncu", "not_run", "cudnn (fp32)", "no ncu on PATH"),
+                              ("ncu 2025.3", "ok", "libtorch (fp32)", how)]
+
+
+def test_charts_tick_at_the_grids_values():
+    chart = ss.line_chart(_sweep(), "time_per_sample_ms", "batch_size").to_dict()
+    assert chart["spec"]["layer"][0]["encoding"]["x"]["axis"]["values"] == [8, 32, 64]

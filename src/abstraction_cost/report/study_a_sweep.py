@@ -54,7 +54,10 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     oom = data.filter(pl.col("status") == "oom").with_columns(pl.lit(floor).alias(metric))
     columns = ["implementation", "numerics", "transfer", along, metric, "status", "message"]
     order = _order(ok["implementation"])
-    x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "))
+    # ticks at the grid's own values (powers of two in the study), not a log axis's round numbers
+    ticks = sorted(data[along].unique().to_list())
+    x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "),
+              axis=alt.Axis(values=ticks, format="d"))
     y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=METRICS[metric])
     color = alt.Color("implementation:N", sort=order)
     both = pl.concat([ok.select(columns), oom.select(columns)])
@@ -90,7 +93,7 @@ def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
     data = data.with_columns(setting=pl.concat_str("numerics", pl.lit(", "), "transfer")).sort(
         pl.col("numerics").replace_strict(rank, default=len(rank)), "transfer")
     settings = list(dict.fromkeys(data["setting"]))
-    base = alt.Chart(data).encode(x=alt.X("batch_size:O", title="batch"),
+    base = alt.Chart(data).encode(x=alt.X("batch_size:O", title="batch", axis=alt.Axis(labelAngle=0)),
                                   y=alt.Y("resolution:O", sort="descending", title="resolution"))
     rect = base.mark_rect().encode(
         color=alt.Color("speedup:Q", title="speed vs eager", scale=alt.Scale(type="log", scheme="redblue",
@@ -100,7 +103,9 @@ def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
     n_b, n_r = data["batch_size"].n_unique(), data["resolution"].n_unique()
     return alt.layer(rect, text).properties(width=cell * n_b, height=cell * n_r).facet(
         column=alt.Column("implementation:N", sort=order, title=None),
-        row=alt.Row("setting:N", sort=settings, title=None))
+        # the (numerics, transfer) labels read across, beside their row, where rotated ones ran into each other
+        row=alt.Row("setting:N", sort=settings, title=None,
+                    header=alt.Header(labelAngle=0, labelAlign="right", labelOrient="left")))
 
 
 # --------------------------------------------------------------------------------------------- findings
@@ -239,11 +244,25 @@ def h2d_display(h2d: pl.DataFrame) -> pl.DataFrame:
 
 
 def kernel_display(kernels: pl.DataFrame) -> pl.DataFrame:
+    """The kernel rows without their message, which says how a source profiled and is the same on every row of
+    that source (kernel_sources shows it once)."""
     if kernels.is_empty():
         return kernels
-    return kernels.sort("source", "numerics", "implementation", "rank", nulls_last=True).select(
-        "numerics", "implementation", "source", "status", "message", "rank", "kernel", "calls", "total_us",
-        "mean_us", "share", "grid", "block")
+    return kernels.filter(pl.col("status") == "ok").sort(
+        "source", "numerics", "implementation", "rank", nulls_last=True).select(
+        "numerics", "implementation", "source", "rank", "kernel", "calls", "total_us", "mean_us", "share", "grid",
+        "block")
+
+
+def kernel_sources(kernels: pl.DataFrame) -> pl.DataFrame:
+    """One row per (source, status, message) of the kernel table, with the implementations and numerics it
+    covers: how each source profiled, and why an implementation has no kernel rows (not_run, error)."""
+    if kernels.is_empty():
+        return kernels
+    jobs = pl.concat_str("implementation", pl.lit(" ("), "numerics", pl.lit(")"))
+    return kernels.with_columns(job=jobs).group_by("source", "status", "message", maintain_order=True).agg(
+        pl.col("job").unique(maintain_order=True).sort().str.join(", ").alias("implementations")).sort(
+        "status", "source").select("source", "status", "implementations", "message")
 
 
 H2D_FORMATS = {"copy (MB)": "{:.3f}", "copy (ms), median": "{:.3f}", "study (MB)": "{:.3f}", "study (ms)": "{:.2f}"}
