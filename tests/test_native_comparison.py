@@ -87,6 +87,8 @@ def test_compare_gives_medians_speedups_and_parity_and_keeps_failures(tmp_path):
     chart = study_a_backends.time_chart(out)
     # eager and libtorch: the failed aoti and the wrong torchscript-cpp are not drawn
     assert chart is not None and len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 2
+    two = pl.concat([out.with_columns(numerics=pl.lit("tf32")), out.with_columns(numerics=pl.lit("fp32"))])
+    assert study_a_backends.time_chart(two).to_dict()["facet"]["row"]["sort"] == ["fp32", "tf32"]  # the study's first
 
 
 def test_compare_when_nothing_was_run_writes_not_run_rows(tmp_path):

@@ -147,3 +147,26 @@ def test_kernel_tables_state_each_sources_message_once():
 def test_charts_tick_at_the_grids_values():
     chart = ss.line_chart(_sweep(), "time_per_sample_ms", "batch_size").to_dict()
     assert chart["spec"]["layer"][0]["encoding"]["x"]["axis"]["values"] == [8, 32, 64]
+
+
+def test_kernel_names_are_shortened_with_the_full_name_as_tooltip():
+    clamp = ("launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)"
+             "::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}")
+    profiler = (f"void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::{clamp}, "
+                f"std::array<char*, 2ul> >(int, at::native::(anonymous namespace)::{clamp}, std::array<char*, 2ul>)")
+    ncu = ("void at::native::vectorized_elementwise_kernel<4, at::native::<unnamed>::launch_clamp_scalar("
+           "at::TensorIteratorBase &, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::"
+           "[lambda() (instance 1)]::operator ()() const::[lambda(float) (instance 1)], std::array<char *, 2>>"
+           "(int, T2, T3)")
+    assert ss.short_kernel(profiler) == ("vectorized_elementwise_kernel<4, launch_clamp_scalar(TensorIteratorBase&, "
+                                         "Scalar, Scalar, ClampLimits)::λ::λ::λ, array<char*, 2ul> >")
+    assert ss.short_kernel(ncu) == ("vectorized_elementwise_kernel<4, launch_clamp_scalar(TensorIteratorBase &, "
+                                    "Scalar, Scalar, ClampLimits)::λ::λ, array<char *, 2>>")
+    assert ss.short_kernel("ac::<unnamed>::relu_kernel(float *, long)") == "ac::relu_kernel"
+    defaults = dict.fromkeys(tables.schema("sweep_kernels"))
+    kernels = tables.frame("sweep_kernels", [{**defaults, "run_id": "r", "implementation": "eager", "numerics": "fp32",
+                                             "source": "torch.profiler", "status": "ok", "rank": 1,
+                                             "kernel": profiler}])
+    cell = ss.kernel_display(kernels)["kernel"][0]
+    assert cell.startswith('<span title="void at::native::vectorized_elementwise_kernel&lt;4,') and \
+        cell.endswith("array&lt;char*, 2ul&gt; &gt;</span>")

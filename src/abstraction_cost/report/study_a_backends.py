@@ -25,9 +25,11 @@ def time_chart(comparison: pl.DataFrame, width: int = 420) -> alt.Chart | None:
         y=y, color=alt.Color("runtime:N", title="runs from"), tooltip=tooltip)
     interval = alt.Chart().mark_rule(color="black").encode(
         x="time_per_sample_ms_low:Q", x2="time_per_sample_ms_high:Q", y=y)
-    # one panel per numerics (study_a.backends.numerics): times are compared within a numerics, never across
+    # one panel per numerics (study_a.backends.numerics), fp32 (the study's) first: times are compared within a
+    # numerics, never across
+    numerics = [n for n in NUMERICS if n in data["numerics"].to_list()]
     return (alt.layer(bars, interval, data=data).properties(width=width, height=28 * len(order))
-            .facet(row=alt.Row("numerics:N", title=None)))
+            .facet(row=alt.Row("numerics:N", sort=numerics, title=None)))
 
 
 def _interval(estimate, low, high, digits: int = 3) -> str | None:

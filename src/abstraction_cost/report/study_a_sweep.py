@@ -6,6 +6,9 @@ holds here. Every figure has one row of panels per numerics (study_a.sweep.numer
 the same numerics, and the findings read the study's setting (fp32, float32-pageable) where it was measured."""
 from __future__ import annotations
 
+import html
+import re
+
 import altair as alt
 import polars as pl
 
@@ -243,15 +246,39 @@ def h2d_display(h2d: pl.DataFrame) -> pl.DataFrame:
         pl.col("study_h2d_mb").alias("study (MB)"), pl.col("study_h2d_ms").alias("study (ms)"))
 
 
+# What a demangled kernel name repeats without telling kernels apart: namespaces, the lambdas ATen's elementwise
+# kernels are instantiated with, and the trailing parameter list.
+_NAMESPACES = re.compile(r"\b(?:at::native::|at::cuda::|at::detail::|at::|c10::|std::|detail::)"
+                         r"|\(anonymous namespace\)::|<unnamed>::")  # torch.profiler's and ncu's spellings
+_LAMBDAS = re.compile(r"(?:::)?(?:\{lambda\([^)]*\)#\d+\}|\[lambda\([^)]*\) \(instance \d+\)\])"
+                      r"(?:::operator ?\(\)\(\) const)?")
+
+
+def short_kernel(name: str) -> str:
+    """A kernel's demangled name shortened for a table row: "void at::native::vectorized_elementwise_kernel<4,
+    at::native::(anonymous namespace)::launch_clamp_scalar(...)::{lambda()#1}::operator()() const::..., ...>(int,
+    ...)" becomes "vectorized_elementwise_kernel<4, launch_clamp_scalar(...)::λ::λ::λ, array<char*, 2ul> >"."""
+    short = _LAMBDAS.sub("::λ", _NAMESPACES.sub("", name.removeprefix("void ")))
+    depth = 0
+    for i, ch in enumerate(short):  # the parameter list: the first "(" outside the template arguments
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == "(" and depth == 0 and i > 0:
+            return short[:i]
+    return short
+
+
 def kernel_display(kernels: pl.DataFrame) -> pl.DataFrame:
     """The kernel rows without their message, which says how a source profiled and is the same on every row of
-    that source (kernel_sources shows it once)."""
+    that source (kernel_sources shows it once); `kernel` is HTML: the short name, the full one as its tooltip."""
     if kernels.is_empty():
         return kernels
-    return kernels.filter(pl.col("status") == "ok").sort(
-        "source", "numerics", "implementation", "rank", nulls_last=True).select(
-        "numerics", "implementation", "source", "rank", "kernel", "calls", "total_us", "mean_us", "share", "grid",
-        "block")
+    label = pl.col("kernel").map_elements(
+        lambda name: f'<span title="{html.escape(name)}">{html.escape(short_kernel(name))}</span>',
+        return_dtype=pl.String)
+    return kernels.filter(pl.col("status") == "ok").sort(  # the study's rows first
+        pl.col("source") != "study", "source", "numerics", "implementation", "rank", nulls_last=True).select(
+        "numerics", "implementation", "source", "rank", label.alias("kernel"), "calls", "total_us", "mean_us",
+        "share", "grid", "block")
 
 
 def kernel_sources(kernels: pl.DataFrame) -> pl.DataFrame:
