@@ -1,6 +1,7 @@
 """The report's computations and page helpers: Study A curve and summary, environment, failures, tables, charts."""
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -207,3 +208,14 @@ def test_table_html_escapes_formats_and_keeps_raw_columns():
     text = page.table_html(df, formats={"time_ms": "{:.2f}"}, caption="c", raw_html=("which",))
     assert "&lt;b&gt;x&lt;/b&gt;" in text and '<td class="num">1.23</td>' in text
     assert "<td><br></td>" in text and "<caption>c</caption>" in text
+
+
+def test_a_long_message_shared_by_rows_is_one_note_under_the_table():
+    why = "not timed in isolation: beyond config key 'study_b.blocks.resnet50_convs.limit'"
+    df = pl.DataFrame({"conv": ["c0", "c1", "c2", "c3"], "isolated_message": [None, why, why, "short"],
+                       "message": [why, None, None, None]})
+    text = page.table_html(df)
+    assert text.count("<td>note 1</td>") == 3 and text.count(html.escape(why)) == 1
+    assert '<ol class="ac-table-notes"><li value="1">' in text and "<td>short</td>" in text
+    alone = page.table_html(df.slice(2, 2))  # a message on one row stays in its cell
+    assert "ac-table-notes" not in alone and f"<td>{html.escape(why)}</td>" in alone

@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+from collections import Counter
 import os
 import secrets
 from pathlib import Path
@@ -45,6 +46,7 @@ table.ac-table th, table.ac-table td { border-bottom: 1px solid #ddd; padding: 0
   text-align: left !important; vertical-align: top; }
 table.ac-table td.num { text-align: right !important; font-variant-numeric: tabular-nums; }
 .ac-table caption { caption-side: top; text-align: left; font-style: italic; padding-bottom: 0.3em; }
+ol.ac-table-notes { font-size: 0.85em; margin: -1em 0 1.5em 0; }
 .ac-note { color: #8a4b00; background: #fff7e6; border-left: 4px solid #f0a030; padding: 0.4em 0.8em; }
 """
 
@@ -201,12 +203,30 @@ def _cell(value, fmt: str | Callable | None) -> tuple[str, bool]:
     return html.escape(str(value)), isinstance(value, int) and not isinstance(value, bool)
 
 
+NOTE_CHARS = 40  # a message at least this long, on two rows or more, is written once under its table
+
+
+def _message_column(column: str) -> bool:
+    return column == "message" or column.endswith("_message")
+
+
+def shared_messages(df: pl.DataFrame) -> dict[str, int]:
+    """Long messages that several rows share (why rows were not run, how a source measured), numbered in order of
+    first appearance: such a row says "note N" and the table's notes say it once, instead of a narrow column
+    repeating a paragraph on every row."""
+    counts = Counter(value for column in df.columns if _message_column(column) for value in df[column]
+                     if isinstance(value, str) and len(value) >= NOTE_CHARS)
+    return {message: i for i, message in enumerate((m for m, n in counts.items() if n >= 2), start=1)}
+
+
 def table_html(df: pl.DataFrame, formats: Mapping[str, str | Callable] | None = None,
                caption: str | None = None, raw_html: tuple[str, ...] = ()) -> str:
     """An HTML table of df; formats maps a column to a format string ("{:.2f}") or a function.
 
-    Columns named in raw_html hold HTML already (escaped by whoever built it) and are inserted as they are."""
+    Columns named in raw_html hold HTML already (escaped by whoever built it) and are inserted as they are. A long
+    message that several rows share is a numbered note under the table (shared_messages)."""
     formats = formats or {}
+    notes = shared_messages(df)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     rows = []
     for row in df.iter_rows(named=True):
@@ -215,12 +235,17 @@ def table_html(df: pl.DataFrame, formats: Mapping[str, str | Callable] | None = 
             if column in raw_html:
                 cells.append(f"<td>{'' if value is None else value}</td>")
                 continue
+            if _message_column(column) and value in notes:
+                cells.append(f"<td>note {notes[value]}</td>")
+                continue
             text, numeric = _cell(value, formats.get(column))
             cells.append(f'<td class="num">{text}</td>' if numeric else f"<td>{text}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     caption_html = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    notes_html = "".join(f'<li value="{i}">{html.escape(message)}</li>' for message, i in notes.items())
     return (f'<table class="ac-table">{caption_html}<thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+            f'<tbody>{"".join(rows)}</tbody></table>'
+            + (f'<ol class="ac-table-notes">{notes_html}</ol>' if notes else ""))
 
 
 def show_table(df: pl.DataFrame, formats: Mapping[str, str | Callable] | None = None,
