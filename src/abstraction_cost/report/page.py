@@ -153,6 +153,12 @@ def _json_in_script(value) -> str:
     return json.dumps(value).replace("<", "\\u003c")
 
 
+def ticks_at(values: pl.Series) -> alt.Axis:
+    """An integer axis (log scales above all) ticked at the measured values, e.g. a grid's powers of two, not at
+    round numbers whose labels run into each other."""
+    return alt.Axis(values=sorted(values.drop_nulls().unique().to_list()), format="d")
+
+
 def chart_html(chart: alt.TopLevelMixin) -> str:
     """One chart: its container and the script that draws its spec (data inline) with the SVG renderer."""
     spec = chart.to_dict()

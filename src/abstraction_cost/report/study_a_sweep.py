@@ -14,6 +14,7 @@ import polars as pl
 
 from ..backends.sweep_summary import RELU
 from ..measure.numerics import NUMERICS
+from . import page
 
 ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 STUDY_TRANSFER = "float32-pageable"
@@ -57,10 +58,8 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     oom = data.filter(pl.col("status") == "oom").with_columns(pl.lit(floor).alias(metric))
     columns = ["implementation", "numerics", "transfer", along, metric, "status", "message"]
     order = _order(ok["implementation"])
-    # ticks at the grid's own values (powers of two in the study), not a log axis's round numbers
-    ticks = sorted(data[along].unique().to_list())
     x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "),
-              axis=alt.Axis(values=ticks, format="d"))
+              axis=page.ticks_at(data[along]))
     y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=METRICS[metric])
     color = alt.Color("implementation:N", sort=order)
     both = pl.concat([ok.select(columns), oom.select(columns)])

@@ -10,6 +10,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from . import page
+
 INTERVAL_LEGEND = "interval includes 1.0"
 PAIR_TITLE = "pair (eager vs compiled)"
 PAIR_LABELS = {"cpu": "cpu: interp vs cpp", "gpu": "gpu: cuda vs triton"}
@@ -59,7 +61,7 @@ def matmul_figure(speedups: pl.DataFrame) -> alt.FacetChart | None:
         return None
     data = _frame(_with_labels(ok))
     base = alt.Chart()
-    x = alt.X("n:Q", scale=alt.Scale(type="log"), title="n (square n×n, log)")
+    x = alt.X("n:Q", scale=alt.Scale(type="log"), title="n (square n×n, log)", axis=page.ticks_at(ok["n"]))
     layers = _speedup_layers(base, x, "pair_label", PAIR_TITLE)
     return _faceted(layers, data, "mode", None, "Matmul: compiled against eager")
 
@@ -76,7 +78,7 @@ def matmul_time_figure(speedups: pl.DataFrame) -> alt.FacetChart | None:
                   pl.col("compiled_median_ms").alias("median_ms")),
     ])
     chart = alt.Chart().mark_line(point=True).encode(
-        x=alt.X("n:Q", scale=alt.Scale(type="log"), title="n (log)"),
+        x=alt.X("n:Q", scale=alt.Scale(type="log"), title="n (log)", axis=page.ticks_at(ok["n"])),
         y=alt.Y("median_ms:Q", scale=alt.Scale(type="log"), title="median time per call (ms, log)"),
         color=alt.Color("configuration:N", sort=["interp", "cpp", "cuda", "triton"]),
         tooltip=["configuration", "mode", "n", "median_ms"])
