@@ -47,3 +47,40 @@ def test_host_input_benchmark_runs_and_checks_both_ways_agree(tmp_path):
     assert [(r["batch"], r["resolution"], r["transfer"]) for r in rows] == [(3, 16, "float32-pageable"),
                                                                             (3, 16, "uint8-pinned")]
     assert rows[0]["bytes"] == 3 * 3 * 16 * 16 * 4 and all(r["in_place_s"] >= 0 for r in rows)
+
+
+def test_run_time_reads_each_jobs_start_and_end_from_snakemake_logs(tmp_path):
+    first = tmp_path / "first.snakemake.log"
+    first.write_text("""Building DAG of jobs...
+[Mon Nov 23 14:50:25 2026]
+localrule sweep:
+    output: results/study_a/sweep/jobs/fp32/eager.rows.parquet
+    jobid: 5
+    wildcards: numerics=fp32, implementation=eager
+[Mon Nov 23 14:50:25 2026]
+localrule sweep_inputs:
+    jobid: 2
+[Mon Nov 23 14:50:31 2026]
+Finished jobid: 2 (Rule: sweep_inputs)
+1 of 3 steps (33%) done
+[Mon Nov 23 14:50:35 2026]
+Finished jobid: 5 (Rule: sweep)
+[Mon Nov 23 14:50:35 2026]
+localrule sweep:
+    jobid: 6
+[Mon Nov 23 14:50:47 2026]
+Error in rule sweep:
+    message: None
+    jobid: 6
+""")
+    second = tmp_path / "second.snakemake.log"  # the resumed run: its job ids are its own
+    second.write_text("[Mon Nov 23 15:00:00 2026]\nrule sweep:\n    jobid: 5\n")
+    out = tmp_path / "run_time.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_time.py"), str(first), str(second), "--out",
+                    str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    sweep, inputs = result["rules"]
+    assert (sweep["rule"], sweep["timing"], sweep["jobs"], sweep["finished"], sweep["failed"], sweep["unfinished"],
+            sweep["job_s"], sweep["longest_s"]) == ("sweep", True, 3, 1, 1, 1, 22.0, 12.0)
+    assert (inputs["rule"], inputs["timing"], inputs["job_s"]) == ("sweep_inputs", False, 6.0)
+    assert result["timing_job_s"] == 22.0 and result["last_end"] == "2026-11-23T14:50:47"
