@@ -1,13 +1,13 @@
-"""Where a pipeline run's wall time went, per rule, read from Snakemake's own log (`.snakemake/log/*.snakemake.log`,
-or what `snakemake` printed): each job's start ("rule NAME:" after a "[date]" line, then its "jobid: N") and its end
-("Finished jobid: N", or "Error in rule NAME:"), to the second.
+"""Where a pipeline run's wall time went, per rule, read from Snakemake's own log (one file per run in
+`.snakemake/log/`, or what `snakemake` printed): each job's start ("rule NAME:" after a "[date]" line, then its
+"jobid: N") and its end ("Finished jobid: N", or "Error in rule NAME:"), to the second.
 
 Per rule: jobs started, finished and failed, the sum and the longest of their wall times. Timing jobs hold a GPU
 slot (one at a time per GPU), so their sum is the floor of the run's wall time on one GPU; the rest can overlap.
 Several logs (a run interrupted and resumed) add up; each log's job ids are its own. A job still running when its
 log ends counts as unfinished.
 
-    python benchmarks/run_time.py .snakemake/log/*.snakemake.log --out run_time.json
+    python benchmarks/run_time.py $(ls -t .snakemake/log/*.snakemake.log | head -1) --out run_time.json
 """
 from __future__ import annotations
 
