@@ -18,9 +18,9 @@ from __future__ import annotations
 import html
 import itertools
 import json
-from collections import Counter
 import os
 import secrets
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Mapping
 
