@@ -159,6 +159,12 @@ def ticks_at(values: pl.Series) -> alt.Axis:
     return alt.Axis(values=sorted(values.drop_nulls().unique().to_list()), format="d")
 
 
+def row_labels() -> alt.Header:
+    """Facet row labels that read across, left of their row: long ones ("gpu · batch 1 · fp32 · contiguous"),
+    rotated as Vega-Lite draws them by default, run into the next row's."""
+    return alt.Header(labelAngle=0, labelAlign="right", labelOrient="left", labelLimit=240)
+
+
 def chart_html(chart: alt.TopLevelMixin) -> str:
     """One chart: its container and the script that draws its spec (data inline) with the SVG renderer."""
     spec = chart.to_dict()

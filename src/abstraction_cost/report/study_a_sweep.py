@@ -105,9 +105,7 @@ def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
     n_b, n_r = data["batch_size"].n_unique(), data["resolution"].n_unique()
     return alt.layer(rect, text).properties(width=cell * n_b, height=cell * n_r).facet(
         column=alt.Column("implementation:N", sort=order, title=None),
-        # the (numerics, transfer) labels read across, beside their row, where rotated ones ran into each other
-        row=alt.Row("setting:N", sort=settings, title=None,
-                    header=alt.Header(labelAngle=0, labelAlign="right", labelOrient="left")))
+        row=alt.Row("setting:N", sort=settings, title=None, header=page.row_labels()))
 
 
 # --------------------------------------------------------------------------------------------- findings

@@ -7,6 +7,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from . import page
+
 PAIR_LABEL = {"cpu": "CPU (interp → cpp)", "gpu": "GPU (cuda → triton)"}
 
 
@@ -59,7 +61,8 @@ def e2e_figure(speedups: pl.DataFrame) -> alt.TopLevelMixin | None:
         color="black", thickness=2, size=18).encode(x="variant:N", y="study_speedup:Q",
                                                     tooltip=["model", "study_speedup"])
     return (alt.layer(bars, points, study, _rule_at_one(), data=data).properties(width=150, height=180)
-            .facet(column=alt.Column("model:N", title=None), row=alt.Row("run:N", title=None)))
+            .facet(column=alt.Column("model:N", title=None),
+                   row=alt.Row("run:N", title=None, header=page.row_labels())))
 
 
 def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
@@ -116,7 +119,8 @@ def layer_density_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
                          color="method:N")
     one = alt.Chart().mark_rule(color="red", strokeDash=[4, 3]).encode(x=alt.datum(0.0))
     return (alt.layer(density, one, data=data).properties(width=180, height=120)
-            .facet(column=alt.Column("model:N", title=None), row=alt.Row("pair:N", title=None)))
+            .facet(column=alt.Column("model:N", title=None),
+                   row=alt.Row("pair:N", title=None, header=page.row_labels())))
 
 
 def subtraction_figure(layers: pl.DataFrame) -> alt.TopLevelMixin | None:
@@ -198,7 +202,8 @@ def selective_figure(summary: pl.DataFrame) -> alt.TopLevelMixin | None:
     predicted = base.mark_point(shape="cross", size=80, color="gray").encode(y="predicted_speedup:Q")
     study = base.mark_tick(color="black", thickness=2, size=18).encode(y="study_speedup:Q")
     return (alt.layer(interval, realised, predicted, study, _rule_at_one(), data=ok).properties(width=200, height=180)
-            .facet(column=alt.Column("model:N", title=None), row=alt.Row("pair:N", title=None)))
+            .facet(column=alt.Column("model:N", title=None),
+                   row=alt.Row("pair:N", title=None, header=page.row_labels())))
 
 
 def selective_display(summary: pl.DataFrame) -> pl.DataFrame:
