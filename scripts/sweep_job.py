@@ -1,4 +1,5 @@
-"""Rule sweep: one (numerics, implementation) over every cell of the sweep grid, every transfer mode (backends/sweep.py)."""
+"""Rule sweep: one (numerics, implementation) over every cell of the sweep grid, every transfer mode
+(backends/sweep.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 

@@ -17,6 +17,15 @@ class ArgError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The items of a comma-separated value ("8,16,32"; an environment variable's "oom@1,crash@3").
+inline std::vector<std::string> comma_items(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
 class Args {
  public:
   Args(int argc, char** argv, int first) {
@@ -70,9 +79,7 @@ class Args {
   // A comma-separated list of numbers, e.g. --mean 0.48,0.45,0.40
   std::vector<double> numbers(const std::string& name) const {
     std::vector<double> out;
-    std::stringstream in(str(name));
-    std::string item;
-    while (std::getline(in, item, ',')) out.push_back(parse_number(name, item));
+    for (const std::string& item : comma_items(str(name))) out.push_back(parse_number(name, item));
     return out;
   }
 

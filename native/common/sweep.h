@@ -42,7 +42,6 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -110,18 +109,9 @@ struct SweepSettings {
 
 namespace sweep_detail {
 
-// A comma-separated flag's items.
-inline std::vector<std::string> items(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in(list);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
-  return out;
-}
-
 inline std::vector<int64_t> positive_list(const Args& a, const std::string& name) {
   std::vector<int64_t> out;
-  for (const std::string& item : items(a.str(name))) {
+  for (const std::string& item : comma_items(a.str(name))) {
     size_t end = 0;
     int64_t v = 0;
     try {
@@ -144,9 +134,7 @@ inline std::map<int64_t, std::string> faults() {
   std::map<int64_t, std::string> out;
   const char* env = std::getenv("AC_SWEEP_FAULT");
   if (env == nullptr) return out;
-  std::stringstream in(env);
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  for (const std::string& item : comma_items(env)) {
     const size_t at = item.find('@');
     const std::string kind = item.substr(0, at);
     if (at == std::string::npos || (kind != "oom" && kind != "crash" && kind != "kill"))
@@ -169,7 +157,7 @@ inline SweepSettings read_sweep_settings(const Args& a) {
   if (s.warmup < 0 || s.repeats < 1) throw ArgError("--warmup must be >= 0 and --repeats >= 1");
   if (s.start_cell < 0) throw ArgError("--start-cell must be >= 0");
   const auto& modes = sweep_transfers();
-  for (const std::string& t : sweep_detail::items(a.str("transfers"))) {
+  for (const std::string& t : comma_items(a.str("transfers"))) {
     if (std::find(modes.begin(), modes.end(), t) == modes.end())
       throw ArgError("--transfers: '" + t + "' is not float32-pageable, float32-pinned or uint8-pinned");
     if (std::find(s.transfers.begin(), s.transfers.end(), t) != s.transfers.end())
@@ -177,7 +165,7 @@ inline SweepSettings read_sweep_settings(const Args& a) {
     s.transfers.push_back(t);
   }
   if (s.transfers.empty()) throw ArgError("--transfers: no values");
-  for (const std::string& item : sweep_detail::items(a.str("oom-at", ""))) {
+  for (const std::string& item : comma_items(a.str("oom-at", ""))) {
     const size_t first = item.find(':');
     const size_t second = first == std::string::npos ? first : item.find(':', first + 1);
     if (second == std::string::npos) throw ArgError("--oom-at: '" + item + "' is not RESOLUTION:BATCH:TRANSFER");

@@ -12,8 +12,8 @@
 //   --weights FILE --classes N --device cuda[:N] --tf32 0|1 --conv-algo heuristic|find --workspace-limit-mib N
 // Per cell, prepare() makes the device input (zeroed) and the network's activations for batch × R × R, and
 // load_input() after the warm-up the host input (float32 pageable: malloc; float32 or uint8 pinned:
-// cudaMallocHost); release() frees them and the convolution workspace, so each cell's alloc_peak_mib is its own (plus the weights). An allocation failure (cudaMalloc,
-// cudaMallocHost, cuDNN's own) is the cell's oom.
+// cudaMallocHost); release() frees them and the convolution workspace, so each cell's alloc_peak_mib is its own
+// (plus the weights). An allocation failure (cudaMalloc, cudaMallocHost, cuDNN's own) is the cell's oom.
 #include <cstdlib>
 #include <cstring>
 #include <memory>

@@ -102,7 +102,8 @@ def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_
         return command_for(start, oom_at)
     monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4,kill@99")   # the program accepts the launcher's kill@K
     rows = sweep.native_cells(cells, recording, _run(), "fake", store)
-    assert launched == [(3, "8:2:float32-pinned"), (5, "8:2:float32-pinned")]   # the kept oom goes on to the program, across its restart too
+    # the kept oom goes on to the program, across its restart too
+    assert launched == [(3, "8:2:float32-pinned"), (5, "8:2:float32-pinned")]
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
         (0, "ok", 0), (1, "oom", 0), (2, "oom", 1), (3, "ok", 2), (4, "error", 2), (5, "ok", 3)]
     assert rows[0]["time_ms"] == 1.5 and rows[3]["time_ms"] != 1.5

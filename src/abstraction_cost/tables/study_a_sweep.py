@@ -48,7 +48,8 @@ SCHEMAS = {
         "h2d_ms_low": pl.Float64,
         "h2d_ms_high": pl.Float64,
         "build": pl.String,                   # how the model met this shape: none | dynamic | per-shape
-        "build_s": pl.Float64,                # a per-shape build's time (never inside the timed calls)
+        "build_s": pl.Float64,                # compiled: the shape's first call, its compile (never timed); aoti:
+                                              # the package's build
         "prepare_s": pl.Float64,              # the cell's device buffer and host input made (untimed)
         "exit_status": pl.Int64,              # C++ programs: the exit status of a crashed process, on its row
         "attempt": pl.Int64,                  # which process of the job measured the cell (0, then restarts)
