@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -15,6 +18,37 @@ def test_topology_is_resnet50():
     assert model.conv1.in_channels == 1 and model.fc.out_features == 20
     assert [len(getattr(model, f"layer{i}")) for i in range(1, 5)] == [3, 4, 6, 3]
     assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 20)
+
+
+def test_resnet50_is_torchvisions():
+    """The written-out network against torchvision's: parameter names and shapes, the weights drawn from one
+    seed (so the modules are made and initialised in torchvision's order), the logits and the operators run."""
+    import torchvision
+    torch.manual_seed(3)
+    theirs = torchvision.models.resnet50(weights=None, num_classes=7).eval()
+    torch.manual_seed(3)
+    ours = resnet.resnet50(3, 7).eval()
+    a, b = theirs.state_dict(), ours.state_dict()
+    assert list(a) == list(b)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    x = torch.rand(2, 3, 64, 64)
+
+    def ops(model):
+        with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = model(x)
+        return out, [e.name for e in prof.events() if e.name.startswith("aten::")]
+    (theirs_out, theirs_ops), (ours_out, ours_ops) = ops(theirs), ops(ours)
+    assert torch.equal(theirs_out, ours_out)
+    assert ours_ops == theirs_ops
+
+
+def test_building_the_network_imports_no_torchvision():
+    """A sweep job's start-up: importing torchvision (and with it torch._dynamo) is what the written-out network
+    saves."""
+    code = ("import sys; from abstraction_cost.models import init, resnet, weights_file; "
+            "init.initialise(resnet.resnet50(3, 10), 'zero-gamma', 0); "
+            "assert 'torchvision' not in sys.modules, 'torchvision imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_init_schemes_differ_and_are_seeded():

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torchvision.models.resnet import Bottleneck
+
+from .resnet import Bottleneck
 
 SCHEMES = ("pytorch-default", "kaiming-normal-fan-out", "zero-gamma")
 
