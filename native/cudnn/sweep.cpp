@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 
+#include "host_memory.h"
 #include "parameters.h"
 #include "prepared.h"
 #include "program.h"
@@ -28,7 +29,8 @@
 namespace ac::cudnn {
 namespace {
 
-// Page-locked host memory (cudaMallocHost) or ordinary pageable memory (malloc), freed on destruction.
+// Page-locked host memory (cudaMallocHost) or pageable memory (pageable_alloc: huge pages, as the other
+// implementations' pageable batches), freed on destruction.
 class HostBuffer {
  public:
   HostBuffer() = default;
@@ -36,8 +38,8 @@ class HostBuffer {
     if (pinned) {
       CUDA_CHECK(cudaMallocHost(&ptr_, bytes), what + " (pinned host memory)");
     } else {
-      ptr_ = std::malloc(bytes);
-      if (!ptr_) throw OutOfMemory(what + ": malloc of " + std::to_string(bytes >> 20) + " MiB failed");
+      ptr_ = pageable_alloc(bytes);
+      if (!ptr_) throw OutOfMemory(what + ": allocating " + std::to_string(bytes >> 20) + " MiB failed");
     }
   }
   HostBuffer(const HostBuffer&) = delete;

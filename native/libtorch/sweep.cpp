@@ -6,12 +6,14 @@
 //   --mean/--std            per-channel normalisation: on the host for float32 transfers (before timing, as the
 //                           study's PyTorch data loader did), on the device for uint8-pinned
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
 
+#include "host_memory.h"
 #include "models.h"
 #include "prepared.h"
 #include "programs.h"
@@ -24,6 +26,14 @@
 
 namespace ac {
 namespace {
+
+// A pageable host tensor on pageable_alloc's huge pages (torch's CPU allocator would not advise them).
+torch::Tensor pageable(at::IntArrayRef sizes, at::ScalarType dtype) {
+  const auto bytes = static_cast<std::size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype);
+  void* data = pageable_alloc(bytes);
+  if (!data) throw c10::OutOfMemoryError({__func__, __FILE__, __LINE__}, "allocating the host batch failed");
+  return torch::from_blob(data, sizes, [](void* p) { std::free(p); }, torch::TensorOptions().dtype(dtype));
+}
 
 class TorchSweep : public SweepBackend {
  public:
@@ -54,8 +64,9 @@ class TorchSweep : public SweepBackend {
       const bool pin = cell.transfer != "float32-pageable" && s_.cuda();
       // The batch is written into its final (pinned) buffer in place: at batch 128, 1024 px a float32 batch is
       // 1.6 GB, and every temporary of (x / 255 - mean) / std or a pin_memory() copy is another pass over it.
-      host_ = torch::empty(device_input_.sizes(),
-                           torch::TensorOptions().dtype(device_input_.dtype()).pinned_memory(pin));
+      host_ = pin ? torch::empty(device_input_.sizes(),
+                                 torch::TensorOptions().dtype(device_input_.dtype()).pinned_memory(true))
+                  : pageable(device_input_.sizes(), device_input_.scalar_type());
       for (int64_t start = 0; start < cell.batch; start += pool_) {
         const int64_t n = std::min(pool_, cell.batch - start);
         host_.narrow(0, start, n).copy_(images.narrow(0, 0, n));  // uint8 -> float32 for the float modes
