@@ -11,7 +11,7 @@
 //                          study's PyTorch data loader did), on the device for uint8-pinned (normalise_u8)
 //   --weights FILE --classes N --device cuda[:N] --tf32 0|1 --conv-algo heuristic|find --workspace-limit-mib N
 // Per cell, prepare() makes the device input (zeroed) and the network's activations for batch × R × R, and
-// load_input() after the warm-up the host input (float32 pageable: malloc; float32 or uint8 pinned:
+// load_input() after the warm-up the host input (float32 pageable: pageable_alloc; float32 or uint8 pinned:
 // cudaMallocHost); release() frees them and the convolution workspace, so each cell's alloc_peak_mib is its own
 // (plus the weights). An allocation failure (cudaMalloc, cudaMallocHost, cuDNN's own) is the cell's oom.
 #include <cstdlib>
