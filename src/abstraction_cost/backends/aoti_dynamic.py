@@ -3,11 +3,13 @@ resolution (height = width), compiled once by rule package_aoti_sweep and run fo
 `ac_libtorch sweep --model aoti`. One build for the whole grid, so the sweep table says build "dynamic" and
 carries this build's time in build_s on every aoti row; nothing of it is inside a timed call.
 
-A failure to export or compile (e.g. a guard the grid's smallest resolution breaks) is written to meta.json with
-status error and the message, and the sweep's aoti rows carry it.
+A guard export cannot prove over the grid's ranges makes it export again with relaxed dynamic dims (_export).
+A failure to export or compile is written to meta.json with status error and the message, and the sweep's aoti
+rows carry it.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -15,6 +17,8 @@ import torch.fx.experimental._config as fx_config
 
 from ..models import resnet, weights_file
 from . import aoti
+
+log = logging.getLogger(__name__)
 
 PACKAGE = aoti.PACKAGE  # the sweep's package has aoti's layout
 
@@ -33,10 +37,29 @@ def package(weights_path, channels: int, classes: int, batches, resolutions, dev
         batch = torch.export.Dim("batch", min=1, max=max(hi_b, 2))
         side = torch.export.Dim("side", min=lo_r, max=max(hi_r, lo_r + 1))
         with torch.no_grad(), fx_config.patch(backed_size_oblivious=True):
-            exported = torch.export.export(model, (example,), dynamic_shapes=({0: batch, 2: side, 3: side},))
+            exported = _export(model, example, {0: batch, 2: side, 3: side}, meta)
             torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path))
 
     return aoti.build(out_dir, meta, export)
+
+
+def _export(model, example: torch.Tensor, ranges: dict, meta: dict):
+    """torch.export over the grid's ranges (meta["shapes"] "ranges"). Where export cannot prove a guard for every
+    size in them (torch 2.11 on an H100 refused `((side - 1) // 2) % 2 != 0` for 64 <= side <= 256, which every
+    power of two meets), export again with dynamic dims that leave such guards to run-time checks in the package
+    (meta["shapes"] "relaxed: <the guard>"): a cell that failed one would be an error row, never a wrong result."""
+    from torch._dynamo.exc import UserError, UserErrorType
+    try:
+        meta["shapes"] = "ranges"
+        return torch.export.export(model, (example,), dynamic_shapes=(ranges,))
+    except UserError as err:
+        if err.error_type != UserErrorType.CONSTRAINT_VIOLATION:
+            raise
+        guard = next((line.strip(" -") for line in str(err).splitlines() if "guard" in line), str(err))
+        meta["shapes"] = f"relaxed: {guard}"
+        log.warning("export over the grid's ranges failed, exporting with relaxed dynamic dims: %s", guard)
+        relaxed = dict.fromkeys(ranges, torch.export.Dim.DYNAMIC)
+        return torch.export.export(model, (example,), dynamic_shapes=(relaxed,))
 
 
 def not_run(out_dir, message: str) -> dict:
