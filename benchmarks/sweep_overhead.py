@@ -1,12 +1,12 @@
 """Sweep overhead: the share of a sweep job's wall time spent outside its timed calls.
 
-Each implementation's job of the config's sweep grid (every cell of resolution × batch × transfer mode), in one
-numerics (--numerics; default the first of study_a.sweep.numerics), runs as rule `sweep` runs it
-(backends/sweep.run, in a process of its own, measured run and table included), on random uint8 images at the
-grid's resolutions and freshly initialised weights (time does not depend on either). The parent times each child
-process from launch to exit; the timed calls are the cells' median time per batch × repeats. Everything else is
-overhead: interpreter and torch start-up, model load, the C++ program's start, making each cell's input, warm-up
-calls, an oom shape's attempt, NVML and table bookkeeping. Issue 10's target: at most 25% on an H100 at the
+Each implementation's job of the config's sweep grid (every cell of resolution × batch × transfer mode, in each
+numerics of --numerics, default study_a.sweep.numerics) runs as rule `sweep` runs it (backends/sweep.run, in a
+process of its own, one measured run and table per numerics), on random uint8 images at the grid's resolutions and
+freshly initialised weights (time does not depend on either). The parent times each child process from launch to
+exit; the timed calls are the cells' median time per batch × repeats, summed over the job's numerics. Everything
+else is overhead: interpreter and torch start-up, model load, the C++ program's start, making each cell's input,
+warm-up calls, an oom shape's attempt, NVML and table bookkeeping. Issue 10's target: at most 25% on an H100 at the
 default config.
 
     python benchmarks/sweep_overhead.py --config config/config.yaml --implementations eager libtorch \
@@ -55,11 +55,18 @@ def child(args) -> None:
     if sweep.kind(args.implementation)[1] == "cpp":
         inputs.program = str(native.ensure_built("cudnn" if args.implementation in cudnn.IMPLEMENTATIONS
                                                  else "libtorch"))
-    stem = work / f"{args.implementation}-{args.job}"
-    out = SimpleNamespace(table=f"{stem}.rows.parquet", env=f"{stem}.env.parquet")
-    job = SimpleNamespace(config=config, input=inputs, output=out, rule=args.job,
-                          wildcards=SimpleNamespace(implementation=args.implementation, numerics=args.numerics))
-    (sweep_kernels if args.job == "kernels" else sweep).run(job)
+    stems = [work / f"{args.implementation}-{args.job}-{n}" for n in args.numerics]
+    if args.job == "kernels":  # rule sweep_kernels_job: one job per numerics
+        for numerics, stem in zip(args.numerics, stems):
+            sweep_kernels.run(SimpleNamespace(
+                config=config, input=inputs, rule=args.job,
+                output=SimpleNamespace(table=f"{stem}.rows.parquet", env=f"{stem}.env.parquet"),
+                wildcards=SimpleNamespace(implementation=args.implementation, numerics=numerics)))
+        return
+    sweep.run(SimpleNamespace(
+        config=config, input=inputs, rule=args.job, params=SimpleNamespace(numerics=args.numerics),
+        output=SimpleNamespace(tables=[f"{s}.rows.parquet" for s in stems], envs=[f"{s}.env.parquet" for s in stems]),
+        wildcards=SimpleNamespace(implementation=args.implementation)))
 
 
 def main() -> None:
@@ -70,8 +77,8 @@ def main() -> None:
     p.add_argument("--implementations", nargs="+", default=["eager", "libtorch"],
                    choices=["eager", "torchscript-python", "torchscript-cpp", "libtorch", "cudnn", "cudnn-graphs",
                             *(f"compiled-{mode}" for mode in COMPILE_MODES)])
-    p.add_argument("--numerics", default=None, choices=["fp32", "tf32", "bf16-autocast"],
-                   help="the jobs' numerics (default: the first of the config's study_a.sweep.numerics)")
+    p.add_argument("--numerics", nargs="+", default=None, choices=["fp32", "tf32", "bf16-autocast"],
+                   help="each job's numerics, walked in turn (default: the config's study_a.sweep.numerics)")
     p.add_argument("--out", default=None)
     p.add_argument("--keep", default=None, help="copy every job's rows here")
     p.add_argument("--kernels", action="store_true", help="also run each implementation's kernel job")
@@ -91,7 +98,7 @@ def main() -> None:
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(args.config)
     settings = SweepSettings.from_config(config)
-    numerics = args.numerics or settings.numerics[0]
+    numerics = list(args.numerics or settings.numerics)
     classes = spec(config["study_a"]["backends"]["dataset"], config).classes
     jobs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,23 +109,24 @@ def main() -> None:
             torchscript.save(work / "w.weights", 3, classes, settings.resolutions[0], work / "model.pt",
                              work / "model.json")
         for impl in args.implementations:
-            command = [sys.executable, __file__, "--config", args.config, "--numerics", numerics,
-                       "--child", impl, "sweep", tmp] + (["--device", args.device] if args.device else [])
+            def command(job):
+                return [sys.executable, __file__, "--config", args.config, "--numerics", *numerics,
+                        "--child", impl, job, tmp] + (["--device", args.device] if args.device else [])
             started = time.perf_counter()
-            subprocess.run(command, check=True)
+            subprocess.run(command("sweep"), check=True)
             wall = time.perf_counter() - started
-            df = tables.read("sweep", work / f"{impl}-sweep.rows.parquet")
+            df = pl.concat([tables.read("sweep", work / f"{impl}-sweep-{n}.rows.parquet") for n in numerics])
             ok = df.filter(pl.col("status") == "ok")
-            timed = float((ok["time_ms"] * ok["repeats"]).sum()) / 1000.0
+            timed = {n: float((part["time_ms"] * part["repeats"]).sum()) / 1000.0
+                     for n, part in ((n, ok.filter(pl.col("numerics") == n)) for n in numerics)}
             jobs.append({"implementation": impl, "numerics": numerics, "cells": df.height, "ok_cells": ok.height,
-                         "wall_s": wall, "timed_s": timed, "outside_timed_pct": 100.0 * (1 - timed / wall),
+                         "wall_s": wall, "timed_s": sum(timed.values()), "timed_s_by_numerics": timed,
+                         "outside_timed_pct": 100.0 * (1 - sum(timed.values()) / wall),
                          "prepare_s": float(df["prepare_s"].fill_null(0).sum()),
                          "build_s": float(df["build_s"].fill_null(0).sum()), "device": df["device"][0]})
             print(json.dumps(jobs[-1]), flush=True)
             if args.kernels:
-                subprocess.run([sys.executable, __file__, "--config", args.config, "--numerics", numerics,
-                                "--child", impl, "kernels", tmp]
-                               + (["--device", args.device] if args.device else []), check=True)
+                subprocess.run(command("kernels"), check=True)
             if args.keep:  # after each implementation, so that a run cut short keeps what it measured
                 Path(args.keep).mkdir(parents=True, exist_ok=True)
                 for path in work.glob("*.parquet"):

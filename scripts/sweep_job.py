@@ -1,4 +1,4 @@
-"""Rule sweep: one (numerics, implementation) over every cell of the sweep grid, every transfer mode
+"""Rule sweep: one implementation over every cell of the sweep grid, every transfer mode, in each numerics
 (backends/sweep.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging

@@ -32,11 +32,12 @@ def test_sweep_overhead_benchmark_runs(tmp_path):
     out = tmp_path / "sweep_overhead.json"
     subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep_overhead.py"), "--config",
                     str(REPO / "config" / "smoke.yaml"), "--device", "cpu", "--implementations", "eager",
-                    "--out", str(out)], check=True, capture_output=True)
+                    "--numerics", "fp32", "tf32", "--out", str(out)], check=True, capture_output=True)
     result = json.loads(out.read_text())
-    assert [j["implementation"] for j in result["jobs"]] == ["eager"]  # one job walks both transfer modes
-    assert {j["numerics"] for j in result["jobs"]} == {"fp32"}  # the first of the smoke config's sweep numerics
-    assert all(j["ok_cells"] == j["cells"] == 8 and 0 < j["timed_s"] < j["wall_s"] for j in result["jobs"])
+    (job,) = result["jobs"]  # one job walks both transfer modes in both numerics
+    assert job["implementation"] == "eager" and job["numerics"] == ["fp32", "tf32"]
+    assert job["ok_cells"] == job["cells"] == 16 and 0 < job["timed_s"] < job["wall_s"]
+    assert set(job["timed_s_by_numerics"]) == {"fp32", "tf32"} and all(job["timed_s_by_numerics"].values())
 
 
 def test_host_input_benchmark_runs_and_checks_both_ways_agree(tmp_path):

@@ -27,6 +27,7 @@ from abstraction_cost.measure import numerics as nx
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.models import init, resnet, weights_file
+from tests.fixtures.sweep_jobs import sweep_job
 
 REPO = Path(__file__).resolve().parents[1]
 CHANNELS, CLASSES = 3, 10
@@ -133,13 +134,10 @@ def test_sweep_job_off_a_cuda_device_writes_not_run_rows(files, tmp_path):
     from abstraction_cost import config as config_module, tables
     config = config_module.load(REPO / "config/smoke.yaml")  # device cpu, require_gpu false
     config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8, 16], repeats=2, warmup=0)
-    out = SimpleNamespace(table=str(tmp_path / "rows.parquet"), env=str(tmp_path / "env.parquet"))
-    job = SimpleNamespace(config=config, input=SimpleNamespace(inputs=files.inputs, weights=files.weights,
-                                                               program="ac_cudnn"),
-                          output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation="cudnn", numerics="fp32"))
+    inputs = SimpleNamespace(inputs=files.inputs, weights=files.weights, program="ac_cudnn")
+    job = sweep_job(config, inputs, "cudnn", tmp_path)
     sweep.run(job)
-    df = tables.read("sweep", out.table)
+    df = tables.read("sweep", job.output.tables[0])
     assert df["cell"].to_list() == list(range(8)) and set(df["status"]) == {"not_run"}
     assert set(df["message"]) == {cudnn.NOT_RUN_REASON.format(device="cpu")}
     assert set(df["backend"]) == {"cudnn"} and set(df["runtime"]) == {"cpp"}

@@ -18,6 +18,7 @@ from abstraction_cost.backends import native, sweep, sweep_cells, transfer
 from abstraction_cost.backends.sweep_cells import Cell, OomTracker, SweepConfigError, walk
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
+from tests.fixtures.sweep_jobs import sweep_job
 
 REPO = Path(__file__).resolve().parents[1]
 SKIPPED_B2 = "skipped: batch 2 already out of memory at this resolution"
@@ -368,17 +369,15 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
     if implementation == "libtorch":
         inputs.program = str(native.ensure_built("libtorch"))
-    out = SimpleNamespace(table=str(tmp_path / "rows.parquet"), env=str(tmp_path / "env.parquet"))
-    job = SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
-                          wildcards=SimpleNamespace(implementation=implementation, numerics="fp32"))
+    job = sweep_job(config, inputs, implementation, tmp_path)
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@3")
     sweep.run(job)
-    df = tables.read("sweep", out.table)
+    df = tables.read("sweep", job.output.tables[0])
     assert df["cell"].to_list() == list(range(8))
     assert df["transfer"].to_list() == ["float32-pageable", "uint8-pinned"] * 4
     assert df["status"].to_list() == ["oom", "ok", "oom", "error", "ok", "ok", "ok", "ok"]
     assert df["message"][2] == "skipped: batch 1 already out of memory at this resolution"
-    assert df["run_id"].n_unique() == 1 and tables.read("environment", out.env).height == 1
+    assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.envs[0]).height == 1
     assert df["time_per_sample_ms"][7] > 0 and df["implementation"].unique().to_list() == [implementation]
     assert df["numerics"].unique().to_list() == ["fp32"]
 
@@ -404,10 +403,7 @@ def _numerics_job(pool_dir, tmp_path, implementation, numerics):
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
     if sweep.kind(implementation)[1] == "cpp":
         inputs.program = str(native.ensure_built("libtorch"))
-    out = SimpleNamespace(table=str(tmp_path / f"{numerics}.rows.parquet"),
-                          env=str(tmp_path / f"{numerics}.env.parquet"))
-    return SimpleNamespace(config=config, input=inputs, output=out, rule="sweep",
-                           wildcards=SimpleNamespace(implementation=implementation, numerics=numerics))
+    return sweep_job(config, inputs, implementation, tmp_path, [numerics])
 
 
 @pytest.mark.parametrize("numerics,tf32", [("tf32", True), ("fp32", False)])
@@ -426,11 +422,39 @@ def test_sweep_job_sets_its_numerics_in_the_process_before_the_model(pool_dir, t
     job = _numerics_job(pool_dir, tmp_path, "eager", numerics)
     job.config["numerics"]["tf32"] = not tf32  # the top-level setting must not leak into the job
     sweep.run(job)
-    df, env = tables.read("sweep", job.output.table), tables.read("environment", job.output.env)
+    df, env = tables.read("sweep", job.output.tables[0]), tables.read("environment", job.output.envs[0])
     assert df["status"].to_list() == ["ok", "ok"] and df["numerics"].to_list() == [numerics] * 2
     assert seen == {"cudnn": tf32, "matmul": tf32}
     assert env["tf32_cudnn"].to_list() == [tf32] and env["tf32_matmul"].to_list() == [tf32]
     assert f"numerics={numerics}" in env["job"][0]
+
+
+def test_one_sweep_job_measures_each_numerics_in_turn_in_one_process(pool_dir, tmp_path, monkeypatch,
+                                                                     process_numerics):
+    """One job per implementation: each numerics gets its own model built under its own flags, its own table and
+    environment row (own run_id); the kept cells are cleared only after the last numerics is written."""
+    from abstraction_cost import tables
+    from abstraction_cost.backends.sweep_store import cells_dir
+    seen = []
+    built = sweep.PythonModel.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
+        built(self, *args, **kwargs)
+    monkeypatch.setattr(sweep.PythonModel, "__init__", spy)
+    job = _numerics_job(pool_dir, tmp_path, "eager", "fp32")
+    job = sweep_job(job.config, job.input, "eager", tmp_path, ["fp32", "tf32"])
+    cleared = []
+    monkeypatch.setattr(sweep.CellStore, "clear", lambda self: cleared.append(self.directory))
+    sweep.run(job)
+    assert seen == [(False, False), (True, True)]
+    rows = [tables.read("sweep", t) for t in job.output.tables]
+    envs = [tables.read("environment", e) for e in job.output.envs]
+    assert [r["numerics"].unique().to_list() for r in rows] == [["fp32"], ["tf32"]]
+    assert all(r["status"].to_list() == ["ok", "ok"] for r in rows)
+    assert [e["tf32_cudnn"].to_list() for e in envs] == [[False], [True]]
+    assert rows[0]["run_id"][0] != rows[1]["run_id"][0]
+    assert cleared == [cells_dir(t) for t in job.output.tables]
 
 
 def test_sweep_job_refuses_an_unknown_numerics_naming_the_key(pool_dir, tmp_path):
@@ -474,7 +498,7 @@ def test_bf16_autocast_runs_python_and_leaves_cpp_not_run(pool_dir, tmp_path, pr
         assert model.forward(torch.zeros(1, 3, 8, 8)).dtype == torch.bfloat16
     job = _numerics_job(pool_dir, tmp_path, "libtorch", "bf16-autocast")
     sweep.run(job)
-    df = tables.read("sweep", job.output.table)
+    df = tables.read("sweep", job.output.tables[0])
     assert set(df["status"]) == {"not_run"} and set(df["message"]) == {nx.NO_CPP_AUTOCAST}
     assert set(df["numerics"]) == {"bf16-autocast"} and df.height == 2
 
@@ -593,3 +617,37 @@ def test_kernel_job_without_a_gpu_is_one_not_run_row(pool_dir, tmp_path, process
     assert df["status"].to_list() == ["not_run"] and "no CUDA GPU" in df["message"][0]
     assert df["numerics"].to_list() == ["tf32"]
     assert tables.read("environment", out.env)["tf32_cudnn"].to_list() == [True]
+
+
+# ------------------------------------------------------------------------------------------- aoti package
+def test_aoti_package_exports_again_with_relaxed_dims_where_export_cannot_prove_a_guard(tmp_path, monkeypatch):
+    """torch 2.11 on an H100 refused the grid's ranges over a guard every power of two meets: the package is then
+    exported with relaxed dynamic dims, and meta.json says so with the guard. (The AOTInductor compile is stubbed:
+    on a 2-core CPU it takes minutes; the package's runs are covered by the GPU runs of the sweep.)"""
+    from torch._dynamo.exc import UserError, UserErrorType
+    from abstraction_cost.backends import aoti_dynamic
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    guard = "Not all values of side = L['x'].size()[2] in the specified range 64 <= side <= 256 satisfy the " \
+            "generated guard ((((-1) + L['x'].size()[2]) // 2) % 2) != 0."
+    real, calls = torch.export.export, []
+
+    def export(model, args, dynamic_shapes):
+        calls.append(dynamic_shapes[0])
+        if len(calls) == 1:
+            raise UserError(UserErrorType.CONSTRAINT_VIOLATION, f"Constraints violated (side)!\n  - {guard}")
+        return real(model, args, dynamic_shapes=dynamic_shapes)
+    monkeypatch.setattr(torch.export, "export", export)
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package",
+                        lambda exported, package_path: Path(package_path).write_text(str(exported.range_constraints)))
+    meta = aoti_dynamic.package(weights, 3, 10, [8, 32], [64, 256], torch.device("cpu"), tmp_path / "aoti")
+    assert meta["status"] == "ok" and meta["shapes"] == f"relaxed: {guard}"
+    assert all(isinstance(d, torch.export.Dim) for d in calls[0].values())  # the grid's ranges first
+    assert calls[1] == dict.fromkeys((0, 2, 3), torch.export.Dim.DYNAMIC)
+    assert aoti_dynamic.read_meta(tmp_path / "aoti")["shapes"] == meta["shapes"]
+
+    other = UserError(UserErrorType.DYNAMIC_CONTROL_FLOW, "not a guard")
+    monkeypatch.setattr(torch.export, "export", lambda *a, **k: (_ for _ in ()).throw(other))
+    meta = aoti_dynamic.package(weights, 3, 10, [8, 32], [64, 256], torch.device("cpu"), tmp_path / "aoti")
+    assert meta["status"] == "error" and "not a guard" in meta["message"]

@@ -126,12 +126,12 @@ from types import SimpleNamespace as NS
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 from abstraction_cost.backends import sweep
 a = json.loads(sys.argv[1])
-sweep.run(NS(config=a["config"], input=NS(**a["input"]), output=NS(**a["output"]), rule="sweep",
-             wildcards=NS(**a["wildcards"])))
+sweep.run(NS(config=a["config"], input=NS(**a["input"]), output=NS(**a["output"]), params=NS(**a["params"]),
+             rule="sweep", wildcards=NS(**a["wildcards"])))
 """
 
 
-def _job(tmp_path: Path, pool: Path, implementation: str) -> list[str]:
+def _job(tmp_path: Path, pool: Path, implementation: str, numerics=("fp32",)) -> list[str]:
     from abstraction_cost import config as config_module
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
@@ -142,11 +142,13 @@ def _job(tmp_path: Path, pool: Path, implementation: str) -> list[str]:
     inputs = {"inputs": str(pool), "weights": str(weights)}
     if implementation == "libtorch":
         inputs["program"] = str(native.ensure_built("libtorch"))
-    jobs = tmp_path / "jobs" / "fp32"
-    args = {"config": config, "input": inputs, "wildcards": {"implementation": implementation, "numerics": "fp32"},
-            "output": {"table": str(jobs / f"{implementation}.rows.parquet"),
-                       "env": str(jobs / f"{implementation}.env.parquet")}}
-    jobs.mkdir(parents=True)
+    jobs = tmp_path / "jobs"
+    args = {"config": config, "input": inputs, "wildcards": {"implementation": implementation},
+            "params": {"numerics": list(numerics)},
+            "output": {"tables": [str(jobs / n / f"{implementation}.rows.parquet") for n in numerics],
+                       "envs": [str(jobs / n / f"{implementation}.env.parquet") for n in numerics]}}
+    for n in numerics:
+        (jobs / n).mkdir(parents=True)
     return [sys.executable, "-c", JOB, json.dumps(args)]
 
 
@@ -201,6 +203,28 @@ def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, 
     env = tables.read("environment", env_path)
     assert env["run_id"].to_list() == [lineage["run_id"]] and env["resumes"].to_list() == [1]
     assert not cells.exists()   # done: a forced rerun measures afresh
+
+
+def test_a_job_killed_in_its_second_numerics_takes_the_first_back(pool_dir, tmp_path):
+    """One process walks fp32 then tf32. Killed after fp32's cell 1, then again after tf32's cell 1 (its fp32
+    table written, as Snakemake would then delete it): the last run measures no fp32 cell again and only tf32's
+    cells 2 to 5."""
+    command = _job(tmp_path, pool_dir, "eager", ("fp32", "tf32"))
+    tables_ = {n: tmp_path / "jobs" / n / "eager.rows.parquet" for n in ("fp32", "tf32")}
+    for run in range(2):
+        killed = _start(command, AC_SWEEP_FAULT="kill@1")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert tables_["fp32"].exists() and not tables_["tf32"].exists()
+    assert len(list(cells_dir(tables_["fp32"]).glob("cell*.json"))) == 6   # kept until the whole job is done
+    tables_["fp32"].unlink()
+    done = _start(command)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "6 of 6 cells kept from an interrupted attempt" in done.stderr
+    fp32, tf32 = (tables.read("sweep", tables_[n]) for n in ("fp32", "tf32"))
+    assert fp32["attempt"].to_list() == [0, 0, 1, 1, 1, 1] and fp32["numerics"].unique().to_list() == ["fp32"]
+    assert tf32["attempt"].to_list() == [0, 0, 1, 1, 1, 1] and tf32["numerics"].unique().to_list() == ["tf32"]
+    assert fp32["status"].to_list() == tf32["status"].to_list() == ["ok"] * 6
+    assert not any(cells_dir(t).exists() for t in tables_.values())
 
 
 def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):

@@ -4,9 +4,9 @@
 # the backend comparison.
 # - sweep_inputs: `pool` test images resized once per resolution (backends/transfer.py)
 # - package_aoti_sweep: one AOTInductor package with dynamic batch and resolution (backends/aoti_dynamic.py)
-# - sweep: one process per (numerics, implementation) walks every cell of resolution × batch × transfer mode
-#   (backends/sweep.py), its numerics set before the model is built (TF32 flags in Python, --tf32 for the C++
-#   programs); concat_sweep
+# - sweep: one process per implementation walks every cell of resolution × batch × transfer mode in each
+#   numerics in turn (backends/sweep.py; start-up paid once), the numerics set before its model is built (TF32
+#   flags in Python, --tf32 for the C++ programs); one table per (numerics, implementation); concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
 # - sweep_kernels: top kernels per (numerics, implementation) at the kernel point (torch.profiler; the C++
 #   programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
@@ -66,11 +66,14 @@ rule sweep:
     input:
         unpack(sweep_job_inputs),
     output:
-        table=f"{SWEEP_DIR}/jobs/{{numerics,fp32|tf32|bf16-autocast}}/{{implementation,[^/]+}}.rows.parquet",
-        env=f"{SWEEP_DIR}/jobs/{{numerics}}/{{implementation}}.env.parquet",
+        tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{{{implementation}}}}.rows.parquet", numerics=SWEEP.numerics),
+        envs=expand(f"{SWEEP_DIR}/jobs/{{numerics}}/{{{{implementation}}}}.env.parquet", numerics=SWEEP.numerics),
+    wildcard_constraints:
+        implementation="[^/]+",
     log:
-        "logs/study_a/sweep/{numerics}/{implementation}.log",
+        "logs/study_a/sweep/{implementation}.log",
     params:
+        numerics=SWEEP.numerics,
         grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, SWEEP.compile_shapes,
               config["numerics"]),
     resources:

@@ -1,9 +1,9 @@
-"""Study A's inference sweep: one process per (numerics, implementation) walks every cell of resolution × batch ×
-input transfer mode (sweep_cells: order, oom skipping, fault hook) and writes one row per cell.
+"""Study A's inference sweep: one process per implementation walks every cell of resolution × batch × input
+transfer mode (sweep_cells: order, oom skipping, fault hook) in each numerics in turn, and writes one row per cell.
 
-Numerics (study_a.sweep.numerics, measure/numerics.py) are set for the whole process before the model is built,
-as in the backend comparison's eval job: the TF32 flags by measured_run (recorded in the environment row) and
-passed to the C++ programs as --tf32; bf16-autocast wraps the Python forward (and a compiled build's first call)
+Each numerics (study_a.sweep.numerics, measure/numerics.py) has its own measured run, set before its model is
+built, as in the backend comparison's eval job: the TF32 flags by measured_run (recorded in its environment row)
+and passed to the C++ programs as --tf32; bf16-autocast wraps the Python forward (and a compiled build's first call)
 in torch.autocast, and the C++ programs, which have no autocast, are not_run.
 
     implementation       runtime  the model                                      build
@@ -383,9 +383,20 @@ def sweep_rows(implementation: str, inputs, settings: SweepSettings, config: dic
 
 
 def run(snakemake) -> None:
-    """Rule sweep: one (numerics, implementation) over every cell; one row per cell."""
-    inputs, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
-    implementation, numerics = wildcards.implementation, wildcards.numerics
+    """Rule sweep: one implementation over every cell, in each numerics of params.numerics (one table and one
+    environment row each, output.tables and output.envs in that order), in one process: start-up (interpreter,
+    torch, CUDA context; the C++ programs' Python side) is paid once per implementation, and the numerics it
+    compares are measured by one process on one GPU. Each numerics' cells are kept as they complete and cleared
+    only once every numerics is written: a job killed in its second numerics takes the first's back."""
+    implementation = snakemake.wildcards.implementation
+    outputs = zip(snakemake.params.numerics, snakemake.output.tables, snakemake.output.envs, strict=True)
+    stores = [_run_numerics(snakemake, implementation, numerics, table, env) for numerics, table, env in outputs]
+    for store in stores:
+        store.clear()
+
+
+def _run_numerics(snakemake, implementation: str, numerics: str, table_path: str, env_path: str) -> CellStore:
+    inputs = snakemake.input
     config = nx.job_config(snakemake.config, numerics, "study_a.sweep.numerics")
     settings = SweepSettings.from_config(config)
     dataset = config["study_a"]["backends"]["dataset"]
@@ -398,8 +409,8 @@ def run(snakemake) -> None:
             "device": device.type, "dataset": dataset, "build": build, "attempt": 0}
     job = {"implementation": implementation, "numerics": numerics}
     # measured cells kept beside the table as each completes: a killed job's rerun measures only the rest
-    store = CellStore(cells_dir(out.table), job_key(config, _named(wildcards), _named(inputs)))
-    with measured_run(config, rule=snakemake.rule, job=job, env_path=out.env, device=device, run_id=store.run_id,
+    store = CellStore(cells_dir(table_path), job_key(config, job, _named(inputs)))
+    with measured_run(config, rule=snakemake.rule, job=job, env_path=env_path, device=device, run_id=store.run_id,
                       resumes=store.resumes) as measured:
         try:
             rows = sweep_rows(implementation, inputs, settings, config, classes, measured, store, numerics)
@@ -408,10 +419,10 @@ def run(snakemake) -> None:
             rows = _not_run_rows(settings.cells(), "error", _first_line(err))
         defaults = dict.fromkeys(tables.schema("sweep"))
         table = [{**defaults, **base, "build_s": build_s, "run_id": measured.run_id, **row} for row in rows]
-    tables.write("sweep", table, out.table)
-    store.clear()
+    tables.write("sweep", table, table_path)
     ok = sum(r["status"] == "ok" for r in table)
     log.info("%s/%s: %d of %d cells ok", numerics, implementation, ok, len(table))
+    return store
 
 
 def _named(values) -> dict:

@@ -47,7 +47,7 @@ class SweepSettings:
     kernel_resolution: int
     kernel_top: int
     require_gpu: bool
-    numerics: tuple[str, ...] = ("fp32",)  # one process per (numerics, implementation); first: the study's
+    numerics: tuple[str, ...] = ("fp32",)  # walked in turn by each implementation's job; first: the study's
     compile_shapes: str = "per-shape"  # how compiled-<mode> meets the grid's shapes: COMPILE_SHAPES
 
     @classmethod
