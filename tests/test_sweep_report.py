@@ -102,6 +102,21 @@ def test_memory_finding_libtorch_same_torchscript_lower():
     assert "only eager" in ss.memory_finding(_sweep().filter(pl.col("implementation") == "eager"))
 
 
+def test_memory_comes_from_one_source_for_every_cell():
+    """NVML where every measured cell was sampled, else the allocator's peak everywhere: never NVML for some cells
+    and the allocator for others (the CUDA context in some readings and not in others)."""
+    both = _sweep().with_columns(alloc_peak_mib=pl.col("mem_used_mib_max") / 2)
+    data, label = ss.with_memory(both)
+    assert label == "device memory (MiB, NVML)" and data["memory_mib"].equals(both["mem_used_mib_max"])
+    short = both.with_columns(mem_used_mib_max=pl.when(pl.col("resolution") == 32).then(None)
+                              .otherwise(pl.col("mem_used_mib_max")))  # short cells NVML did not sample
+    data, label = ss.with_memory(short)
+    assert label == "allocator peak (MiB)" and data["memory_mib"].equals(both["alloc_peak_mib"])
+    chart = ss.line_chart(short, "memory_mib", "resolution").to_dict()
+    assert chart["title"].startswith("allocator peak (MiB) against resolution")
+    assert "median allocator peak (MiB) of those cells" in ss.memory_finding(short)
+
+
 def test_h2d_rows_and_finding_with_the_studys_numbers():
     h2d = tables.frame("sweep_h2d", sweep_summary.h2d_rows(_sweep(), 32, 256))
     eager = h2d.filter((pl.col("implementation") == "eager") & (pl.col("transfer") == "float32-pageable"))

@@ -19,7 +19,7 @@ from . import page
 ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 STUDY_TRANSFER = "float32-pageable"
 STUDY_NUMERICS = "fp32"  # the study's (TF32 did not exist on its GPUs)
-METRICS = {"time_per_sample_ms": "time per sample (ms), median", "memory_mib": "device memory (MiB)"}
+METRICS = {"time_per_sample_ms": "time per sample (ms), median"}  # memory_mib: with_memory's label
 
 
 def _order(names) -> list[str]:
@@ -28,9 +28,17 @@ def _order(names) -> list[str]:
     return sorted(names, key=lambda n: (rank.get(n, len(ORDER)), n))
 
 
-def with_memory(sweep: pl.DataFrame) -> pl.DataFrame:
-    """memory_mib: NVML's device memory used where it was sampled, else the allocator's peak."""
-    return sweep.with_columns(memory_mib=pl.coalesce("mem_used_mib_max", "alloc_peak_mib"))
+MEMORY_SOURCES = {"mem_used_mib_max": "device memory (MiB, NVML)", "alloc_peak_mib": "allocator peak (MiB)"}
+
+
+def with_memory(sweep: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """memory_mib from one source for every row, and its label: NVML's device memory used where every measured
+    cell has it (it counts all the process holds, the CUDA context included), else the allocator's peak (exact per
+    cell; NVML samples every measure.nvml_interval_ms and misses short cells). A mix would set readings with the
+    context beside readings without it: on an H100 gpu-smoke run, 150 MiB beside 1,100 MiB in one line."""
+    ok = sweep.filter(pl.col("status") == "ok")
+    column = "mem_used_mib_max" if ok.height and ok["mem_used_mib_max"].null_count() == 0 else "alloc_peak_mib"
+    return sweep.with_columns(memory_mib=pl.col(column)), MEMORY_SOURCES[column]
 
 
 def fixed_points(sweep: pl.DataFrame, batch: int = 32, resolution: int = 256) -> tuple[int | None, int | None]:
@@ -49,7 +57,8 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     fixed_column = "batch_size" if along == "resolution" else "resolution"
     batch, resolution = fixed_points(sweep)
     fixed = batch if fixed_column == "batch_size" else resolution
-    data = with_memory(sweep)
+    data, memory = with_memory(sweep)
+    label = memory if metric == "memory_mib" else METRICS[metric]
     data = data.filter(pl.col(fixed_column) == fixed) if fixed is not None else data
     ok = data.filter((pl.col("status") == "ok") & pl.col(metric).is_not_null() & (pl.col(metric) > 0))
     if ok.is_empty():
@@ -60,7 +69,7 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     order = _order(ok["implementation"])
     x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "),
               axis=page.ticks_at(data[along]))
-    y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=METRICS[metric])
+    y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=label)
     color = alt.Color("implementation:N", sort=order)
     both = pl.concat([ok.select(columns), oom.select(columns)])
     lines = alt.Chart().mark_line(point=True).encode(x=x, y=y, color=color, tooltip=columns).transform_filter(
@@ -68,7 +77,7 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     crosses = alt.Chart().mark_point(shape="cross", size=80, filled=True).encode(
         x=x, y=y, color=color, tooltip=columns).transform_filter(alt.datum.status == "oom")
     layers = [lines, crosses] if not oom.is_empty() else [lines]
-    title = f"{METRICS[metric]} against {along.replace('_', ' ')} at {fixed_column.replace('_', ' ')} {fixed}"
+    title = f"{label} against {along.replace('_', ' ')} at {fixed_column.replace('_', ' ')} {fixed}"
     return alt.layer(*layers, data=both).properties(width=width, height=200).facet(
         column=alt.Column("transfer:N", title=None),
         row=alt.Row("numerics:N", sort=_numerics_order(ok["numerics"]), title=None)).properties(title=title)
@@ -167,7 +176,8 @@ def time_finding(sweep: pl.DataFrame) -> str:
 
 def memory_finding(sweep: pl.DataFrame) -> str:
     """Study: PyTorch ≈ LibTorch; TorchScript (and cuDNN) lower, especially below resolution 64 and batch 128."""
-    data = with_memory(_study_rows(sweep)).filter((pl.col("status") == "ok") & pl.col("memory_mib").is_not_null())
+    data, memory = with_memory(_study_rows(sweep))
+    data = data.filter((pl.col("status") == "ok") & pl.col("memory_mib").is_not_null())
     if data.is_empty() or "eager" not in data["implementation"].to_list():
         return "Not measured here: no device memory was recorded (no GPU, or no eager cell)."
     small = data.filter((pl.col("resolution") < 64) & (pl.col("batch_size") < 128))
@@ -182,7 +192,7 @@ def memory_finding(sweep: pl.DataFrame) -> str:
     lower = [i for i in medians if i.startswith("torchscript") and medians[i] < eager]
     verdict = "holds" if same and lower else "holds in part" if same or lower else "does not hold"
     return (f"The study's memory ordering (LibTorch ≈ PyTorch, TorchScript lower below 64 px and batch 128) "
-            f"{verdict} here ({_setting(data)}); median memory of those cells: {', '.join(parts)}.")
+            f"{verdict} here ({_setting(data)}); median {memory} of those cells: {', '.join(parts)}.")
 
 
 def _setting(rows: pl.DataFrame) -> str:
