@@ -426,5 +426,5 @@ def _run_numerics(snakemake, implementation: str, numerics: str, table_path: str
 
 
 def _named(values) -> dict:
-    """Snakemake's named lists (input, wildcards) or a test's namespace, as {name: value}."""
+    """Snakemake's named input list or a test's namespace, as {name: value}."""
     return dict(values.items()) if hasattr(values, "items") else dict(vars(values))
