@@ -52,6 +52,8 @@ def test_charts_have_a_row_of_panels_per_numerics():
     assert chart["facet"]["row"]["field"] == "numerics" and chart["facet"]["row"]["sort"] == ["fp32", "tf32"]
     assert chart["facet"]["column"]["field"] == "transfer"
     heat = ss.heat_map(_two_numerics()).to_dict()
+    color = heat["spec"]["layer"][0]["encoding"]["color"]
+    assert color["legend"]["format"] == ".2f" and color["scale"]["domain"] == [0.1, 10.0]  # eager 10× slower
     assert heat["facet"]["row"]["sort"] == ["fp32, float32-pageable", "fp32, float32-pinned",
                                             "tf32, float32-pageable", "tf32, float32-pinned"]
 

@@ -104,11 +104,14 @@ def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
     data = data.with_columns(setting=pl.concat_str("numerics", pl.lit(", "), "transfer")).sort(
         pl.col("numerics").replace_strict(rank, default=len(rank)), "transfer")
     settings = list(dict.fromkeys(data["setting"]))
+    # symmetric about 1 on the log scale: a 2% slowdown is pale red, not the darkest red of a one-sided domain
+    reach = max(data["speedup"].max(), 1 / data["speedup"].min(), 1.01)
     base = alt.Chart(data).encode(x=alt.X("batch_size:O", title="batch", axis=alt.Axis(labelAngle=0)),
                                   y=alt.Y("resolution:O", sort="descending", title="resolution"))
     rect = base.mark_rect().encode(
         color=alt.Color("speedup:Q", title="speed vs eager", scale=alt.Scale(type="log", scheme="redblue",
-                                                                             domainMid=1)),
+                                                                             domain=[1 / reach, reach]),
+                        legend=alt.Legend(format=".2f")),  # a log scale's end labels print 12 digits
         tooltip=data.columns)
     text = base.mark_text(fontSize=9).encode(text=alt.Text("speedup:Q", format=".2f"))
     n_b, n_r = data["batch_size"].n_unique(), data["resolution"].n_unique()
