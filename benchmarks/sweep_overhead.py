@@ -108,12 +108,12 @@ def main() -> None:
         if any(impl.startswith("torchscript") for impl in args.implementations):
             torchscript.save(work / "w.weights", 3, classes, settings.resolutions[0], work / "model.pt",
                              work / "model.json")
+        def command(impl, job):
+            return [sys.executable, __file__, "--config", args.config, "--numerics", *numerics,
+                    "--child", impl, job, tmp] + (["--device", args.device] if args.device else [])
         for impl in args.implementations:
-            def command(job):
-                return [sys.executable, __file__, "--config", args.config, "--numerics", *numerics,
-                        "--child", impl, job, tmp] + (["--device", args.device] if args.device else [])
             started = time.perf_counter()
-            subprocess.run(command("sweep"), check=True)
+            subprocess.run(command(impl, "sweep"), check=True)
             wall = time.perf_counter() - started
             df = pl.concat([tables.read("sweep", work / f"{impl}-sweep-{n}.rows.parquet") for n in numerics])
             ok = df.filter(pl.col("status") == "ok")
@@ -126,7 +126,7 @@ def main() -> None:
                          "build_s": float(df["build_s"].fill_null(0).sum()), "device": df["device"][0]})
             print(json.dumps(jobs[-1]), flush=True)
             if args.kernels:
-                subprocess.run(command("kernels"), check=True)
+                subprocess.run(command(impl, "kernels"), check=True)
             if args.keep:  # after each implementation, so that a run cut short keeps what it measured
                 Path(args.keep).mkdir(parents=True, exist_ok=True)
                 for path in work.glob("*.parquet"):

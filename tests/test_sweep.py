@@ -391,19 +391,19 @@ def process_numerics():
         yield
 
 
-def _numerics_job(pool_dir, tmp_path, implementation, numerics):
-    """Rule sweep's job for one numerics on the smoke config (2 cells), its inputs made here."""
+def _numerics_job(pool_dir, tmp_path, implementation, *numerics):
+    """Rule sweep's job over `numerics` on the smoke config (2 cells each), its inputs made here."""
     from abstraction_cost import config as config_module
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
     config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8], transfers=["float32-pageable"], repeats=2,
-                                      warmup=0, numerics=[numerics])
+                                      warmup=0, numerics=list(numerics))
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
     if sweep.kind(implementation)[1] == "cpp":
         inputs.program = str(native.ensure_built("libtorch"))
-    return sweep_job(config, inputs, implementation, tmp_path, [numerics])
+    return sweep_job(config, inputs, implementation, tmp_path, numerics)
 
 
 @pytest.mark.parametrize("numerics,tf32", [("tf32", True), ("fp32", False)])
@@ -442,8 +442,7 @@ def test_one_sweep_job_measures_each_numerics_in_turn_in_one_process(pool_dir, t
         seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
         built(self, *args, **kwargs)
     monkeypatch.setattr(sweep.PythonModel, "__init__", spy)
-    job = _numerics_job(pool_dir, tmp_path, "eager", "fp32")
-    job = sweep_job(job.config, job.input, "eager", tmp_path, ["fp32", "tf32"])
+    job = _numerics_job(pool_dir, tmp_path, "eager", "fp32", "tf32")
     cleared = []
     monkeypatch.setattr(sweep.CellStore, "clear", lambda self: cleared.append(self.directory))
     sweep.run(job)
