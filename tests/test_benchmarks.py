@@ -40,6 +40,35 @@ def test_sweep_overhead_benchmark_runs(tmp_path):
     assert set(job["timed_s_by_numerics"]) == {"fp32", "tf32"} and all(job["timed_s_by_numerics"].values())
 
 
+def test_sweep_overhead_from_a_run_reads_each_jobs_wall_time_and_keeps_builds_apart(tmp_path):
+    """--from-run: the wall time from rule sweep's Snakemake benchmark file, the timed calls from its tables; a
+    compiled job's builds (in its wall time) are not overhead, aoti's package time (another job's) is not taken."""
+    import polars as pl
+
+    from abstraction_cost import tables
+    jobs = tmp_path / "jobs"
+    cells = {"compiled-default": [(10.0, 4, 30.0)], "aoti": [(100.0, 10, 50.0), (None, None, 50.0)]}
+    for impl, rows in cells.items():
+        for numerics in ("fp32", "tf32"):
+            (jobs / numerics).mkdir(parents=True, exist_ok=True)
+            tables.write("sweep", [{**dict.fromkeys(tables.schema("sweep")), "run_id": "r", "implementation": impl,
+                                    "numerics": numerics, "device": "cuda", "status": "ok" if t else "oom",
+                                    "time_ms": t, "repeats": n, "build_s": b}
+                                   for t, n, b in rows], jobs / numerics / f"{impl}.rows.parquet")
+            pl.DataFrame({"gpu_name": ["H100"], "torch_version": ["2.11"]}).write_parquet(
+                jobs / numerics / f"{impl}.env.parquet")
+        (jobs / f"{impl}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n100.0\t0:01:40\t1.0\n")
+    out = tmp_path / "overhead.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep_overhead.py"), "--from-run", str(tmp_path),
+                    "--out", str(out)], check=True, capture_output=True)
+    by_impl = {j["implementation"]: j for j in json.loads(out.read_text())["jobs"]}
+    compiled, aoti = by_impl["compiled-default"], by_impl["aoti"]
+    assert compiled["timed_s"] == 0.08 and compiled["build_s"] == 60.0 and compiled["wall_s"] == 100.0
+    assert abs(compiled["outside_timed_pct"] - 39.92) < 1e-9
+    assert aoti["timed_s"] == 2.0 and aoti["build_s"] == 0.0 and abs(aoti["outside_timed_pct"] - 98.0) < 1e-9
+    assert aoti["numerics"] == ["fp32", "tf32"] and aoti["gpu"] == "H100" and aoti["ok_cells"] == 2
+
+
 def test_host_input_benchmark_runs_and_checks_both_ways_agree(tmp_path):
     out = tmp_path / "host_input.json"
     subprocess.run([sys.executable, str(REPO / "benchmarks" / "host_input.py"), "--points", "3:16", "--pool", "2",

@@ -78,7 +78,7 @@ def _report(key: str, rows: list[dict]) -> None:
 
 def _command_for(program, files, implementation, batches, resolutions, transfers, repeats=3, config=CONFIG):
     settings = SimpleNamespace(batches=tuple(batches), resolutions=tuple(resolutions), transfers=tuple(transfers),
-                               warmup=1, repeats=repeats)
+                               warmup=1, repeats=repeats, cell_budget_s=None)
     manifest = transfer.read_manifest(files.inputs)
     inputs = SimpleNamespace(inputs=files.inputs, weights=files.weights)
 

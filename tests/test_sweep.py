@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -70,10 +71,24 @@ def test_oom_tracker_skips_larger_batches_at_that_resolution_and_transfer_only()
     ("numerics", ["tf32", "tf32"], "'study_a.sweep.numerics': 'tf32' is twice in the list"),
     ("numerics", "fp32", "'study_a.sweep.numerics': need a non-empty list"),
     ("compile_shapes", "automatic", "'study_a.sweep.compile_shapes': 'automatic' is not one of"),
+    ("cell_budget_s", 0, "'study_a.sweep.cell_budget_s': 0 is not a positive number"),
+    ("cell_budget_s", "3s", "'study_a.sweep.cell_budget_s': '3s' is not a positive number"),
 ])
 def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
     with pytest.raises(SweepConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
         sweep_cells.check(_sweep_config(**{key: value}))
+
+
+@pytest.mark.parametrize("done,elapsed,budget,more", [
+    (9, 100.0, None, True),  # no budget: every repeat, however long
+    (10, 0.0, None, False),
+    (2, 100.0, 1.0, True),  # a budget still leaves three calls
+    (3, 0.5, 1.0, True),
+    (3, 1.0, 1.0, False),
+    (10, 0.0, 1.0, False),  # and never more than repeats
+])
+def test_more_repeats_stops_a_cell_at_its_budget_after_three_calls(done, elapsed, budget, more):
+    assert sweep_cells.more_repeats(done, elapsed, 10, budget) is more
 
 
 def test_faults_parse_and_reject():
@@ -173,6 +188,38 @@ class OomFromBatch4(TinyModel):
     @staticmethod
     def _oom():
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+
+
+class SlowModel(TinyModel):
+    """Each call takes 5 ms or more, as a large cell's call takes seconds on a GPU."""
+
+    def __init__(self):
+        super().__init__()
+        conv = self.forward
+        self.forward = lambda x: (time.sleep(0.005), conv(x))[1]
+
+
+@pytest.mark.parametrize("budget_s,repeats", [(None, 6), (0.001, 3), (10.0, 6)])
+def test_python_cell_budget_ends_a_cells_timed_calls(pool_dir, budget_s, repeats):
+    """study_a.sweep.cell_budget_s: no more calls once they took the budget, but never fewer than three (where the
+    budget ends a cell after that is sweep_cells.more_repeats' test)."""
+    rows = sweep.python_cells(SlowModel(), walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 1, 6,
+                              _run(), budget_s=budget_s)
+    assert rows[0]["status"] == "ok" and rows[0]["repeats"] == repeats
+
+
+def test_python_host_input_is_made_while_the_warm_up_runs(pool_dir, monkeypatch):
+    """The warm-up calls are queued on the device, the host batch is made, and only then does the process wait
+    for the device: the host's work on a large batch overlaps the device's, not adds to the job's time."""
+    events = []
+    load = transfer.CellInput.load
+    monkeypatch.setattr(transfer.CellInput, "load", lambda self, pool: (events.append("load"), load(self, pool)))
+    monkeypatch.setattr(sweep, "synchronize", lambda device: events.append("sync"))
+    model = TinyModel()
+    conv = model.forward
+    model.forward = lambda x: (events.append("forward"), conv(x))[1]
+    sweep.python_cells(model, walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 2, 1, _run())
+    assert events[:events.index("load") + 2] == ["sync", "forward", "forward", "load", "sync"]
 
 
 def test_python_oom_shape_fails_in_its_warm_up_before_its_host_input_is_made(pool_dir, monkeypatch):
@@ -311,6 +358,17 @@ def test_cpp_walks_every_transfer_mode_of_a_shape_in_one_process(fake_program, m
     assert all(r["h2d_ms"] <= r["time_ms"] for r in rows if r["status"] == "ok")
 
 
+@pytest.mark.parametrize("budget,repeats", [("0", 10), ("1e-9", 3), ("60", 10)])
+def test_cpp_cell_budget_ends_a_cells_timed_calls(fake_program, budget, repeats):
+    """--cell-budget-s (native/common/sweep.h): the same rule as the Python processes' (sweep_cells.more_repeats)."""
+    records = []
+    native.launch([str(fake_program), "--batches", "1", "--resolutions", "8", "--warmup", "0", "--repeats", "10",
+                   "--transfers", "uint8-pinned", "--oom-above", "1000", "--cell-budget-s", budget],
+                  on_record=records.append)
+    cells = [r for r in records if r["kind"] == "cell"]
+    assert len(cells) == 1 and len(cells[0]["times_ms"]) == repeats
+
+
 def test_cpp_program_that_never_starts_fails_every_cell_once(tmp_path):
     cells = walk([1, 2], [8], ["float32-pageable"])
     rows = sweep.native_cells(cells, lambda start, oom_at: [str(tmp_path / "missing")], _run(), "missing")
@@ -332,6 +390,8 @@ def test_fake_program_refuses_bad_flags(fake_program):
                                                                    "--transfers", "uint8-pinned,uint8-pinned")
     assert "--oom-at: '8:2' is not RESOLUTION:BATCH:TRANSFER" in refused(
         "--batches", "8", "--resolutions", "8", "--transfers", "uint8-pinned", "--oom-at", "8:2")
+    assert "--cell-budget-s must be >= 0 seconds" in refused(
+        "--batches", "8", "--resolutions", "8", "--transfers", "uint8-pinned", "--cell-budget-s", "-1")
 
 
 def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch):
@@ -340,7 +400,8 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
     program = native.ensure_built("libtorch")
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
-    settings = SimpleNamespace(batches=(1, 2), resolutions=(8, 16), transfers=("uint8-pinned",), warmup=0, repeats=2)
+    settings = SimpleNamespace(batches=(1, 2), resolutions=(8, 16), transfers=("uint8-pinned",), warmup=0, repeats=2,
+                               cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights), program=str(program))
     manifest = transfer.read_manifest(pool_dir)
     config = {"numerics": {"tf32": False, "cudnn_benchmark": False}}
@@ -472,7 +533,8 @@ def test_libtorch_sweep_program_runs_under_the_jobs_tf32(pool_dir, tmp_path, num
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
     config = nx.job_config({"numerics": {"tf32": False, "cudnn_benchmark": False}}, numerics, "study_a.sweep.numerics")
-    settings = SimpleNamespace(batches=(1,), resolutions=(8,), transfers=("uint8-pinned",), warmup=0, repeats=1)
+    settings = SimpleNamespace(batches=(1,), resolutions=(8,), transfers=("uint8-pinned",), warmup=0, repeats=1,
+                               cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
     command = sweep.sweep_command(program, "libtorch", inputs, transfer.read_manifest(pool_dir), settings, config,
                                   torch.device("cpu"), 5)

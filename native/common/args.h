@@ -69,6 +69,8 @@ class Args {
 
   double number(const std::string& name) const { return parse_number(name, str(name)); }
 
+  double number(const std::string& name, double fallback) const { return has(name) ? number(name) : fallback; }
+
   bool boolean(const std::string& name) const {
     const std::string v = str(name);
     if (v == "1" || v == "true") return true;

@@ -7,6 +7,8 @@
 //   --batches 8,16,...   --resolutions 8,16,...   positive integers; cells run resolution ascending, then batch
 //                                                  ascending, then transfer mode in the order given
 //   --warmup N --repeats N                        untimed calls, then timed calls per cell (repeats >= 1)
+//   --cell-budget-s S                              with S > 0, a cell's timed calls end once they took S seconds
+//                                                  and were at least kMinBudgetRepeats (sweep_cells.more_repeats)
 //   --transfers float32-pageable,float32-pinned,uint8-pinned   how the input reaches the device (the backend's
 //                                                  job); one process measures a shape's modes back to back
 //   --start-cell K                                 first cell to run (0-based, in walk order): the launcher
@@ -17,9 +19,10 @@
 //
 // Per cell: prepare(cell) (untimed: the device input buffer, zeroed, and whatever the model needs for the shape),
 // `warmup` untimed forwards on that buffer (an oom shape fails here, before any host memory is spent on it), then
-// load_input(cell) (untimed: the host input of the exact shape in the transfer's dtype and memory), then `repeats`
-// timed calls, each synchronised before it starts and timed by CUDA events from before the host-to-device copy to
-// the logits, with an event after the copy: the copy's own time comes from the same calls. Then release(). The
+// load_input(cell) (untimed, on the host while the device runs the warm-up: the host input of the exact shape in
+// the transfer's dtype and memory), then `repeats` timed calls (fewer under --cell-budget-s), each synchronised
+// before it starts and timed by CUDA events from before the host-to-device copy to the logits, with an event
+// after the copy: the copy's own time comes from the same calls. Then release(). The
 // timed calls are a CUDA profiler range (cudaProfilerStart/Stop: what `ncu --profile-from-start off` profiles).
 // Record fields:
 //   {"kind":"cell","cell":K,"batch":B,"resolution":R,"transfer":T,"status":"ok"|"oom"|"error","message":...,
@@ -103,6 +106,7 @@ class SweepBackend {
 struct SweepSettings {
   std::vector<int64_t> batches, resolutions;
   int64_t warmup = 0, repeats = 1, start_cell = 0;
+  double cell_budget_s = 0;  // 0: every cell makes `repeats` timed calls
   std::vector<std::string> transfers;
   std::map<std::pair<int64_t, std::string>, int64_t> oom_at;  // (resolution, transfer) -> smallest oom batch
 };
@@ -154,6 +158,8 @@ inline SweepSettings read_sweep_settings(const Args& a) {
   s.warmup = a.integer("warmup");
   s.repeats = a.integer("repeats");
   s.start_cell = a.integer("start-cell", 0);
+  s.cell_budget_s = a.number("cell-budget-s", 0);
+  if (!(s.cell_budget_s >= 0)) throw ArgError("--cell-budget-s must be >= 0 seconds");
   if (s.warmup < 0 || s.repeats < 1) throw ArgError("--warmup must be >= 0 and --repeats >= 1");
   if (s.start_cell < 0) throw ArgError("--start-cell must be >= 0");
   const auto& modes = sweep_transfers();
@@ -209,11 +215,18 @@ inline void profiler_range([[maybe_unused]] const SweepBackend& b, [[maybe_unuse
 #endif
 }
 
-// `repeats` calls, each from before its copy to its logits, and the copies within them: (times_ms, h2d_ms).
-inline std::pair<std::vector<double>, std::vector<double>> timed(SweepBackend& b, int64_t repeats) {
+inline constexpr int64_t kMinBudgetRepeats = 3;  // sweep_cells.MIN_BUDGET_REPEATS
+
+// Timed calls, each from before its copy to its logits, and the copies within them: (times_ms, h2d_ms). Up to
+// `repeats`; with a budget, none once they took budget_s and were at least kMinBudgetRepeats (each call starts
+// synchronised, so the host's clock at its start has seen the earlier calls end).
+inline std::pair<std::vector<double>, std::vector<double>> timed(SweepBackend& b, int64_t repeats, double budget_s) {
   StepTimer calls(b.cuda(), b.stream()), copies(b.cuda(), b.stream());
-  for (int64_t i = 0; i < repeats; ++i) {
+  double first = 0;
+  for (int64_t done = 0; done < repeats; ++done) {
     b.synchronize();
+    if (done == 0) first = monotonic_s();
+    if (budget_s > 0 && done >= kMinBudgetRepeats && monotonic_s() - first >= budget_s) break;
     calls.start();
     copies.start();
     b.copy_input();
@@ -254,12 +267,12 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
       backend.synchronize();
       double prepare_s = monotonic_s() - mark;
       for (int64_t i = 0; i < s.warmup; ++i) backend.forward();
-      backend.synchronize();
       mark = monotonic_s();
       backend.load_input(cell);
       prepare_s += monotonic_s() - mark;
+      backend.synchronize();
       sweep_detail::profiler_range(backend, true);
-      const auto [times, h2d] = sweep_detail::timed(backend, s.repeats);
+      const auto [times, h2d] = sweep_detail::timed(backend, s.repeats, s.cell_budget_s);
       sweep_detail::profiler_range(backend, false);
       backend.synchronize();
       const std::optional<double> peak = backend.alloc_peak_mib();

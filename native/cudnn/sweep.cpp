@@ -11,13 +11,17 @@
 //                          study's PyTorch data loader did), on the device for uint8-pinned (normalise_u8)
 //   --weights FILE --classes N --device cuda[:N] --tf32 0|1 --conv-algo heuristic|find --workspace-limit-mib N
 // Per cell, prepare() makes the device input (zeroed) and the network's activations for batch × R × R, and
-// load_input() after the warm-up the host input (float32 pageable: pageable_alloc; float32 or uint8 pinned:
-// cudaMallocHost); release() frees them and the convolution workspace, so each cell's alloc_peak_mib is its own
-// (plus the weights). An allocation failure (cudaMalloc, cudaMallocHost, cuDNN's own) is the cell's oom.
+// load_input() while the warm-up runs the host input (float32 pageable: pageable_alloc; float32 or uint8 pinned:
+// cudaMallocHost; its samples written on every core, as torch's host operations are in the other implementations);
+// release() frees them and the convolution workspace, so each cell's alloc_peak_mib is its own (plus the
+// weights). An allocation failure (cudaMalloc, cudaMallocHost, cuDNN's own) is the cell's oom.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "host_memory.h"
 #include "parameters.h"
@@ -28,6 +32,18 @@
 
 namespace ac::cudnn {
 namespace {
+
+// f(0) .. f(n - 1) on the host's cores: a float32 batch of 512 at 1024 px is 1.6 G values to write.
+template <typename F>
+void for_each_sample(int64_t n, F f) {
+  const int64_t workers = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1));
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < workers; ++w)
+    threads.emplace_back([&f, n, w, workers] {
+      for (int64_t b = w; b < n; b += workers) f(b);
+    });
+  for (std::thread& t : threads) t.join();
+}
 
 // Page-locked host memory (cudaMallocHost) or pageable memory (pageable_alloc: huge pages, as the other
 // implementations' pageable batches), freed on destruction.
@@ -101,18 +117,18 @@ class CudnnSweep : public SweepBackend {
                                            "input batch " + std::to_string(cell.batch) + "×" +
                                                std::to_string(channels_) + "×" + std::to_string(resolution_) +
                                                "²");
-      for (int64_t b = 0; b < cell.batch; ++b) {  // the pool's images repeated in order
+      for_each_sample(cell.batch, [&](int64_t b) {  // the pool's images repeated in order
         const uint8_t* from = images.data() + (b % pool_) * image;
         if (uint8_) {
           std::memcpy(static_cast<uint8_t*>(host_->get()) + b * image, from, image);
-          continue;
+          return;
         }
         float* to = static_cast<float*>(host_->get()) + b * image;
         for (int c = 0; c < channels_; ++c) {  // torch's float operations: x / 255, - mean, / std
           const float m = static_cast<float>(mean_[c]), s = static_cast<float>(std_[c]);
           for (int64_t i = 0; i < hw; ++i) to[c * hw + i] = (static_cast<float>(from[c * hw + i]) / 255.0f - m) / s;
         }
-      }
+      });
     });
   }
 

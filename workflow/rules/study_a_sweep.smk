@@ -72,10 +72,12 @@ rule sweep:
         implementation="[^/]+",
     log:
         "logs/study_a/sweep/{implementation}.log",
+    benchmark:  # the job's wall time, against its tables' timed calls: benchmarks/sweep_overhead.py --from-run
+        f"{SWEEP_DIR}/jobs/{{implementation}}.benchmark.tsv"
     params:
         numerics=SWEEP.numerics,
-        grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, SWEEP.compile_shapes,
-              config["numerics"]),
+        grid=(SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, SWEEP.cell_budget_s,
+              SWEEP.compile_shapes, config["numerics"]),
     resources:
         **timing_job("sweep"),
     script:

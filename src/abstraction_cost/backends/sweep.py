@@ -27,9 +27,11 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
                                                                                  graph captured per cell, untimed)
 
 Per cell, in Python as in C++ (native/common/sweep.h): the device input buffer is made and zeroed (untimed),
-`warmup` calls run on it (so a shape out of memory fails before its host input is made), the host input is made
-(untimed), then `repeats` timed calls (each synchronised before it starts; CUDA events from before the
-host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same calls). A
+`warmup` calls are queued on it (so a shape out of memory fails before its host input is made), the host input is
+made while the device runs them (untimed), then `repeats` timed calls, fewer once they took
+study_a.sweep.cell_budget_s (sweep_cells.more_repeats), each synchronised before it starts; CUDA events from
+before the host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same
+calls. A
 compiled build is timed only once its logits on the cell's input are eager's within the numerics' tolerance
 (compiler/output_check.py); else its cells are `wrong_output`, untimed. An out-of-memory cell becomes an `oom`
 row with the allocator's first message line, its memory is released and the walk goes on; any other exception is
@@ -42,6 +44,7 @@ first cell without a row, in Python as in C++ (--start-cell, --oom-at from the k
 from __future__ import annotations
 
 import gc
+import itertools
 import logging
 import time
 import traceback
@@ -59,7 +62,7 @@ from ..measure.run import Run, measured_run
 from ..measure.timing import StepTimer, synchronize
 from ..models import resnet, weights_file
 from . import aoti_dynamic, cudnn, native, torchscript
-from .sweep_cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, timed_columns
+from .sweep_cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, more_repeats, timed_columns
 from .sweep_store import CellStore, cells_dir, interrupted, job_key
 from .transfer import Pool, cell_input
 
@@ -145,7 +148,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int, repeats: int, run: Run,
-                 store: CellStore | None = None) -> list[dict]:
+                 store: CellStore | None = None, budget_s: float | None = None) -> list[dict]:
     """One row per cell; with a store, each kept as it completes, and those an interrupted attempt kept are
     taken back, not measured."""
     kept = _kept_rows(store, cells)
@@ -176,14 +179,18 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 row["build_s"] = model.build(data.model_input())
                 for _ in range(warmup):
                     model.forward(data.model_input())
-                synchronize(run.device)
                 started = time.perf_counter()
-                data.load(pool)
+                data.load(pool)  # on the host while the device runs the warm-up
                 row["prepare_s"] = prepare_s + time.perf_counter() - started
+                synchronize(run.device)
                 model.check(data.to_device)
                 times, copies = StepTimer(run.device), StepTimer(run.device)
-                for _ in range(repeats):
+                first = None
+                for done in itertools.count():
                     synchronize(run.device)
+                    first = first or time.perf_counter()
+                    if not more_repeats(done, time.perf_counter() - first, repeats, budget_s):
+                        break
                     with times.step():
                         with copies.step():
                             data.copy()
@@ -269,6 +276,7 @@ def sweep_command(program, implementation: str, inputs, manifest: dict, settings
                "--batches", ",".join(map(str, settings.batches)),
                "--resolutions", ",".join(map(str, settings.resolutions)),
                "--warmup", settings.warmup, "--repeats", settings.repeats,
+               "--cell-budget-s", settings.cell_budget_s or 0,
                "--transfers", ",".join(settings.transfers), "--start-cell", start_cell]
     if oom_at:
         command += ["--oom-at", oom_at]
@@ -379,7 +387,7 @@ def sweep_rows(implementation: str, inputs, settings: SweepSettings, config: dic
         return native_cells(cells, command_for, run, implementation, store)
     model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics,
                         settings.compile_shapes)
-    return python_cells(model, cells, pool, settings.warmup, settings.repeats, run, store)
+    return python_cells(model, cells, pool, settings.warmup, settings.repeats, run, store, settings.cell_budget_s)
 
 
 def run(snakemake) -> None:

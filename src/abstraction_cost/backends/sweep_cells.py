@@ -49,6 +49,7 @@ class SweepSettings:
     require_gpu: bool
     numerics: tuple[str, ...] = ("fp32",)  # walked in turn by each implementation's job; first: the study's
     compile_shapes: str = "per-shape"  # how compiled-<mode> meets the grid's shapes: COMPILE_SHAPES
+    cell_budget_s: float | None = None  # a cell's timed calls end once they took this long (more_repeats)
 
     @classmethod
     def from_config(cls, config: dict) -> "SweepSettings":
@@ -58,7 +59,8 @@ class SweepSettings:
         return cls(tuple(sorted(set(s["batches"]))), tuple(sorted(set(s["resolutions"]))), s["warmup"],
                    s["repeats"], tuple(s["transfers"]), tuple(s["implementations"]),
                    tuple(s.get("compile_modes", ())), s["pool"], k["batch_size"], k["resolution"], k["top"],
-                   s["require_gpu"], tuple(s["numerics"]), s.get("compile_shapes", "per-shape"))
+                   s["require_gpu"], tuple(s["numerics"]), s.get("compile_shapes", "per-shape"),
+                   s.get("cell_budget_s"))
 
     def cells(self) -> list[Cell]:
         return walk(self.batches, self.resolutions, self.transfers)
@@ -75,6 +77,16 @@ SWEEP_IMPLEMENTATIONS = ("eager", "torchscript-python", "torchscript-cpp", "libt
                          "cudnn-graphs")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 COMPILE_SHAPES = ("per-shape", "dynamic")  # a fresh static build per shape, or one dynamic-shape build per job
+MIN_BUDGET_REPEATS = 3  # the fewest timed calls a cell budget leaves (a median and its interval); sweep.h's too
+
+
+def more_repeats(done: int, elapsed_s: float, repeats: int, budget_s: float | None) -> bool:
+    """Whether a cell makes another timed call, after `done` calls that took `elapsed_s`: up to `repeats`; with a
+    budget (study_a.sweep.cell_budget_s), none once they took budget_s and were at least MIN_BUDGET_REPEATS. A cell
+    of a few milliseconds still gets `repeats`; one of seconds per call (batch 512 at 1024 px) gets three."""
+    if done >= repeats:
+        return False
+    return budget_s is None or done < MIN_BUDGET_REPEATS or elapsed_s < budget_s
 
 
 def _positive_ints(values, key: str) -> None:
@@ -114,6 +126,10 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
         if not modes or any(m not in COMPILE_MODES for m in modes):
             raise SweepConfigError(f"config key 'study_a.sweep.compile_modes': {modes!r}; need one or more of "
                                    f"{list(COMPILE_MODES)} when implementations has compiled")
+    budget = s.get("cell_budget_s")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0):
+        raise SweepConfigError(f"config key 'study_a.sweep.cell_budget_s': {budget!r} is not a positive number of "
+                               "seconds (leave it out for every cell's full repeats)")
     if s.get("compile_shapes", "per-shape") not in COMPILE_SHAPES:
         raise SweepConfigError(f"config key 'study_a.sweep.compile_shapes': {s['compile_shapes']!r} is not one of "
                                f"{list(COMPILE_SHAPES)}")

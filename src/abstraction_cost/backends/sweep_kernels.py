@@ -103,7 +103,7 @@ def native_profile(implementation: str, numerics: str, inputs, settings: SweepSe
             return "ncu", [{"status": meta["status"], "message": meta.get("message") or "no package"}]
     warmup = max(settings.warmup, 1)
     cell = replace(settings, batches=(settings.kernel_batch,), resolutions=(resolution,),
-                   transfers=(STUDY_TRANSFER,), warmup=warmup, repeats=PROFILED_CALLS)
+                   transfers=(STUDY_TRANSFER,), warmup=warmup, repeats=PROFILED_CALLS, cell_budget_s=None)
     pool = Pool(inputs.inputs)
     program = sweep_command(inputs.program, implementation, inputs, pool.manifest, cell, config, device, classes)
     return f"ncu {ncu.version(found)}", ncu.profile(found, program, settings.kernel_top, PROFILED_CALLS, warmup, log)

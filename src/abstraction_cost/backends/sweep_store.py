@@ -42,8 +42,8 @@ def job_key(config: dict, wildcards: dict, inputs: dict) -> str:
     """What a kept cell's row depends on; inputs by path, size and modification time (a rebuilt program or new
     weights measure something else)."""
     s = config["study_a"]["sweep"]
-    grid = {k: s.get(k) for k in ("batches", "resolutions", "transfers", "warmup", "repeats", "pool", "require_gpu",
-                                   "compile_shapes")}
+    grid = {k: s.get(k) for k in ("batches", "resolutions", "transfers", "warmup", "repeats", "cell_budget_s", "pool",
+                                   "require_gpu", "compile_shapes")}
     files = {name: _files(Path(str(path))) for name, path in sorted(inputs.items())}
     return fingerprint(grid, config["numerics"], config["device"], config["seed"], config["measure"],
                        config["study_a"]["backends"], config["study_a"].get("cudnn"), dict(wildcards), files)
