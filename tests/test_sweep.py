@@ -239,6 +239,49 @@ def test_python_oom_shape_fails_in_its_warm_up_before_its_host_input_is_made(poo
     assert loaded == [2, 2]  # only the shapes that fitted made their host batch
 
 
+class ScriptedOomFromBatch4(TinyModel):
+    """Runs out of memory from batch 4 on as a TorchScript module does: a RuntimeError of the interpreter with
+    torch's message inside; only the allocator's oom count (sweep.oom_count) says what it was."""
+
+    def __init__(self):
+        super().__init__()
+        conv = self.forward
+        self.forward = lambda x: conv(x) if x.shape[0] < 4 else self._fail()
+
+    @staticmethod
+    def _fail():
+        ScriptedOomFromBatch4.ooms += 1
+        raise RuntimeError("The following operation failed in the TorchScript interpreter.\nTraceback of "
+                           "TorchScript (most recent call last):\n  File \"code/resnet.py\", line 28\n"
+                           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 GiB.")
+
+
+@pytest.mark.parametrize("counted", [True, False])
+def test_an_oom_inside_torchscript_is_an_oom_cell_where_the_allocator_counted_it(pool_dir, monkeypatch, counted):
+    ScriptedOomFromBatch4.ooms = 0
+    monkeypatch.setattr(sweep, "oom_count", lambda device: ScriptedOomFromBatch4.ooms if counted else 0)
+    rows = sweep.python_cells(ScriptedOomFromBatch4(), walk([2, 4, 8], [8], ["float32-pageable"]),
+                              transfer.Pool(pool_dir), 1, 2, _run())
+    if counted:
+        assert [r["status"] for r in rows] == ["ok", "oom", "oom"]
+        assert rows[1]["message"] == "CUDA out of memory. Tried to allocate 32.00 GiB." and rows[2]["message"] == \
+            "skipped: batch 4 already out of memory at this resolution"
+    else:  # any other error of the interpreter stays an error, and batch 8 is tried
+        assert [r["status"] for r in rows] == ["ok", "error", "error"]
+        assert rows[1]["message"] == "RuntimeError: The following operation failed in the TorchScript interpreter."
+
+
+def test_a_program_killed_by_an_uncaught_exception_is_named_by_its_what_line():
+    tail = ["terminate called after throwing an instance of 'c10::AcceleratorError'",
+            "  what():  CUDA error: an illegal memory access was encountered",
+            "frame #0: c10::Error::Error(...) + 0x9d", "frame #1: <unknown function> + 0x81474"]
+    result = native.Result(command=["/x/ac_libtorch"], returncode=-6, records=[], stderr_tail=tail)
+    assert result.failure() == ("error", "ac_libtorch was killed by SIGABRT: what():  CUDA error: an illegal "
+                                         "memory access was encountered")
+    result = native.Result(command=["/x/ac_libtorch"], returncode=-11, records=[], stderr_tail=["a", "b"])
+    assert result.failure() == ("error", "ac_libtorch was killed by SIGSEGV: a | b")
+
+
 def test_compiled_build_is_made_once_per_shape_for_all_its_transfer_modes(pool_dir, tmp_path, monkeypatch):
     """compiled-<mode> compiles afresh per batch × resolution; the shape's other transfer modes run that build
     (the same graph: every mode hands the model a float32 batch of that shape), so build_s is on its first row."""
@@ -614,6 +657,41 @@ def test_python_sweep_on_cuda_records_a_real_oom_and_goes_on(pool_dir):
         "skipped: batch 4 already out of memory at this resolution"
     assert rows[3]["alloc_peak_mib"] is not None and rows[3]["h2d_bytes"] == 2 * 3 * 16 * 16 * 4
     assert torch.cuda.memory_allocated() < 1 << 30  # the failed cells' memory was released
+
+
+class GreedyScript(torch.nn.Module):
+    """A TorchScript module asking the allocator for 1 TiB from batch 4 on."""
+
+    def forward(self, x):
+        if x.shape[0] >= 4:
+            return torch.empty([1 << 40], dtype=torch.uint8, device=x.device).float()[:5].expand(x.shape[0], 5)
+        return x.flatten(1)[:, :5]
+
+
+@pytest.mark.gpu
+def test_an_oom_inside_a_torchscript_module_is_oom_in_python_and_in_cpp(pool_dir, tmp_path):
+    """The interpreter wraps torch's OutOfMemoryError in its own error, in Python as in ac_libtorch (and an
+    AOTInductor package's runner does the same); the allocator's oom count makes both an oom cell."""
+    module = torch.jit.script(GreedyScript())
+    module.save(str(tmp_path / "greedy.pt"))
+    cells = walk([2, 4, 8], [8], ["float32-pinned"])
+    model = TinyModel()
+    model.forward = module.cuda()
+    run = _cuda_run()
+    with run.sampler:
+        rows = sweep.python_cells(model, cells, transfer.Pool(pool_dir), 1, 2, run)
+    assert [r["status"] for r in rows] == ["ok", "oom", "oom"], [r["message"] for r in rows]
+    assert rows[1]["message"].startswith("CUDA out of memory. Tried to allocate 1024.00 GiB")
+    program = native.ensure_built("libtorch")
+    settings = SimpleNamespace(batches=(2, 4, 8), resolutions=(8,), transfers=("float32-pinned",), warmup=1,
+                               repeats=2, cell_budget_s=None)
+    inputs = SimpleNamespace(inputs=str(pool_dir), module=str(tmp_path / "greedy.pt"))
+    config = {"numerics": {"tf32": False, "cudnn_benchmark": False}}
+    rows = sweep.native_cells(cells, lambda start, oom_at: sweep.sweep_command(
+        program, "torchscript-cpp", inputs, transfer.read_manifest(pool_dir), settings, config, torch.device("cuda"),
+        5, start, oom_at), _cuda_run(), "torchscript-cpp")
+    assert [r["status"] for r in rows] == ["ok", "oom", "oom"], [r["message"] for r in rows]
+    assert rows[1]["message"].startswith("CUDA out of memory. Tried to allocate 1024.00 GiB")
 
 
 @pytest.mark.gpu

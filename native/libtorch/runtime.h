@@ -47,6 +47,14 @@ struct Session {
 #endif
   }
 
+  // The caching allocator's count of allocations it could not satisfy ("num_ooms"); 0 off the GPU.
+  int64_t oom_count() const {
+#ifdef AC_WITH_CUDA
+    if (cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).num_ooms;
+#endif
+    return 0;
+  }
+
   // torch.cuda.max_memory_allocated in MiB ("allocated_bytes.all.peak"); none off the GPU.
   std::optional<double> alloc_peak_mib() const {
 #ifdef AC_WITH_CUDA

@@ -112,13 +112,24 @@ class TorchSweep : public SweepBackend {
   std::optional<double> alloc_peak_mib() const override { return s_.alloc_peak_mib(); }
 
  private:
-  // torch's out-of-memory error becomes the sweep's oom, with torch's own message.
+  // torch's out-of-memory error becomes the sweep's oom, with torch's own message. Inside a TorchScript module or
+  // an AOTInductor package it reaches here as another error (the interpreter's, or the package runner's "API
+  // call failed", with torch's message only on stderr); the caching allocator's oom count tells it apart.
   template <typename F>
-  static void guard(F&& f) {
+  void guard(F&& f) const {
+    const int64_t ooms = s_.oom_count();
     try {
       f();
     } catch (const c10::OutOfMemoryError& e) {
       throw SweepOom(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      if (s_.oom_count() <= ooms) throw;
+      const std::string what = e.what();  // the allocator's own line where the error carries it
+      const size_t found = what.find("CUDA out of memory");
+      const size_t from = found == std::string::npos ? 0 : found;
+      throw SweepOom(found == std::string::npos ? "CUDA out of memory inside the model (the caching allocator's "
+                                                  "oom count rose): " + what.substr(0, what.find('\n'))
+                                                : what.substr(from, what.find('\n', from) - from));
     }
   }
 

@@ -203,7 +203,10 @@ class Result:
             return errors[-1].get("status", "error"), errors[-1].get("message") or "no message"
         if self.returncode == 0:
             return None
-        last = " | ".join(line for line in self.stderr_tail[-5:] if line.strip()) or "no output on stderr"
+        # an uncaught C++ exception ends in "terminate called ..." and its what() line, then its stack frames
+        what = [line.strip() for line in self.stderr_tail if line.strip().startswith("what():")]
+        last = what[-1] if what else (
+            " | ".join(line for line in self.stderr_tail[-5:] if line.strip()) or "no output on stderr")
         if self.returncode < 0:
             try:
                 name = signal.Signals(-self.returncode).name

@@ -142,6 +142,20 @@ class PythonModel:
         self._checked_for = self._built_for
 
 
+def oom_count(device: torch.device) -> int:
+    """The caching allocator's count of allocations it could not satisfy ("num_ooms"; 0 off the GPU). An oom
+    inside a TorchScript module reaches Python as a RuntimeError of the interpreter, not torch.OutOfMemoryError,
+    so the count is what tells it apart (the C++ programs do the same: native/libtorch/sweep.cpp)."""
+    return torch.cuda.memory_stats(device).get("num_ooms", 0) if device.type == "cuda" else 0
+
+
+def _oom_line(err: BaseException) -> str:
+    """The allocator's own line from an error that wraps it, else the error's first line."""
+    lines = [line.strip() for line in str(err).splitlines()]
+    found = next((line for line in lines if "out of memory" in line), None)
+    return found.split("OutOfMemoryError: ")[-1] if found else _first_line(err)
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
@@ -166,6 +180,7 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
             continue
         name = f"cell{cell.index}"
         data = None
+        ooms = oom_count(run.device)
         try:
             with torch.no_grad(), run.phase(name):
                 if injected.get(cell.index) == "oom":
@@ -204,8 +219,12 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
         except WrongOutput as err:
             row.update(status="wrong_output", message=str(err))
         except Exception as err:
-            log.error("cell %s failed:\n%s", cell, traceback.format_exc())
-            row.update(status="error", message=_first_line(err))
+            if oom_count(run.device) > ooms:  # out of memory inside TorchScript's interpreter: a RuntimeError
+                tracker.add(cell)
+                row.update(status="oom", message=_oom_line(err))
+            else:
+                log.error("cell %s failed:\n%s", cell, traceback.format_exc())
+                row.update(status="error", message=_first_line(err))
         finally:
             data = None
             _release(run.device, collect=row.get("status") != "ok")
