@@ -463,7 +463,9 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
 @pytest.mark.parametrize("implementation", ["eager", "libtorch"])
 def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, monkeypatch, implementation):
     """Rule sweep's job (measured run, table) on the smoke config (its two transfer modes), an oom at cell 0
-    (batch 1, 8 px, float32-pageable) and a crash at cell 3 (batch 2, 8 px, uint8-pinned)."""
+    (batch 1, 8 px, float32-pageable), a crash at cell 3 (batch 2, 8 px, uint8-pinned) and a wrong output at
+    cell 5 (batch 1, 16 px, uint8-pinned: ac_libtorch's saved logits perturbed, which the job's check against
+    eager's logits catches; every other cell's logits pass it)."""
     from abstraction_cost import config as config_module, tables
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
@@ -474,12 +476,16 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     if implementation == "libtorch":
         inputs.program = str(native.ensure_built("libtorch"))
     job = sweep_job(config, inputs, implementation, tmp_path)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@3")
+    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@3,wrong@5")
     sweep.run(job)
     df = tables.read("sweep", job.output.tables[0])
     assert df["cell"].to_list() == list(range(8))
     assert df["transfer"].to_list() == ["float32-pageable", "uint8-pinned"] * 4
-    assert df["status"].to_list() == ["oom", "ok", "oom", "error", "ok", "ok", "ok", "ok"]
+    assert df["status"].to_list() == ["oom", "ok", "oom", "error", "ok", "wrong_output", "ok", "ok"]
+    assert df["time_ms"][5] is None and df["time_per_sample_ms"][5] is None
+    expected = {"libtorch": "libtorch at input (1, 3, 16, 16): logits differ from eager's: max |Δ|",
+                "eager": "injected wrong output (AC_SWEEP_FAULT)"}[implementation]
+    assert df["message"][5].startswith(expected)
     assert df["message"][2] == "skipped: batch 1 already out of memory at this resolution"
     assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.envs[0]).height == 1
     assert df["time_per_sample_ms"][7] > 0 and df["implementation"].unique().to_list() == [implementation]

@@ -16,6 +16,9 @@
 //   --oom-at R:B:T,...                             (resolution, batch, transfer) already oom in an earlier process,
 //                                                  so larger batches at R in mode T are skipped as if this process
 //                                                  saw it
+//   --logits-dir DIR                               each measured cell's last logits to DIR/cell<K>.f32 (float32,
+//                                                  batch × classes), which the launcher checks against eager's
+//                                                  (backends/sweep_check.py); the record names the file
 //
 // Per cell: prepare(cell) (untimed: the device input buffer, zeroed, and whatever the model needs for the shape),
 // `warmup` untimed forwards on that buffer (an oom shape fails here, before any host memory is spent on it), then
@@ -27,7 +30,7 @@
 // Record fields:
 //   {"kind":"cell","cell":K,"batch":B,"resolution":R,"transfer":T,"status":"ok"|"oom"|"error","message":...,
 //    "times_ms":[...],"h2d_ms":[...],"h2d_bytes":N,"prepare_s":s,"alloc_peak_mib":x,
-//    "start_monotonic_s":t0,"end_monotonic_s":t1}
+//    "start_monotonic_s":t0,"end_monotonic_s":t1[,"logits_file":path]}
 // after a first {"kind":"sweep_start","cells":N,"start_cell":K} (the program is up: a death after it is a
 // cell's), and a last {"kind":"sweep_done","cells":recorded}. A backend throws SweepOom for an out-of-memory (its
 // framework's exception translated); any other exception is an `error` cell. Either way release() runs and the
@@ -35,7 +38,8 @@
 // "skipped: batch B already out of memory at this resolution" without being tried.
 //
 // Test hook: AC_SWEEP_FAULT="oom@K" makes cell K an injected oom, "crash@K" raises SIGSEGV in cell K (after the
-// earlier cells' records are out); several as "oom@1,crash@3". For CPU tests of the launcher's restart. "kill@K"
+// earlier cells' records are out), "wrong@K" adds 1 to cell K's saved logits (a model computing something else);
+// several as "oom@1,crash@3". For CPU tests of the launcher's restart. "kill@K"
 // is the launcher's own (it SIGKILLs the whole job once cell K's row is kept): the program accepts and ignores it.
 #pragma once
 
@@ -43,6 +47,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -86,7 +91,8 @@ class SweepBackend {
   // Untimed: the device input buffer of shape batch × C × R × R in the transfer's dtype (float32, or uint8 for
   // uint8-pinned), zeroed, and the model for this shape. Throws SweepOom when the device is out of memory.
   virtual void prepare(const SweepCell& cell) = 0;
-  // Untimed, after the warm-up: the host input of that shape, in pageable or page-locked memory as the mode says.
+  // Untimed, while the warm-up runs: the host input of that shape, in pageable or page-locked memory as the mode
+  // says.
   virtual void load_input(const SweepCell& cell) = 0;
   // The host-to-device copy of the host input into the device buffer (enqueued on stream()).
   virtual void copy_input() = 0;
@@ -101,12 +107,15 @@ class SweepBackend {
   virtual void synchronize() const = 0;
   virtual void reset_alloc_peak() const {}
   virtual std::optional<double> alloc_peak_mib() const { return std::nullopt; }
+  // The last forward's logits (batch × classes, row-major) on the host; empty where the backend has none.
+  virtual std::vector<float> logits() const { return {}; }
 };
 
 struct SweepSettings {
   std::vector<int64_t> batches, resolutions;
   int64_t warmup = 0, repeats = 1, start_cell = 0;
   double cell_budget_s = 0;  // 0: every cell makes `repeats` timed calls
+  std::string logits_dir;    // empty: no logits saved
   std::vector<std::string> transfers;
   std::map<std::pair<int64_t, std::string>, int64_t> oom_at;  // (resolution, transfer) -> smallest oom batch
 };
@@ -141,8 +150,8 @@ inline std::map<int64_t, std::string> faults() {
   for (const std::string& item : comma_items(env)) {
     const size_t at = item.find('@');
     const std::string kind = item.substr(0, at);
-    if (at == std::string::npos || (kind != "oom" && kind != "crash" && kind != "kill"))
-      throw ArgError("AC_SWEEP_FAULT: '" + item + "' is not oom@CELL, crash@CELL or kill@CELL");
+    if (at == std::string::npos || (kind != "oom" && kind != "crash" && kind != "kill" && kind != "wrong"))
+      throw ArgError("AC_SWEEP_FAULT: '" + item + "' is not oom@CELL, crash@CELL, wrong@CELL or kill@CELL");
     if (kind == "kill") continue;  // the launcher's (backends/sweep.py): it kills the job after cell K is kept
     out[std::stoll(item.substr(at + 1))] = kind;
   }
@@ -160,6 +169,7 @@ inline SweepSettings read_sweep_settings(const Args& a) {
   s.start_cell = a.integer("start-cell", 0);
   s.cell_budget_s = a.number("cell-budget-s", 0);
   if (!(s.cell_budget_s >= 0)) throw ArgError("--cell-budget-s must be >= 0 seconds");
+  s.logits_dir = a.str("logits-dir", "");
   if (s.warmup < 0 || s.repeats < 1) throw ArgError("--warmup must be >= 0 and --repeats >= 1");
   if (s.start_cell < 0) throw ArgError("--start-cell must be >= 0");
   const auto& modes = sweep_transfers();
@@ -237,6 +247,19 @@ inline std::pair<std::vector<double>, std::vector<double>> timed(SweepBackend& b
   return {calls.elapsed_ms(), copies.elapsed_ms()};
 }
 
+// The backend's last logits to DIR/cell<K>.f32; "" where it has none. `wrong` perturbs them (the test hook).
+inline std::string save_logits(const SweepBackend& b, const std::string& dir, int64_t cell, bool wrong) {
+  std::vector<float> values = b.logits();
+  if (values.empty()) return "";
+  if (wrong)
+    for (float& v : values) v += 1.0f;
+  const std::string path = dir + "/cell" + std::to_string(cell) + ".f32";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
+  if (!out) throw std::runtime_error("cannot write the cell's logits to " + path);
+  return path;
+}
+
 }  // namespace sweep_detail
 
 // Walks the cells from s.start_cell and streams their records; returns the number of cells recorded.
@@ -260,7 +283,7 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
     std::string status = "ok", message;
     try {
       if (fault != faults.end() && fault->second == "crash") std::raise(SIGSEGV);
-      if (fault != faults.end()) throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
+      if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
       backend.reset_alloc_peak();
       double mark = monotonic_s();
       backend.prepare(cell);
@@ -277,12 +300,15 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
       backend.synchronize();
       const std::optional<double> peak = backend.alloc_peak_mib();
       const int64_t bytes = backend.input_bytes();
+      const std::string logits = s.logits_dir.empty() ? "" : sweep_detail::save_logits(
+          backend, s.logits_dir, cell.index, fault != faults.end() && fault->second == "wrong");
       const double end = monotonic_s();
       backend.release();
       Record r = sweep_detail::cell_record(cell, status, message);
       r.add("times_ms", times).add("h2d_ms", h2d).add("h2d_bytes", bytes)
           .add("prepare_s", prepare_s).add("alloc_peak_mib", peak)
           .add("start_monotonic_s", start).add("end_monotonic_s", end);
+      if (!logits.empty()) r.add("logits_file", logits);
       r.emit();
       ++recorded;
       continue;

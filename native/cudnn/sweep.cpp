@@ -175,6 +175,12 @@ class CudnnSweep : public SweepBackend {
   void synchronize() const override { gpu_.synchronize("sweep"); }
   void reset_alloc_peak() const override { DeviceBytes::reset_peak(); }
   std::optional<double> alloc_peak_mib() const override { return DeviceBytes::peak_mib(); }
+  std::vector<float> logits() const override {
+    if (!logits_) return {};
+    std::vector<float> host(static_cast<size_t>(n_) * net_.classes());
+    CUDA_CHECK(cudaMemcpy(host.data(), logits_, host.size() * sizeof(float), cudaMemcpyDeviceToHost), "logits");
+    return host;
+  }
 
  private:
   // The program's out-of-memory error (any allocation: cudaMalloc, cudaMallocHost, cuDNN's) is the sweep's oom.

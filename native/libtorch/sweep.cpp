@@ -110,6 +110,11 @@ class TorchSweep : public SweepBackend {
   void synchronize() const override { s_.synchronize(); }
   void reset_alloc_peak() const override { s_.reset_alloc_peak(); }
   std::optional<double> alloc_peak_mib() const override { return s_.alloc_peak_mib(); }
+  std::vector<float> logits() const override {
+    if (!logits_.defined()) return {};
+    const torch::Tensor host = logits_.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    return {host.data_ptr<float>(), host.data_ptr<float>() + host.numel()};
+  }
 
  private:
   // torch's out-of-memory error becomes the sweep's oom, with torch's own message. Inside a TorchScript module or

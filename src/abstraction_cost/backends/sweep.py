@@ -33,7 +33,9 @@ study_a.sweep.cell_budget_s (sweep_cells.more_repeats), each synchronised before
 before the host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same
 calls. A
 compiled build is timed only once its logits on the cell's input are eager's within the numerics' tolerance
-(compiler/output_check.py); else its cells are `wrong_output`, untimed. An out-of-memory cell becomes an `oom`
+(compiler/output_check.py); else its cells are `wrong_output`, untimed. A C++ program writes each measured cell's
+last logits (--logits-dir), which the job checks against eager's once the program has ended (sweep_check.py): a
+cell that differs becomes `wrong_output` and loses its times. An out-of-memory cell becomes an `oom`
 row with the allocator's first message line, its memory is released and the walk goes on; any other exception is
 an `error` row. A C++ program streams its records; when it dies, the job restarts it from the cell after the one
 it died in (--start-cell), which becomes an `error` row with the exit status, and tells it which cells were oom
@@ -43,9 +45,11 @@ first cell without a row, in Python as in C++ (--start-cell, --oom-at from the k
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import logging
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -63,6 +67,7 @@ from ..measure.timing import StepTimer, synchronize
 from ..models import resnet, weights_file
 from . import aoti_dynamic, cudnn, native, torchscript
 from .sweep_cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, more_repeats, timed_columns
+from .sweep_check import check_logits
 from .sweep_store import CellStore, cells_dir, interrupted, job_key
 from .transfer import Pool, cell_input
 
@@ -187,6 +192,8 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                     raise torch.OutOfMemoryError("injected out of memory (AC_SWEEP_FAULT)")
                 if injected.get(cell.index) == "crash":
                     raise InjectedCrash("injected crash (AC_SWEEP_FAULT)")
+                if injected.get(cell.index) == "wrong":
+                    raise WrongOutput("injected wrong output (AC_SWEEP_FAULT)")
                 started = time.perf_counter()
                 data = cell_input(pool, cell.batch, cell.resolution, cell.transfer, run.device)
                 synchronize(run.device)
@@ -285,7 +292,8 @@ def _release(device: torch.device, collect: bool) -> None:
 
 # ------------------------------------------------------------------------------------------------ C++
 def sweep_command(program, implementation: str, inputs, manifest: dict, settings: SweepSettings, config: dict,
-                  device: torch.device, classes: int, start_cell: int = 0, oom_at: str = "") -> list[str]:
+                  device: torch.device, classes: int, start_cell: int = 0, oom_at: str = "",
+                  logits_dir: Path | None = None) -> list[str]:
     """ac_libtorch sweep (or ac_cudnn sweep): flags of native/{libtorch,cudnn}/sweep.cpp and native/common/sweep.h."""
     model = NATIVE_MODELS[implementation]
     numbers = lambda xs: ",".join(repr(float(x)) for x in xs)  # noqa: E731
@@ -299,6 +307,8 @@ def sweep_command(program, implementation: str, inputs, manifest: dict, settings
                "--transfers", ",".join(settings.transfers), "--start-cell", start_cell]
     if oom_at:
         command += ["--oom-at", oom_at]
+    if logits_dir is not None:
+        command += ["--logits-dir", logits_dir]
     if model == "libtorch" or model in cudnn.IMPLEMENTATIONS:
         command += ["--weights", inputs.weights, "--classes", classes]
     elif model == "torchscript":
@@ -400,13 +410,28 @@ def sweep_rows(implementation: str, inputs, settings: SweepSettings, config: dic
         if meta["status"] != "ok":
             return _not_run_rows(cells, meta["status"], meta.get("message") or "no package")
     if kind(implementation)[1] == "cpp":
-        def command_for(start: int, oom_at: str) -> list[str]:
-            return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, config,
-                                 run.device, classes, start, oom_at)
-        return native_cells(cells, command_for, run, implementation, store)
+        with _logits_dir(store) as logits_dir:
+            def command_for(start: int, oom_at: str) -> list[str]:
+                return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, config,
+                                     run.device, classes, start, oom_at, logits_dir)
+            rows = native_cells(cells, command_for, run, implementation, store)
+            return check_logits(rows, logits_dir, implementation, inputs.weights, pool, classes, numerics,
+                                run.device)
     model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics,
                         settings.compile_shapes)
     return python_cells(model, cells, pool, settings.warmup, settings.repeats, run, store, settings.cell_budget_s)
+
+
+@contextlib.contextmanager
+def _logits_dir(store: CellStore | None):
+    """Where the C++ program writes each cell's logits: beside the kept cells (a resumed job checks those again;
+    they go when the store is cleared), else a temporary directory."""
+    if store is not None:
+        (store.directory / "logits").mkdir(exist_ok=True)
+        yield store.directory / "logits"
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        yield Path(tmp)
 
 
 def run(snakemake) -> None:

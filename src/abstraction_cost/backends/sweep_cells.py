@@ -17,7 +17,7 @@ from ..measure.numerics import NUMERICS
 from ..measure.statistics import median_interval
 
 TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
-FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K" / "kill@K", comma-separated: the test hook of every sweep
+FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K" / "wrong@K" / "kill@K", comma-separated: every sweep's test hook
 SKIPPED = "skipped: batch {batch} already out of memory at this resolution"
 
 
@@ -166,14 +166,15 @@ def _fault_items(environ) -> list[tuple[str, int]]:
     items = []
     for item in filter(None, environ.get(FAULT_ENV, "").split(",")):
         kind, _, index = item.partition("@")
-        if kind not in ("oom", "crash", "kill") or not index.isdigit():
-            raise ValueError(f"{FAULT_ENV}: {item!r} is not oom@CELL, crash@CELL or kill@CELL")
+        if kind not in ("oom", "crash", "wrong", "kill") or not index.isdigit():
+            raise ValueError(f"{FAULT_ENV}: {item!r} is not oom@CELL, crash@CELL, wrong@CELL or kill@CELL")
         items.append((kind, int(index)))
     return items
 
 
 def faults(environ=os.environ) -> dict[int, str]:
-    """AC_SWEEP_FAULT -> {cell index: "oom" | "crash"}: the faults inside a cell, in Python as in C++."""
+    """AC_SWEEP_FAULT -> {cell index: "oom" | "crash" | "wrong"}: the faults inside a cell, in Python as in C++
+    ("wrong": the cell's output is not eager's, so it becomes wrong_output, untimed)."""
     return {index: kind for kind, index in _fault_items(environ) if kind != "kill"}
 
 

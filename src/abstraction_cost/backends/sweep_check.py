@@ -1,0 +1,67 @@
+"""Correct before fast, for the sweep's C++ programs: each measured cell's last logits (the program writes them
+with --logits-dir, native/common/sweep.h) against the eager module's on the same input, under the job's numerics
+and with compiler/output_check's tolerances. A cell whose logits differ becomes `wrong_output` and loses its times,
+so no speed is ever reported for a model that computed something else (an AOTInductor package with dynamic shapes,
+a TorchScript module, the hand-written cuDNN network).
+
+The check runs in the job's process after the program has ended, so eager's reference never shares the device with
+the program being measured; one reference per batch × resolution serves every transfer mode of that shape (the
+input is the same: the pool's images repeated, normalised).
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..compiler.output_check import reference
+from ..models import resnet, weights_file
+from .transfer import Pool, cell_input
+
+log = logging.getLogger(__name__)
+
+TIMED = ("time_ms", "time_ms_low", "time_ms_high", "time_per_sample_ms", "time_per_sample_ms_low",
+         "time_per_sample_ms_high", "h2d_ms", "h2d_ms_low", "h2d_ms_high")
+
+
+def logits_file(directory: Path, cell: int) -> Path:
+    return directory / f"cell{cell}.f32"
+
+
+def check_logits(rows: list[dict], directory: Path, implementation: str, weights: str, pool: Pool, classes: int,
+                 numerics: str, device: torch.device) -> list[dict]:
+    """The rows, each ok cell with a logits file checked. The files stay until the job's cell store is cleared: a
+    resumed job checks its kept cells again (they are kept before the check, as measured)."""
+    shapes: dict[tuple[int, int], list[dict]] = {}
+    for row in rows:
+        if row["status"] == "ok" and logits_file(directory, row["cell"]).exists():
+            shapes.setdefault((row["batch_size"], row["resolution"]), []).append(row)
+    if not shapes:
+        return rows
+    channels = pool.manifest["channels"]
+    model = weights_file.load_into(resnet.resnet50(channels, classes), weights).eval().to(device)
+    for (batch, resolution), cells in shapes.items():
+        label = f"{implementation} at input ({batch}, {channels}, {resolution}, {resolution})"
+        try:
+            data = cell_input(pool, batch, resolution, "float32-pageable", device)
+            data.load(pool)
+            ref = reference(model, (data.to_device(),), numerics, device)
+            for row in cells:
+                path = logits_file(directory, row["cell"])
+                logits = torch.from_numpy(np.fromfile(path, dtype=np.float32).reshape(batch, classes)).to(device)
+                result = ref.check(logits)
+                if not result.ok:
+                    row.update(dict.fromkeys(TIMED), status="wrong_output",
+                               message=f"{label}: logits differ from eager's: {result.message}")
+        except torch.OutOfMemoryError as err:  # eager's reference (or its float64 copy) does not fit
+            for row in cells:
+                row["message"] = f"output not checked: eager's reference is out of memory ({str(err).splitlines()[0]})"
+        finally:
+            data = ref = None
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    log.info("%s: logits of %d cells checked against eager's at %d shapes", implementation,
+             sum(map(len, shapes.values())), len(shapes))
+    return rows
