@@ -253,7 +253,7 @@ class ScriptedOomFromBatch4(TinyModel):
         ScriptedOomFromBatch4.ooms += 1
         raise RuntimeError("The following operation failed in the TorchScript interpreter.\nTraceback of "
                            "TorchScript (most recent call last):\n  File \"code/resnet.py\", line 28\n"
-                           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 GiB.")
+                           "RuntimeError: CUDA out of memory. Tried to allocate 32.00 GiB.")
 
 
 @pytest.mark.parametrize("counted", [True, False])

@@ -49,6 +49,7 @@ import contextlib
 import gc
 import itertools
 import logging
+import re
 import tempfile
 import time
 import traceback
@@ -158,7 +159,7 @@ def _oom_line(err: BaseException) -> str:
     """The allocator's own line from an error that wraps it, else the error's first line."""
     lines = [line.strip() for line in str(err).splitlines()]
     found = next((line for line in lines if "out of memory" in line), None)
-    return found.split("OutOfMemoryError: ")[-1] if found else _first_line(err)
+    return re.sub(r"^[\w.]*Error: ", "", found) if found else _first_line(err)
 
 
 def _first_line(err: BaseException) -> str:
