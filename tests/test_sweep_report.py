@@ -33,11 +33,18 @@ def _sweep(eager_factor=(10.0, 4.0), numerics="fp32", scale=1.0) -> pl.DataFrame
     return tables.frame("sweep", rows)
 
 
-def test_line_charts_mark_oom_cells_and_use_log_axes():
-    chart = ss.line_chart(_sweep(), "time_per_sample_ms", "batch_size").to_dict()
+def test_line_charts_mark_cells_without_a_time_by_status_and_use_log_axes():
+    sweep = _sweep().with_columns(status=pl.when((pl.col("implementation") == "libtorch") & (pl.col("batch_size") == 8)
+                                                 & (pl.col("resolution") == 256)).then(pl.lit("wrong_output"))
+                                  .otherwise(pl.col("status")))
+    chart = ss.line_chart(sweep, "time_per_sample_ms", "batch_size").to_dict()
     layers = chart["spec"]["layer"]
     assert [layer["mark"]["type"] for layer in layers] == ["line", "point"]
-    assert layers[1]["mark"]["shape"] == "cross"
+    shape = layers[1]["encoding"]["shape"]
+    assert shape["field"] == "status" and dict(zip(shape["scale"]["domain"], shape["scale"]["range"])) == {
+        "oom": "cross", "wrong_output": "triangle-up", "error": "square"}
+    values = chart["datasets"][chart["data"]["name"]]
+    assert {r["status"] for r in values if r["status"] != "ok"} == {"oom", "wrong_output"}
     assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
     assert "at resolution 256" in chart["title"]
 

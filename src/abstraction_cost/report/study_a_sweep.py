@@ -20,6 +20,8 @@ ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "
 STUDY_TRANSFER = "float32-pageable"
 STUDY_NUMERICS = "fp32"  # the study's (TF32 did not exist on its GPUs)
 METRICS = {"time_per_sample_ms": "time per sample (ms), median"}  # memory_mib: with_memory's label
+# cells with no time, on the panel's floor: out of memory, logits not eager's, failed (a crash: its exit status)
+FAILED_MARKS = {"oom": "cross", "wrong_output": "triangle-up", "error": "square"}
 
 
 def _order(names) -> list[str]:
@@ -52,7 +54,8 @@ def fixed_points(sweep: pl.DataFrame, batch: int = 32, resolution: int = 256) ->
 
 def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -> alt.Chart | None:
     """`metric` against `along` (resolution or batch_size) at the other axis's fixed point; one panel per
-    (numerics, transfer mode), a line per implementation; oom cells as crosses on the panel's floor. None when
+    (numerics, transfer mode), a line per implementation; cells with no time (FAILED_MARKS) on the panel's floor,
+    shaped by status. None when
     nothing was measured."""
     fixed_column = "batch_size" if along == "resolution" else "resolution"
     batch, resolution = fixed_points(sweep)
@@ -64,19 +67,21 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     if ok.is_empty():
         return None
     floor = ok[metric].min() * 0.7
-    oom = data.filter(pl.col("status") == "oom").with_columns(pl.lit(floor).alias(metric))
+    failed = data.filter(pl.col("status").is_in(list(FAILED_MARKS))).with_columns(pl.lit(floor).alias(metric))
     columns = ["implementation", "numerics", "transfer", along, metric, "status", "message"]
     order = _order(ok["implementation"])
     x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "),
               axis=page.ticks_at(data[along]))
     y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=label)
     color = alt.Color("implementation:N", sort=order)
-    both = pl.concat([ok.select(columns), oom.select(columns)])
+    both = pl.concat([ok.select(columns), failed.select(columns)])
     lines = alt.Chart().mark_line(point=True).encode(x=x, y=y, color=color, tooltip=columns).transform_filter(
         alt.datum.status == "ok")
-    crosses = alt.Chart().mark_point(shape="cross", size=80, filled=True).encode(
-        x=x, y=y, color=color, tooltip=columns).transform_filter(alt.datum.status == "oom")
-    layers = [lines, crosses] if not oom.is_empty() else [lines]
+    marks = alt.Chart().mark_point(size=80, filled=True).encode(
+        x=x, y=y, color=color, tooltip=columns,
+        shape=alt.Shape("status:N", scale=alt.Scale(domain=list(FAILED_MARKS), range=list(FAILED_MARKS.values())),
+                        title="not timed")).transform_filter(alt.datum.status != "ok")
+    layers = [lines, marks] if not failed.is_empty() else [lines]
     title = f"{label} against {along.replace('_', ' ')} at {fixed_column.replace('_', ' ')} {fixed}"
     return alt.layer(*layers, data=both).properties(width=width, height=200).facet(
         column=alt.Column("transfer:N", title=None),
