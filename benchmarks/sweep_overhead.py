@@ -132,12 +132,13 @@ def main() -> None:
     jobs = from_run(Path(args.from_run)) if args.from_run else run_jobs(args)
     total_wall = sum(j["wall_s"] for j in jobs)
     total_inside = sum(j["timed_s"] + j["build_s"] for j in jobs)
-    result = {"config": args.config, "source": args.from_run or "jobs run by this benchmark",
+    result = {"config": None if args.from_run else args.config, "source": args.from_run or "jobs run here",
               "torch": jobs[0]["torch"], "gpu": jobs[0]["gpu"], "jobs": jobs,
               "wall_s": total_wall, "timed_s": sum(j["timed_s"] for j in jobs),
               "build_s": sum(j["build_s"] for j in jobs), "outside_timed_pct": 100.0 * (1 - total_inside / total_wall)}
-    for job in jobs if args.from_run else ():
-        print(json.dumps(job))
+    if args.from_run:  # the jobs run here were printed as each ended
+        for job in jobs:
+            print(json.dumps(job))
     print(json.dumps({k: v for k, v in result.items() if k != "jobs"}))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

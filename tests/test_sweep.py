@@ -91,6 +91,10 @@ def test_more_repeats_stops_a_cell_at_its_budget_after_three_calls(done, elapsed
     assert sweep_cells.more_repeats(done, elapsed, 10, budget) is more
 
 
+def test_timed_columns_are_the_ones_a_cell_without_a_time_clears():
+    assert set(sweep_cells.timed_columns(2, [1.0, 2.0], [0.5, 0.6])) == {"repeats", *sweep_cells.TIMED_COLUMNS}
+
+
 def test_faults_parse_and_reject():
     assert sweep_cells.faults({"AC_SWEEP_FAULT": "oom@1,crash@3"}) == {1: "oom", 3: "crash"}
     assert sweep_cells.faults({}) == {}

@@ -129,12 +129,11 @@ class TorchSweep : public SweepBackend {
       throw SweepOom(e.what_without_backtrace());
     } catch (const std::exception& e) {
       if (s_.oom_count() <= ooms) throw;
-      const std::string what = e.what();  // the allocator's own line where the error carries it
-      const size_t found = what.find("CUDA out of memory");
-      const size_t from = found == std::string::npos ? 0 : found;
-      throw SweepOom(found == std::string::npos ? "CUDA out of memory inside the model (the caching allocator's "
-                                                  "oom count rose): " + what.substr(0, what.find('\n'))
-                                                : what.substr(from, what.find('\n', from) - from));
+      const std::string what = e.what();
+      const size_t found = what.find("CUDA out of memory");  // the allocator's own line, where the error carries it
+      if (found != std::string::npos) throw SweepOom(what.substr(found, what.find('\n', found) - found));
+      throw SweepOom("CUDA out of memory inside the model (the caching allocator's oom count rose): " +
+                     what.substr(0, what.find('\n')));
     }
   }
 

@@ -201,6 +201,10 @@ def _interval(values, prefix: str, scale: float = 1.0) -> dict:
     return {prefix: i.estimate, f"{prefix}_low": i.low, f"{prefix}_high": i.high}
 
 
+TIMED_COLUMNS = tuple(f"{name}{end}" for name in ("time_ms", "time_per_sample_ms", "h2d_ms")
+                      for end in ("", "_low", "_high"))  # timed_columns' times: none where a cell has no time
+
+
 def timed_columns(batch: int, times_ms, h2d_ms) -> dict:
     """Median and bootstrap interval per batch, per sample, and of the copy within those calls."""
     return {"repeats": len(times_ms), **_interval(times_ms, "time_ms"),

@@ -18,12 +18,10 @@ import torch
 
 from ..compiler.output_check import reference
 from ..models import resnet, weights_file
+from .sweep_cells import TIMED_COLUMNS
 from .transfer import Pool, cell_input
 
 log = logging.getLogger(__name__)
-
-TIMED = ("time_ms", "time_ms_low", "time_ms_high", "time_per_sample_ms", "time_per_sample_ms_low",
-         "time_per_sample_ms_high", "h2d_ms", "h2d_ms_low", "h2d_ms_high")
 
 
 def logits_file(directory: Path, cell: int) -> Path:
@@ -53,7 +51,7 @@ def check_logits(rows: list[dict], directory: Path, implementation: str, weights
                 logits = torch.from_numpy(np.fromfile(path, dtype=np.float32).reshape(batch, classes)).to(device)
                 result = ref.check(logits)
                 if not result.ok:
-                    row.update(dict.fromkeys(TIMED), status="wrong_output",
+                    row.update(dict.fromkeys(TIMED_COLUMNS), status="wrong_output",
                                message=f"{label}: logits differ from eager's: {result.message}")
         except torch.OutOfMemoryError as err:  # eager's reference (or its float64 copy) does not fit
             for row in cells:
