@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..models import resnet, weights_file
+from ..models import resnet
 
 PACKAGE = "model.pt2"
 META = "meta.json"
@@ -32,7 +32,7 @@ def package(weights_path: str | os.PathLike, channels: int, classes: int, batch_
             "torch_version": torch.__version__}
 
     def export(package_path: Path) -> None:
-        model = weights_file.load_into(resnet.resnet50(channels, classes), weights_path).eval().to(device)
+        model = resnet.load_eval(weights_path, channels, classes, device)
         example = torch.zeros(batch_size, channels, resolution, resolution, device=device)
         with torch.no_grad():
             exported = torch.export.export(model, (example,))

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.fx.experimental._config as fx_config
 
-from ..models import resnet, weights_file
+from ..models import resnet
 from . import aoti
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def package(weights_path, channels: int, classes: int, batches, resolutions, dev
             "resolutions": [lo_r, hi_r], "torch_version": torch.__version__}
 
     def export(package_path: Path) -> None:
-        model = weights_file.load_into(resnet.resnet50(channels, classes), weights_path).eval().to(device)
+        model = resnet.load_eval(weights_path, channels, classes, device)
         # export would specialise sizes that reach 1 inside the network (8 px is 1 px after stride 8): the
         # size-oblivious setting keeps one program for every batch and resolution in the ranges
         example = torch.zeros(2, channels, min(max(lo_r, 64), hi_r), min(max(lo_r, 64), hi_r), device=device)

@@ -35,7 +35,7 @@ from ..measure import device as devices
 from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
 from ..measure.timing import benchmark
-from ..models import resnet, weights_file
+from ..models import resnet
 from . import aoti, cudnn, native, torchscript
 from .eager import Normaliser
 
@@ -119,8 +119,7 @@ def eval_python(implementation: str, inputs, settings: EvalSettings, classes: in
     images, data = input_batch(inputs.input, settings.batch_size)
     started = time.perf_counter()
     if implementation == "eager":
-        model = weights_file.load_into(resnet.resnet50(data.manifest["channels"], classes), inputs.weights)
-        model = model.eval().to(run.device)
+        model = resnet.load_eval(inputs.weights, data.manifest["channels"], classes, run.device)
     else:
         model = torchscript.load(inputs.module, run.device)
     load_s = time.perf_counter() - started

@@ -65,7 +65,7 @@ from ..measure import device as devices
 from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
 from ..measure.timing import StepTimer, synchronize
-from ..models import resnet, weights_file
+from ..models import resnet
 from . import aoti_dynamic, cudnn, native, torchscript
 from .sweep_cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, more_repeats, timed_columns
 from .sweep_check import check_logits
@@ -109,7 +109,7 @@ class PythonModel:
         if implementation == "torchscript-python":
             self.module = torchscript.load(inputs.module, device)
         else:
-            self.module = weights_file.load_into(resnet.resnet50(channels, classes), inputs.weights).eval().to(device)
+            self.module = resnet.load_eval(inputs.weights, channels, classes, device)
         self.mode = implementation.removeprefix("compiled-") if implementation.startswith("compiled-") else None
         self.forward = nx.under(numerics, self.module, device)
         self._compiled = False
@@ -156,10 +156,10 @@ def oom_count(device: torch.device) -> int:
 
 
 def _oom_line(err: BaseException) -> str:
-    """The allocator's own line from an error that wraps it, else the error's first line."""
+    """The allocator's own line, also from an error that wraps it; else the error's first line."""
     lines = [line.strip() for line in str(err).splitlines()]
-    found = next((line for line in lines if "out of memory" in line), None)
-    return re.sub(r"^[\w.]*Error: ", "", found) if found else _first_line(err)
+    found = next((line for line in lines if "out of memory" in line), lines[0] if lines else "")
+    return re.sub(r"^[\w.]*Error: ", "", found)
 
 
 def _first_line(err: BaseException) -> str:
@@ -221,13 +221,11 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 times_ms, h2d_ms = times.elapsed_ms(), copies.elapsed_ms()
             row.update(status="ok", message=None, h2d_bytes=data.nbytes,
                        **timed_columns(cell.batch, times_ms, h2d_ms), **run.measures(name))
-        except torch.OutOfMemoryError as err:
-            tracker.add(cell)
-            row.update(status="oom", message=_first_line(err).removeprefix("OutOfMemoryError: "))
         except WrongOutput as err:
             row.update(status="wrong_output", message=str(err))
         except Exception as err:
-            if oom_count(run.device) > ooms:  # out of memory inside TorchScript's interpreter: a RuntimeError
+            # inside TorchScript's interpreter an oom is a RuntimeError: the allocator's count tells
+            if isinstance(err, torch.OutOfMemoryError) or oom_count(run.device) > ooms:
                 tracker.add(cell)
                 row.update(status="oom", message=_oom_line(err))
             else:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..compiler.output_check import reference
-from ..models import resnet, weights_file
+from ..models import resnet
 from .sweep_cells import TIMED_COLUMNS
 from .transfer import Pool, cell_input
 
@@ -39,7 +39,7 @@ def check_logits(rows: list[dict], directory: Path, implementation: str, weights
     if not shapes:
         return rows
     channels = pool.manifest["channels"]
-    model = weights_file.load_into(resnet.resnet50(channels, classes), weights).eval().to(device)
+    model = resnet.load_eval(weights, channels, classes, device)
     for (batch, resolution), cells in shapes.items():
         label = f"{implementation} at input ({batch}, {channels}, {resolution}, {resolution})"
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from ..models import resnet, weights_file
+from ..models import resnet
 
 
 def make_module(model: torch.nn.Module, example: torch.Tensor) -> tuple[torch.jit.ScriptModule, str, str | None]:
@@ -34,7 +34,7 @@ def make_module(model: torch.nn.Module, example: torch.Tensor) -> tuple[torch.ji
 def save(weights_path: str | os.PathLike, channels: int, classes: int, resolution: int, out_path: str | os.PathLike,
          meta_path: str | os.PathLike) -> dict:
     """Script the eager ResNet-50 with the weights file's weights, save it, and write its metadata as JSON."""
-    model = weights_file.load_into(resnet.resnet50(channels, classes), weights_path).eval()
+    model = resnet.load_eval(weights_path, channels, classes)
     example = torch.zeros(1, channels, resolution, resolution)
     started = time.perf_counter()
     module, method, reason = make_module(model, example)

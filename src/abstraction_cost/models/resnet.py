@@ -11,8 +11,12 @@ sweep job's start-up on an H100 host (and 2.8 s on a 2-core CPU), time a job spe
 """
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
+
+from . import weights_file
 
 EXPANSION = 4  # a bottleneck's output channels over its width
 
@@ -78,3 +82,10 @@ class ResNet(nn.Module):
 
 def resnet50(in_channels: int, num_classes: int) -> ResNet:
     return ResNet(in_channels, num_classes)
+
+
+def load_eval(weights_path: str | os.PathLike, in_channels: int, num_classes: int,
+              device: torch.device | str = "cpu") -> ResNet:
+    """The ResNet-50 with a weights file's weights, in evaluation mode on `device`: what every backend that
+    evaluates, scripts, exports or checks against eager starts from."""
+    return weights_file.load_into(resnet50(in_channels, num_classes), weights_path).eval().to(device)
