@@ -47,14 +47,26 @@ def test_walk_is_resolution_then_batch_then_transfer_as_given():
     assert [c.index for c in cells] == list(range(12))
 
 
-def test_oom_tracker_skips_larger_batches_at_that_resolution_and_transfer_only():
+def test_oom_tracker_skips_larger_batches_at_that_resolution_in_modes_needing_as_much_device_memory():
     t = OomTracker()
     t.add(Cell(1, 2, 8, "uint8-pinned"))
     assert t.skip_message(Cell(2, 4, 8, "uint8-pinned")) == SKIPPED_B2
     assert t.skip_message(Cell(0, 1, 8, "uint8-pinned")) is None
+    # a float32 batch needs less device memory than a uint8 one (no uint8 copy beside it): still tried
     assert t.skip_message(Cell(3, 4, 8, "float32-pageable")) is None
     assert t.skip_message(Cell(5, 4, 16, "uint8-pinned")) is None
     assert t.flag() == "8:2:uint8-pinned"
+
+
+def test_oom_tracker_skips_the_same_shape_in_a_later_mode_needing_as_much_device_memory():
+    t = OomTracker()
+    t.add(Cell(0, 2, 8, "float32-pageable"))
+    assert t.skip_message(Cell(1, 2, 8, "float32-pinned")) == f"{SKIPPED_B2} in float32-pageable"
+    assert t.skip_message(Cell(2, 2, 8, "uint8-pinned")) == f"{SKIPPED_B2} in float32-pageable"
+    assert t.skip_message(Cell(4, 4, 8, "float32-pinned")) == SKIPPED_B2
+    assert t.skip_message(Cell(5, 4, 8, "uint8-pinned")) == SKIPPED_B2
+    assert t.skip_message(Cell(0, 2, 8, "float32-pageable")) is None  # the oom cell itself is measured, not skipped
+    assert t.skip_message(Cell(6, 1, 8, "float32-pinned")) is None
 
 
 @pytest.mark.parametrize("key,value,words", [
@@ -171,6 +183,38 @@ def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
     assert ok["time_per_sample_ms"] == pytest.approx(ok["time_ms"] / 4)
     assert ok["h2d_bytes"] == 4 * 3 * 16 * 16 and 0 <= ok["h2d_ms"] <= ok["time_ms"]  # the copy is in the call
     assert ok["transfer"] == "uint8-pinned"
+
+
+def test_python_warm_up_runs_on_a_shapes_first_mode_and_the_first_uint8_cell_only(pool_dir, monkeypatch):
+    """A shape's later modes follow on its allocations without warm-up calls; the device's memory is returned
+    between shapes and after a failed cell, whose next cell is cold again."""
+    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
+    released, model = [], TinyModel()
+    monkeypatch.setattr(sweep, "_release", lambda device, collect: released.append(collect))
+    calls = []
+    forward = model.forward
+    model.forward = lambda x: calls.append(tuple(x.shape)) or forward(x)
+    cells = walk([1, 2], [8], list(sweep_cells.TRANSFERS))
+    rows = sweep.python_cells(model, cells, transfer.Pool(pool_dir), 2, 3, _run())
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok", "ok", "error", "ok"]
+    assert [r.get("warmup_calls") for r in rows] == [2, 0, 2, 2, None, 2]
+    assert released == [False, True, False]  # before batch 2, after the crash, at the end
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(calls) == sum(r["warmup_calls"] + r["repeats"] for r in ok)
+
+
+def test_python_oom_after_a_compiled_build_keeps_the_builds_time(pool_dir):
+    """A shape found out of memory after its compile: the build took its time, which the row keeps (the sweep's
+    overhead counts it as a build)."""
+    class OomAfterBuild(TinyModel):
+        build_s = None
+
+        def build(self, example):
+            self.build_s = 12.5
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 32.00 GiB")
+    rows = sweep.python_cells(OomAfterBuild(), walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 1, 2,
+                              _run())
+    assert rows[0]["status"] == "oom" and rows[0]["build_s"] == 12.5
 
 
 def test_python_crash_is_an_error_row_and_the_walk_goes_on(pool_dir, monkeypatch):
@@ -405,6 +449,17 @@ def test_cpp_walks_every_transfer_mode_of_a_shape_in_one_process(fake_program, m
     assert all(r["h2d_ms"] <= r["time_ms"] for r in rows if r["status"] == "ok")
 
 
+def test_cpp_warm_up_runs_on_a_shapes_first_mode_and_after_an_oom(fake_program):
+    """native/common/sweep.h: a shape's later modes are warm (the fake backend is cold only after release()); an
+    oom shape's later modes are skipped without being tried, and the next shape starts cold."""
+    cells = walk([1, 2, 4], [8], list(sweep_cells.TRANSFERS))
+    rows = sweep.native_cells(cells, _fake_command(fake_program, cells, oom_above=150), _run(), "fake")
+    assert [(r["status"], r.get("warmup_calls")) for r in rows] == [
+        ("ok", 1), ("ok", 0), ("ok", 0), ("ok", 1), ("ok", 0), ("ok", 0), ("oom", None), ("oom", None), ("oom", None)]
+    assert rows[7]["message"] == rows[8]["message"] == (
+        "skipped: batch 4 already out of memory at this resolution in float32-pageable")
+
+
 @pytest.mark.parametrize("budget,repeats", [("0", 10), ("1e-9", 3), ("60", 10)])
 def test_cpp_cell_budget_ends_a_cells_timed_calls(fake_program, budget, repeats):
     """--cell-budget-s (native/common/sweep.h): the same rule as the Python processes' (sweep_cells.more_repeats)."""
@@ -466,10 +521,10 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("implementation", ["eager", "libtorch"])
 def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, monkeypatch, implementation):
-    """Rule sweep's job (measured run, table) on the smoke config (its two transfer modes), an oom at cell 0
-    (batch 1, 8 px, float32-pageable), a crash at cell 3 (batch 2, 8 px, uint8-pinned) and a wrong output at
-    cell 5 (batch 1, 16 px, uint8-pinned: ac_libtorch's saved logits perturbed, which the job's check against
-    eager's logits catches; every other cell's logits pass it)."""
+    """Rule sweep's job (measured run, table) on the smoke config (its two transfer modes), an oom at cell 1
+    (batch 1, 8 px, uint8-pinned: batch 2 there is skipped, its float32 cell is not), a crash at cell 2 (batch 2,
+    8 px, float32-pageable) and a wrong output at cell 5 (batch 1, 16 px, uint8-pinned: ac_libtorch's saved logits
+    perturbed, which the job's check against eager's logits catches; every other cell's logits pass it)."""
     from abstraction_cost import config as config_module, tables
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
@@ -480,17 +535,17 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     if implementation == "libtorch":
         inputs.program = str(native.ensure_built("libtorch"))
     job = sweep_job(config, inputs, implementation, tmp_path)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@0,crash@3,wrong@5")
+    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2,wrong@5")
     sweep.run(job)
     df = tables.read("sweep", job.output.tables[0])
     assert df["cell"].to_list() == list(range(8))
     assert df["transfer"].to_list() == ["float32-pageable", "uint8-pinned"] * 4
-    assert df["status"].to_list() == ["oom", "ok", "oom", "error", "ok", "wrong_output", "ok", "ok"]
+    assert df["status"].to_list() == ["ok", "oom", "error", "oom", "ok", "wrong_output", "ok", "ok"]
     assert df["time_ms"][5] is None and df["time_per_sample_ms"][5] is None
     expected = {"libtorch": "libtorch at input (1, 3, 16, 16): logits differ from eager's: max |Δ|",
                 "eager": "injected wrong output (AC_SWEEP_FAULT)"}[implementation]
     assert df["message"][5].startswith(expected)
-    assert df["message"][2] == "skipped: batch 1 already out of memory at this resolution"
+    assert df["message"][3] == "skipped: batch 1 already out of memory at this resolution"
     assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.envs[0]).height == 1
     assert df["time_per_sample_ms"][7] > 0 and df["implementation"].unique().to_list() == [implementation]
     assert df["numerics"].unique().to_list() == ["fp32"]

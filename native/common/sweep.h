@@ -20,22 +20,27 @@
 //                                                  batch × classes), which the launcher checks against eager's
 //                                                  (backends/sweep_check.py); the record names the file
 //
-// Per cell: prepare(cell) (untimed: the device input buffer, zeroed, and whatever the model needs for the shape),
-// `warmup` untimed forwards on that buffer (an oom shape fails here, before any host memory is spent on it), then
-// load_input(cell) (untimed, on the host while the device runs the warm-up: the host input of the exact shape in
-// the transfer's dtype and memory), then `repeats` timed calls (fewer under --cell-budget-s), each synchronised
-// before it starts and timed by CUDA events from before the host-to-device copy to the logits, with an event
-// after the copy: the copy's own time comes from the same calls. Then release(). The
+// Per cell: prepare(cell) (untimed: the device input buffer, zeroed, and whatever the model needs for the shape,
+// kept from the shape's earlier mode where the backend can), on a cold cell `warmup` untimed forwards on that
+// buffer (an oom shape fails here, before any host memory is spent on it), then load_input(cell) (untimed, on the
+// host while the device runs the warm-up: the host input of the exact shape in the transfer's dtype and memory),
+// then `repeats` timed calls (fewer under --cell-budget-s), each synchronised before it starts and timed by CUDA
+// events from before the host-to-device copy to the logits, with an event after the copy: the copy's own time
+// comes from the same calls. Then end_cell(). The backend's state for a shape is released (release()) before
+// another shape, after a failed cell and at the end: a shape's modes share it, and only a cold cell (the first of
+// its shape, or one the backend says is new, as a captured graph) has warm-up calls; the record says how many. The
 // timed calls are a CUDA profiler range (cudaProfilerStart/Stop: what `ncu --profile-from-start off` profiles).
 // Record fields:
 //   {"kind":"cell","cell":K,"batch":B,"resolution":R,"transfer":T,"status":"ok"|"oom"|"error","message":...,
-//    "times_ms":[...],"h2d_ms":[...],"h2d_bytes":N,"prepare_s":s,"alloc_peak_mib":x,
+//    "times_ms":[...],"h2d_ms":[...],"h2d_bytes":N,"prepare_s":s,"warmup_calls":n,"alloc_peak_mib":x,
 //    "start_monotonic_s":t0,"end_monotonic_s":t1[,"logits_file":path]}
 // after a first {"kind":"sweep_start","cells":N,"start_cell":K} (the program is up: a death after it is a
 // cell's), and a last {"kind":"sweep_done","cells":recorded}. A backend throws SweepOom for an out-of-memory (its
 // framework's exception translated); any other exception is an `error` cell. Either way release() runs and the
-// walk goes on. Once batch B is oom at resolution R in mode T, larger batches at R in mode T are recorded oom
-// "skipped: batch B already out of memory at this resolution" without being tried.
+// walk goes on. Once batch B is oom at resolution R in mode T, the cells at R needing at least as much device
+// memory are recorded oom without being tried (backends/sweep_cells.py, OomTracker: the same rule and messages):
+// larger batches in T or a mode of no lower device_memory_rank, "skipped: batch B already out of memory at this
+// resolution", and batch B in such another mode, the same message and " in T".
 //
 // Test hook: AC_SWEEP_FAULT="oom@K" makes cell K an injected oom, "crash@K" raises SIGSEGV in cell K (after the
 // earlier cells' records are out), "wrong@K" adds 1 to cell K's saved logits (a model computing something else);
@@ -83,14 +88,17 @@ inline const std::vector<std::string>& sweep_transfers() {
   return modes;
 }
 
-// What a program implements. Calls per cell: prepare, forward×warmup, load_input, (copy_input, forward)×repeats,
-// release.
+// What a program implements. Calls per cell: prepare, forward×warmup (a cold cell), load_input,
+// (copy_input, forward)×repeats, end_cell; release between shapes, after a failed cell and at the end.
 class SweepBackend {
  public:
   virtual ~SweepBackend() = default;
   // Untimed: the device input buffer of shape batch × C × R × R in the transfer's dtype (float32, or uint8 for
-  // uint8-pinned), zeroed, and the model for this shape. Throws SweepOom when the device is out of memory.
-  virtual void prepare(const SweepCell& cell) = 0;
+  // uint8-pinned), zeroed, and the model for this shape (what the shape's earlier mode left, where it serves).
+  // Returns whether the cell is cold: the first since release(), or one running something this process has not
+  // run at this shape (a uint8 normalisation never run, a graph just captured). Throws SweepOom when the device is
+  // out of memory.
+  virtual bool prepare(const SweepCell& cell) = 0;
   // Untimed, while the warm-up runs: the host input of that shape, in pageable or page-locked memory as the mode
   // says.
   virtual void load_input(const SweepCell& cell) = 0;
@@ -98,7 +106,11 @@ class SweepBackend {
   virtual void copy_input() = 0;
   // The rest of one inference as the study timed it: normalisation on the device (uint8), the model, the logits.
   virtual void forward() = 0;
-  // Frees what prepare() made (also after an oom or error in the cell); must not throw.
+  // Frees the cell's own buffers (host and device input, logits), keeping the shape's state (allocations,
+  // activations, workspace, graphs) for its next transfer mode; must not throw.
+  virtual void end_cell() noexcept = 0;
+  // Frees everything prepare() made: before another shape, after an oom or error in a cell, at the end; must not
+  // throw.
   virtual void release() noexcept = 0;
   // Bytes copy_input() moves.
   virtual int64_t input_bytes() const = 0;
@@ -227,6 +239,28 @@ inline void profiler_range([[maybe_unused]] const SweepBackend& b, [[maybe_unuse
 
 inline constexpr int64_t kMinBudgetRepeats = 3;  // sweep_cells.MIN_BUDGET_REPEATS
 
+// Device memory a cell needs beyond the model's at one shape, by transfer mode (sweep_cells.DEVICE_MEMORY_RANK):
+// both float32 modes hold one float32 batch, uint8-pinned its uint8 batch beside it; pinning is host memory.
+inline int device_memory_rank(const std::string& transfer) { return transfer == "uint8-pinned" ? 1 : 0; }
+
+// Why the cell is skipped, or "": an oom cell (batch, transfer) at its resolution that needed no more device
+// memory, the smallest batch first (sweep_cells.OomTracker.skip_message).
+inline std::string oom_skip(const std::map<std::pair<int64_t, std::string>, int64_t>& oom_at, const SweepCell& c) {
+  std::optional<std::pair<int64_t, std::string>> found;
+  for (const auto& [key, batch] : oom_at) {
+    const auto& [resolution, transfer] = key;
+    if (resolution != c.resolution || device_memory_rank(transfer) > device_memory_rank(c.transfer)) continue;
+    if (c.batch > batch || (c.batch == batch && transfer != c.transfer)) {
+      const std::pair<int64_t, std::string> candidate{batch, transfer};
+      if (!found || candidate < *found) found = candidate;
+    }
+  }
+  if (!found) return "";
+  const std::string message = "skipped: batch " + std::to_string(found->first) +
+                              " already out of memory at this resolution";
+  return c.batch > found->first ? message : message + " in " + found->second;
+}
+
 // Timed calls, each from before its copy to its logits, and the copies within them: (times_ms, h2d_ms). Up to
 // `repeats`; with a budget, none once they took budget_s and were at least kMinBudgetRepeats (each call starts
 // synchronised, so the host's clock at its start has seen the earlier calls end).
@@ -268,15 +302,21 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
   auto oom_at = s.oom_at;
   int64_t recorded = 0;
   const std::vector<SweepCell> cells = sweep_cells(s);
+  constexpr std::pair<int64_t, int64_t> kNone{0, 0};  // grid values are positive
+  std::pair<int64_t, int64_t> held = kNone;            // the (batch, resolution) whose state the backend keeps
   Record("sweep_start").add("cells", static_cast<int64_t>(cells.size())).add("start_cell", s.start_cell).emit();
   for (const SweepCell& cell : cells) {
     if (cell.index < s.start_cell) continue;
-    auto known = oom_at.find({cell.resolution, cell.transfer});
-    if (known != oom_at.end() && cell.batch > known->second) {
-      sweep_detail::cell_record(cell, "oom", "skipped: batch " + std::to_string(known->second) +
-                                                 " already out of memory at this resolution").emit();
+    const std::string skip = sweep_detail::oom_skip(oom_at, cell);
+    if (!skip.empty()) {
+      sweep_detail::cell_record(cell, "oom", skip).emit();
       ++recorded;
       continue;
+    }
+    const std::pair<int64_t, int64_t> shape{cell.batch, cell.resolution};
+    if (held != kNone && held != shape) {
+      backend.release();
+      held = kNone;
     }
     const auto fault = faults.find(cell.index);
     const double start = monotonic_s();
@@ -286,10 +326,12 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
       if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
       backend.reset_alloc_peak();
       double mark = monotonic_s();
-      backend.prepare(cell);
+      const bool cold = backend.prepare(cell);
+      held = shape;
       backend.synchronize();
       double prepare_s = monotonic_s() - mark;
-      for (int64_t i = 0; i < s.warmup; ++i) backend.forward();
+      const int64_t warmup = cold ? s.warmup : 0;
+      for (int64_t i = 0; i < warmup; ++i) backend.forward();
       mark = monotonic_s();
       backend.load_input(cell);
       prepare_s += monotonic_s() - mark;
@@ -303,10 +345,10 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
       const std::string logits = s.logits_dir.empty() ? "" : sweep_detail::save_logits(
           backend, s.logits_dir, cell.index, fault != faults.end() && fault->second == "wrong");
       const double end = monotonic_s();
-      backend.release();
+      backend.end_cell();
       Record r = sweep_detail::cell_record(cell, status, message);
       r.add("times_ms", times).add("h2d_ms", h2d).add("h2d_bytes", bytes)
-          .add("prepare_s", prepare_s).add("alloc_peak_mib", peak)
+          .add("prepare_s", prepare_s).add("warmup_calls", warmup).add("alloc_peak_mib", peak)
           .add("start_monotonic_s", start).add("end_monotonic_s", end);
       if (!logits.empty()) r.add("logits_file", logits);
       r.emit();
@@ -315,17 +357,19 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
     } catch (const SweepOom& e) {
       status = "oom";
       message = e.what();
-      oom_at[{cell.resolution, cell.transfer}] = cell.batch;
+      oom_at[{cell.resolution, cell.transfer}] = cell.batch;  // batches ascend: a smaller one there was no oom
     } catch (const std::exception& e) {
       status = "error";
       message = e.what();
     }
     backend.release();
+    held = kNone;
     Record r = sweep_detail::cell_record(cell, status, message);
     r.add("start_monotonic_s", start).add("end_monotonic_s", monotonic_s());
     r.emit();
     ++recorded;
   }
+  backend.release();
   Record("sweep_done").add("cells", recorded).emit();
   return recorded;
 }

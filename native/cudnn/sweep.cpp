@@ -2,19 +2,22 @@
 // transfer mode, driven by native/common/sweep.h (flags, walk order, timing, streamed records, oom handling, fault
 // hook), as ac_libtorch sweep is (native/libtorch/sweep.cpp; the same inputs and flags).
 //   --model cudnn          each call runs layer by layer
-//   --model cudnn-graphs   normalisation and forward captured as a CUDA graph per cell (in prepare, untimed: one
-//                          direct call chooses algorithms and grows the workspace, the second is captured); the
-//                          host-to-device copy stays outside the graph
+//   --model cudnn-graphs   normalisation and forward captured as a CUDA graph per shape and path (float32 input,
+//                          or uint8 normalised on the device; in prepare, untimed: one direct call chooses
+//                          algorithms and grows the workspace, the second is captured); the host-to-device copy
+//                          stays outside the graph
 //   --inputs DIR --pool P  DIR/res<R>.u8 holds P images at resolution R (uint8, P × --channels × R × R), resized
 //                          once per resolution by the launcher; a batch of B is those images repeated in order
 //   --mean/--std           per-channel normalisation: on the host for float32 transfers (before timing, as the
 //                          study's PyTorch data loader did), on the device for uint8-pinned (normalise_u8)
 //   --weights FILE --classes N --device cuda[:N] --tf32 0|1 --conv-algo heuristic|find --workspace-limit-mib N
-// Per cell, prepare() makes the device input (zeroed) and the network's activations for batch × R × R, and
-// load_input() while the warm-up runs the host input (float32 pageable: pageable_alloc; float32 or uint8 pinned:
-// cudaMallocHost; its samples written on every core, as torch's host operations are in the other implementations);
-// release() frees them and the convolution workspace, so each cell's alloc_peak_mib is its own (plus the
-// weights). An allocation failure (cudaMalloc, cudaMallocHost, cuDNN's own) is the cell's oom.
+// A shape's first cell makes the float32 device input and the network's activations for batch × R × R; its modes
+// share them, the workspace and the float path's graph (prepare() adds a uint8 cell's device batch and graph);
+// load_input() makes the host input while the warm-up runs (float32 pageable: pageable_alloc; float32 or uint8
+// pinned: cudaMallocHost; its samples written on every core, as torch's host operations are in the other
+// implementations); end_cell() frees the cell's own buffers, release() everything with the workspace, so each
+// cell's alloc_peak_mib is its shape's (plus the weights). An allocation failure (cudaMalloc, cudaMallocHost,
+// cuDNN's own) is the cell's oom.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -84,27 +87,36 @@ class CudnnSweep : public SweepBackend {
       : gpu_(gpu), net_(net), normalise_(normalise), graphs_(graphs), inputs_(std::move(inputs)), pool_(pool),
         channels_(channels), mean_(mean), std_(std) {}
 
-  void prepare(const SweepCell& cell) override {
+  // Cold: the shape's first cell (its activations, workspace and algorithm choice are new), the process's first
+  // uint8-pinned cell (the normalisation's first run), or a graph captured here.
+  bool prepare(const SweepCell& cell) override {
+    bool cold = !held_;
     guard([&] {
-      n_ = static_cast<int>(cell.batch);
-      resolution_ = static_cast<int>(cell.resolution);
-      net_.check_batch({.inference = n_}, resolution_, resolution_);  // before anything is allocated
       uint8_ = cell.transfer == "uint8-pinned";
-      const size_t count = static_cast<size_t>(cell.batch * channels_ * int64_t{resolution_} * resolution_);
+      const size_t count = static_cast<size_t>(cell.batch * channels_ * cell.resolution * cell.resolution);
+      if (!held_) {
+        n_ = static_cast<int>(cell.batch);
+        resolution_ = static_cast<int>(cell.resolution);
+        net_.check_batch({.inference = n_}, resolution_, resolution_);  // before anything is allocated
+        x_ = Buffer<float>(count, "input batch (float)");
+        CUDA_CHECK(cudaMemsetAsync(x_.get(), 0, count * sizeof(float), gpu_.stream()), "input zeroed");
+        net_.reserve({.inference = n_}, resolution_, resolution_);
+        held_ = true;
+      }
       if (uint8_) {
         images_dev_ = Buffer<uint8_t>(count, "input batch (uint8)");
         CUDA_CHECK(cudaMemsetAsync(images_dev_.get(), 0, count, gpu_.stream()), "input zeroed");
+        cold = cold || !uint8_ran_;
       }
-      x_ = Buffer<float>(count, "input batch (float)");
-      CUDA_CHECK(cudaMemsetAsync(x_.get(), 0, count * sizeof(float), gpu_.stream()), "input zeroed");
-      net_.reserve({.inference = n_}, resolution_, resolution_);
-      if (graphs_) {  // algorithms, workspace and the graph are made here, outside the timed calls
-        replay_ = std::make_unique<GraphReplay>(true);
+      if (graphs_ && !replays_[uint8_]) {  // algorithms, workspace and the graph, outside the timed calls
+        replays_[uint8_] = std::make_unique<GraphReplay>(true);
         forward();
         forward();
         gpu_.synchronize("graph capture");
+        cold = true;
       }
     });
+    return cold;
   }
 
   void load_input(const SweepCell& cell) override {
@@ -146,23 +158,36 @@ class CudnnSweep : public SweepBackend {
         if (uint8_) normalise_(gpu_, images_dev_.get(), x_.get(), n_, int64_t{resolution_} * resolution_);
         logits_ = net_.forward(gpu_, x_.get(), n_, false);
       };
-      if (replay_) {
-        replay_->run(gpu_, n_, step);
+      if (replays_[uint8_]) {
+        replays_[uint8_]->run(gpu_, n_, step);
       } else {
         step();
       }
     });
   }
 
+  // The uint8 batch goes, and the uint8 path's graph with it (it reads that batch; a shape has one uint8 cell).
+  void end_cell() noexcept override {
+    cudaStreamSynchronize(gpu_.stream());
+    logits_ = nullptr;
+    host_.reset();
+    if (uint8_) {
+      replays_[1].reset();
+      images_dev_ = Buffer<uint8_t>();
+      uint8_ran_ = true;
+    }
+  }
+
   void release() noexcept override {
     cudaStreamSynchronize(gpu_.stream());  // an error here is the cell's already; the frees below still run
     cudaGetLastError();
-    replay_.reset();
+    for (auto& replay : replays_) replay.reset();
     logits_ = nullptr;
     net_.release();
     x_ = Buffer<float>();
     images_dev_ = Buffer<uint8_t>();
     host_.reset();
+    held_ = false;
     try {
       gpu_.free_workspace();
     } catch (const std::exception&) {
@@ -219,8 +244,9 @@ class CudnnSweep : public SweepBackend {
   std::unique_ptr<HostBuffer> host_;
   Buffer<uint8_t> images_dev_;
   Buffer<float> x_;
-  std::unique_ptr<GraphReplay> replay_;
+  std::unique_ptr<GraphReplay> replays_[2];  // cudnn-graphs: the shape's float32 path [0] and uint8 path [1]
   const float* logits_ = nullptr;
+  bool held_ = false, uint8_ran_ = false;  // the shape's state is held (since prepare); a uint8 cell has run
 };
 
 }  // namespace

@@ -49,12 +49,17 @@ class TorchSweep : public SweepBackend {
     std_dev_ = std_host_.to(s.device);
   }
 
-  void prepare(const SweepCell& cell) override {
+  // Cold: the first cell since release() (the caching allocator returned its blocks, so the shape's allocations
+  // and cuDNN's algorithm choice are new), or the process's first uint8-pinned cell (its normalisation's first run).
+  bool prepare(const SweepCell& cell) override {
     guard([&] {
       uint8_ = cell.transfer == "uint8-pinned";
       device_input_ = torch::zeros({cell.batch, channels_, cell.resolution, cell.resolution},
                                    torch::TensorOptions(s_.device).dtype(uint8_ ? torch::kUInt8 : torch::kFloat32));
     });
+    const bool cold = !held_ || (uint8_ && !uint8_ran_);
+    held_ = true;
+    return cold;
   }
 
   void load_input(const SweepCell& cell) override {
@@ -89,10 +94,15 @@ class TorchSweep : public SweepBackend {
     });
   }
 
+  // The cell's tensors go back to the caching allocator, which keeps their blocks for the shape's next mode.
+  void end_cell() noexcept override {
+    host_ = device_input_ = logits_ = torch::Tensor();
+    uint8_ran_ = uint8_ran_ || uint8_;
+  }
+
   void release() noexcept override {
-    host_ = torch::Tensor();
-    device_input_ = torch::Tensor();
-    logits_ = torch::Tensor();
+    host_ = device_input_ = logits_ = torch::Tensor();
+    held_ = false;
 #ifdef AC_WITH_CUDA
     if (s_.cuda()) {
       try {
@@ -157,6 +167,7 @@ class TorchSweep : public SweepBackend {
   std::map<int64_t, torch::Tensor> pools_;
   torch::Tensor host_, device_input_, logits_;
   bool uint8_ = false, pinned_ = false;
+  bool held_ = false, uint8_ran_ = false;  // a shape's state is held (since prepare); a uint8 cell has run
 };
 
 }  // namespace

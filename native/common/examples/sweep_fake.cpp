@@ -15,19 +15,27 @@ class FakeBackend : public ac::SweepBackend {
  public:
   explicit FakeBackend(int64_t oom_above) : oom_above_(oom_above) {}
 
-  void prepare(const ac::SweepCell& cell) override {
+  // Cold when the shape's state is new (the first cell since release()), as a framework's allocations are.
+  bool prepare(const ac::SweepCell& cell) override {
     const int64_t elements = cell.batch * 3 * cell.resolution * cell.resolution;
     if (cell.batch * cell.resolution * cell.resolution > oom_above_)
       throw ac::SweepOom("fake: cannot allocate " + std::to_string(elements) + " elements");
     element_bytes_ = cell.transfer == "uint8-pinned" ? 1 : 4;
     device_.assign(static_cast<size_t>(elements), 0.0f);
+    const bool cold = !held_;
+    held_ = true;
+    return cold;
   }
   void load_input(const ac::SweepCell&) override { host_.assign(device_.size(), 1.0f); }
   void copy_input() override { std::copy(host_.begin(), host_.end(), device_.begin()); }
   void forward() override { sink_ += std::accumulate(device_.begin(), device_.end(), 0.0); }
-  void release() noexcept override {
+  void end_cell() noexcept override {
     host_.clear();
     device_.clear();
+  }
+  void release() noexcept override {
+    end_cell();
+    held_ = false;
   }
   int64_t input_bytes() const override { return static_cast<int64_t>(host_.size()) * element_bytes_; }
   bool cuda() const override { return false; }
@@ -36,6 +44,7 @@ class FakeBackend : public ac::SweepBackend {
 
  private:
   int64_t oom_above_, element_bytes_ = 4;
+  bool held_ = false;
   std::vector<float> host_, device_;
   double sink_ = 0;
 };

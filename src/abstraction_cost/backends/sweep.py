@@ -26,9 +26,10 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
     cudnn, cudnn-graphs  cpp      ac_cudnn sweep --model cudnn[-graphs]          none (activations per cell; the
                                                                                  graph captured per cell, untimed)
 
-Per cell, in Python as in C++ (native/common/sweep.h): the device input buffer is made and zeroed (untimed),
-`warmup` calls are queued on it (so a shape out of memory fails before its host input is made), the host input is
-made while the device runs them (untimed), then `repeats` timed calls, fewer once they took
+Per cell, in Python as in C++ (native/common/sweep.h): the device input buffer is made and zeroed (untimed), on a
+cold cell (a shape's first, the first uint8-pinned, or a new CUDA graph: Warmth, SweepBackend::prepare) `warmup`
+calls are queued on it (so a shape out of memory fails before its host input is made), the host input is made
+while the device runs them (untimed), then `repeats` timed calls, fewer once they took
 study_a.sweep.cell_budget_s (sweep_cells.more_repeats), each synchronised before it starts; CUDA events from
 before the host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same
 calls. A
@@ -114,12 +115,16 @@ class PythonModel:
         self.forward = nx.under(numerics, self.module, device)
         self._compiled = False
         self._built_for = self._checked_for = None  # input shapes the compiled build last met, and its check's
+        self.build_s = None  # the last build()'s first call, also when it failed (an oom after its compile)
 
     def build(self, example: torch.Tensor) -> float | None:
         """The compiled build's first call at a new input shape, timed apart; None when the model needs no build
         or met this shape already (an earlier transfer mode's cell). per-shape: a fresh static torch.compile per
         shape, so the call is its compile and one run; dynamic: one dynamic-shape torch.compile for the job, so
-        the call compiles at the job's first shape, recompiles where dynamo's guards fail, else is one run."""
+        the call compiles at the job's first shape, recompiles where dynamo's guards fail, else is one run. The
+        call's time is also kept in build_s when it raises: a shape out of memory is often found after its
+        compile, which took what a build takes."""
+        self.build_s = None
         if self.mode is None or example.shape == self._built_for:
             return None
         if self.compile_shapes == "per-shape" or not self._compiled:
@@ -131,10 +136,13 @@ class PythonModel:
             self._compiled = True
         self._built_for = None
         started = time.perf_counter()
-        self.forward(example)
-        synchronize(example.device)
+        try:
+            self.forward(example)
+            synchronize(example.device)
+        finally:
+            self.build_s = time.perf_counter() - started
         self._built_for = example.shape
-        return time.perf_counter() - started
+        return self.build_s
 
     def check(self, cell_input: Callable[[], torch.Tensor]) -> None:
         """Correct before fast: a compiled build's logits on the cell's input (cell_input(), made only for the
@@ -170,10 +178,11 @@ def _first_line(err: BaseException) -> str:
 def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int, repeats: int, run: Run,
                  store: CellStore | None = None, budget_s: float | None = None) -> list[dict]:
     """One row per cell; with a store, each kept as it completes, and those an interrupted attempt kept are
-    taken back, not measured."""
+    taken back, not measured. The device's memory is returned between shapes and after a failed cell, not
+    between the modes of one shape: they share its allocations, and only a cold cell (Warmth) has warm-up calls."""
     kept = _kept_rows(store, cells)
     tracker, injected, kill, rows = _tracker_of(kept, cells), faults(), kills(), []
-    attempt = _next_attempt(kept)
+    attempt, warmth = _next_attempt(kept), Warmth()
     for cell in cells:
         if cell.index in kept:
             rows.append(kept[cell.index])
@@ -184,8 +193,10 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
             row.update(status="oom", message=skip)
             rows.append(_keep(store, row, kill))
             continue
+        if warmth.leaves_shape(cell):
+            _release(run.device, collect=False)
         name = f"cell{cell.index}"
-        data = None
+        data, model.build_s = None, None
         ooms = oom_count(run.device)
         try:
             with torch.no_grad(), run.phase(name):
@@ -200,7 +211,8 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 synchronize(run.device)
                 prepare_s = time.perf_counter() - started
                 row["build_s"] = model.build(data.model_input())
-                for _ in range(warmup):
+                row["warmup_calls"] = warmth.calls(cell, warmup)
+                for _ in range(row["warmup_calls"]):
                     model.forward(data.model_input())
                 started = time.perf_counter()
                 data.load(pool)  # on the host while the device runs the warm-up
@@ -221,6 +233,7 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 times_ms, h2d_ms = times.elapsed_ms(), copies.elapsed_ms()
             row.update(status="ok", message=None, h2d_bytes=data.nbytes,
                        **timed_columns(cell.batch, times_ms, h2d_ms), **run.measures(name))
+            warmth.ran(cell)
         except WrongOutput as err:
             row.update(status="wrong_output", message=str(err))
         except Exception as err:
@@ -233,13 +246,45 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 row.update(status="error", message=_first_line(err))
         finally:
             data = None
-            _release(run.device, collect=row.get("status") != "ok")
+            if row.get("status") != "ok":
+                row.setdefault("build_s", model.build_s)  # a build that failed took its time all the same
+                _release(run.device, collect=True)
+                warmth.released()
         if row["status"] != "ok" and name in run.sampler.phases:
             row.update(run.measures(name))
         log.info("cell %d (batch %d, %d px, %s): %s %s", cell.index, cell.batch, cell.resolution, cell.transfer,
                  row["status"], row.get("time_ms") or row.get("message"))
         rows.append(_keep(store, row, kill))
+    _release(run.device, collect=False)
     return rows
+
+
+class Warmth:
+    """Which cells get the warm-up calls (native/common/sweep.h asks its backend the same): a cold one, the first
+    of its shape since the device's memory was returned (its allocations, algorithm choices and build are new),
+    or the process's first uint8-pinned cell (its normalisation's first run). The shape's other modes follow on
+    the same allocations and choices, warm: a warm-up there would only repeat a timed call."""
+
+    def __init__(self):
+        self.shape, self.uint8_ran = None, False
+
+    def leaves_shape(self, cell: Cell) -> bool:
+        """Whether the device holds another shape's state, to be returned before this cell."""
+        leaving = self.shape is not None and self.shape != (cell.batch, cell.resolution)
+        if leaving:
+            self.released()
+        return leaving
+
+    def calls(self, cell: Cell, warmup: int) -> int:
+        cold = self.shape is None or (cell.transfer == "uint8-pinned" and not self.uint8_ran)
+        self.shape = (cell.batch, cell.resolution)
+        return warmup if cold else 0
+
+    def ran(self, cell: Cell) -> None:
+        self.uint8_ran |= cell.transfer == "uint8-pinned"
+
+    def released(self) -> None:
+        self.shape = None
 
 
 # ------------------------------------------------------------------------------------------- kept cells
@@ -329,6 +374,7 @@ def _native_row(record: dict, attempt: int, run: Run) -> dict:
         row.update(native.phase_measures(run, name, record))
     if record["status"] == "ok":
         row.update(h2d_bytes=record["h2d_bytes"], prepare_s=record["prepare_s"],
+                   warmup_calls=record["warmup_calls"],
                    **timed_columns(record["batch"], record["times_ms"], record["h2d_ms"]))
     return row
 

@@ -3,9 +3,12 @@ the settings of config study_a.sweep and their checks, the walk order of the cel
 test hook, and how one cell's timed calls become a row of the sweep table.
 
 Walk order: resolution ascending, then batch ascending, then the transfer modes in the config's order (one process
-measures a shape's modes back to back, so they share its state: clocks, allocator, a compiled build). Once batch B
-is oom at resolution R in mode T, larger batches at R in mode T are recorded oom "skipped: batch B already out of
-memory at this resolution" without being tried (larger batches need more memory at the same shape).
+measures a shape's modes back to back, so they share its state: clocks, allocator cache, a compiled build, the
+warm-up). Once batch B is oom at resolution R in mode T, the cells at R that need at least as much device memory
+are recorded oom without being tried: larger batches in T or in a mode needing as much device memory
+(DEVICE_MEMORY_RANK: the float32 modes hold the same float32 batch on the device, uint8-pinned its uint8 batch
+too), "skipped: batch B already out of memory at this resolution", and batch B itself in such a later mode,
+"... in T".
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from ..measure.statistics import median_interval
 TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
 FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K" / "wrong@K" / "kill@K", comma-separated: every sweep's test hook
 SKIPPED = "skipped: batch {batch} already out of memory at this resolution"
+# device memory a cell needs beyond the model's at one shape, by transfer mode: pinning is host memory only
+DEVICE_MEMORY_RANK = {"float32-pageable": 0, "float32-pinned": 0, "uint8-pinned": 1}
 
 
 class SweepConfigError(ValueError):
@@ -146,7 +151,8 @@ def walk(batches, resolutions, transfers) -> list[Cell]:
 
 @dataclass
 class OomTracker:
-    """Smallest oom batch per (resolution, transfer), so that larger batches there are skipped."""
+    """Smallest oom batch per (resolution, transfer), so that the cells needing at least as much device memory
+    are skipped (the module's docstring; native/common/sweep.h applies the same rule)."""
     smallest: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def add(self, cell: Cell) -> None:
@@ -154,8 +160,15 @@ class OomTracker:
         self.smallest[key] = min(cell.batch, self.smallest.get(key, cell.batch))
 
     def skip_message(self, cell: Cell) -> str | None:
-        b = self.smallest.get((cell.resolution, cell.transfer))
-        return SKIPPED.format(batch=b) if b is not None and cell.batch > b else None
+        rank = DEVICE_MEMORY_RANK[cell.transfer]
+        for (resolution, transfer), batch in sorted(self.smallest.items(), key=lambda kv: (kv[1], kv[0])):
+            if resolution != cell.resolution or DEVICE_MEMORY_RANK[transfer] > rank:
+                continue
+            if cell.batch > batch:
+                return SKIPPED.format(batch=batch)
+            if cell.batch == batch and transfer != cell.transfer:
+                return f"{SKIPPED.format(batch=batch)} in {transfer}"
+        return None
 
     def flag(self) -> str:
         """--oom-at for a restarted C++ program."""

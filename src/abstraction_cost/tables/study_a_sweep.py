@@ -48,9 +48,11 @@ SCHEMAS = {
         "h2d_ms_low": pl.Float64,
         "h2d_ms_high": pl.Float64,
         "build": pl.String,                   # how the model met this shape: none | dynamic | per-shape
-        "build_s": pl.Float64,                # compiled: the shape's first call, its compile (never timed); aoti:
-                                              # the package's build
+        "build_s": pl.Float64,                # compiled: the shape's first call, its compile (never timed; kept
+                                              # on an oom or error row too); aoti: the package's build
         "prepare_s": pl.Float64,              # the cell's device buffer and host input made (untimed)
+        "warmup_calls": pl.Int64,             # untimed calls before the timed ones: study_a.sweep.warmup on a
+                                              # cold cell (its shape's first, or the first uint8-pinned), else 0
         "exit_status": pl.Int64,              # C++ programs: the exit status of a crashed process, on its row
         "attempt": pl.Int64,                  # which process of the job measured the cell (0, then restarts)
         **PHASE_MEASURES,                     # NVML and allocator over the cell (inputs, warm-up, timed calls)
