@@ -372,6 +372,28 @@ def test_dynamic_compile_is_one_build_for_the_job_each_shape_first_call_timed_an
     assert sweep.build_kind("compiled-default", "dynamic") == "dynamic"
 
 
+def test_dynamic_compile_does_not_recompile_where_a_feature_map_grows_past_1x1(pool_dir, tmp_path, monkeypatch):
+    """At 8 px ResNet-50's feature maps from layer2 on are 1 × 1; dynamo would specialise that size and compile the
+    network again at 16 px. The dynamic build reasons size-obliviously, so the job's first shape is its only
+    compile (through aot_eager: dynamo's guards without Inductor's minutes on the CPU)."""
+    from torch._dynamo.utils import counters
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda module, mode, dynamic: compile_(module, backend="aot_eager",
+                                                                                 dynamic=dynamic))
+    torch._dynamo.reset()
+    counters.clear()
+    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"),
+                              compile_shapes="dynamic")
+    rows = sweep.python_cells(model, walk([1, 2], [8, 16], ["float32-pageable"]), transfer.Pool(pool_dir), 0, 1,
+                              _run())
+    assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
+
+
 def test_a_compiled_build_that_computes_something_else_is_wrong_output_untimed(pool_dir, tmp_path, monkeypatch):
     """Correct before fast: a build whose logits differ from eager's on the cell's input is never timed."""
     from abstraction_cost.models import resnet, weights_file
