@@ -4,6 +4,7 @@ sweep): an oom or a crash never stops the sweep nor loses a measured cell, and a
 the next cell."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -85,10 +86,24 @@ def test_oom_tracker_skips_the_same_shape_in_a_later_mode_needing_as_much_device
     ("compile_shapes", "automatic", "'study_a.sweep.compile_shapes': 'automatic' is not one of"),
     ("cell_budget_s", 0, "'study_a.sweep.cell_budget_s': 0 is not a positive number"),
     ("cell_budget_s", "3s", "'study_a.sweep.cell_budget_s': '3s' is not a positive number"),
+    ("kernels", {"batch_size": 2, "resolution": 16, "top": 5, "numerics": ["tf32"]},
+     "'study_a.sweep.kernels.numerics': ['tf32']; need a list of study_a.sweep.numerics' entries (['fp32'])"),
+    ("kernels", {"batch_size": 2, "resolution": 16, "top": 5, "numerics": []},
+     "'study_a.sweep.kernels.numerics': []"),
 ])
 def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
-    with pytest.raises(SweepConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
+    with pytest.raises(SweepConfigError, match=re.escape(words)):
         sweep_cells.check(_sweep_config(**{key: value}))
+
+
+def test_kernel_table_numerics_default_to_the_sweeps_and_may_be_fewer():
+    """The kernel table may profile fewer numerics than the sweep walks (the default config: fp32, the study's),
+    one kernel job fewer per implementation and numerics left out."""
+    both = {"study_a": {"sweep": _sweep_config(numerics=["fp32", "tf32"])}}
+    assert sweep_cells.SweepSettings.from_config(both).kernel_numerics == ("fp32", "tf32")
+    both["study_a"]["sweep"]["kernels"]["numerics"] = ["tf32"]
+    settings = sweep_cells.SweepSettings.from_config(both)
+    assert (settings.numerics, settings.kernel_numerics) == (("fp32", "tf32"), ("tf32",))
 
 
 @pytest.mark.parametrize("done,elapsed,budget,more", [

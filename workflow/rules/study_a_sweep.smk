@@ -8,7 +8,7 @@
 #   numerics in turn (backends/sweep.py; start-up paid once), the numerics set before its model is built (TF32
 #   flags in Python, --tf32 for the C++ programs); one table per (numerics, implementation); concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
-# - sweep_kernels: top kernels per (numerics, implementation) at the kernel point (torch.profiler; the C++
+# - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point (torch.profiler; the C++
 #   programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
@@ -134,9 +134,9 @@ rule sweep_kernels_job:
 rule concat_sweep_kernels:
     input:
         tables=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.rows.parquet",
-                      numerics=SWEEP.numerics, implementation=SWEEP_JOBS),
+                      numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
         envs=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.env.parquet",
-                    numerics=SWEEP.numerics, implementation=SWEEP_JOBS),
+                    numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
     output:
         table="results/study_a/sweep_kernels.parquet",
         env=env_sidecar("results/study_a/sweep_kernels.parquet"),

@@ -55,6 +55,7 @@ class SweepSettings:
     numerics: tuple[str, ...] = ("fp32",)  # walked in turn by each implementation's job; first: the study's
     compile_shapes: str = "per-shape"  # how compiled-<mode> meets the grid's shapes: COMPILE_SHAPES
     cell_budget_s: float | None = None  # a cell's timed calls end once they took this long (more_repeats)
+    kernel_numerics: tuple[str, ...] = ("fp32",)  # the kernel table's numerics: kernels.numerics, else numerics
 
     @classmethod
     def from_config(cls, config: dict) -> "SweepSettings":
@@ -65,7 +66,7 @@ class SweepSettings:
                    s["repeats"], tuple(s["transfers"]), tuple(s["implementations"]),
                    tuple(s.get("compile_modes", ())), s["pool"], k["batch_size"], k["resolution"], k["top"],
                    s["require_gpu"], tuple(s["numerics"]), s.get("compile_shapes", "per-shape"),
-                   s.get("cell_budget_s"))
+                   s.get("cell_budget_s"), tuple(k.get("numerics", s["numerics"])))
 
     def cells(self) -> list[Cell]:
         return walk(self.batches, self.resolutions, self.transfers)
@@ -122,6 +123,11 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
         if n not in NUMERICS or n in numerics[:i]:
             raise SweepConfigError(f"config key 'study_a.sweep.numerics': {n!r} is "
                                    f"{'twice in the list' if n in NUMERICS else f'not one of {list(NUMERICS)}'}")
+    kernel_numerics = (s.get("kernels") or {}).get("numerics", numerics)
+    if not isinstance(kernel_numerics, list) or not kernel_numerics or any(
+            n not in numerics or n in kernel_numerics[:i] for i, n in enumerate(kernel_numerics)):
+        raise SweepConfigError(f"config key 'study_a.sweep.kernels.numerics': {kernel_numerics!r}; need a list of "
+                               f"study_a.sweep.numerics' entries ({numerics}), each once")
     for impl in s.get("implementations") or [None]:
         if impl not in built:
             raise SweepConfigError(f"config key 'study_a.sweep.implementations': {impl!r} is not built here; "
