@@ -25,6 +25,15 @@ protocol gave the same picture (5.49, 6.11, 5.97, 7.96 ms), so Python's collecto
 drift comes with the first compile and, much more, after the profiler. Still open: whether the compile's
 worker pool causes it (timing jobs compile with one thread, TORCHINDUCTOR_COMPILE_THREADS=1: run this with
 that variable set to compare) or the host slowing down over the process's life.
+
+Again on an H100 (2026-11-25, same settings; results/eager_drift_h100_2026-11-25_*.json), three processes: eager
+fresh 5.65 / 4.87 ms (plain / hygienic) with TORCHINDUCTOR_COMPILE_THREADS=1, 5.70 / 5.78 with Inductor's default
+workers, 8.04 / 5.87 with `--backend eager` (dynamo, no Inductor). After the profiler window: 8.03 / 8.19 ms
+(x1.42 / x1.68) with one compile thread, 7.40 / 9.16 (x1.30 / x1.59) with the default workers, 7.12 / 6.36
+(x0.89 / x1.08) without Inductor. So the compile's worker pool is not the cause: the drift after the profiler
+comes with Inductor's compiled code in the process. At batch 1 the model is bound by kernel launches on the host,
+and a checkpoint's two protocols differ by up to 37% (8.04 against 5.87 ms fresh): host noise of that size is
+the floor any eager baseline at batch 1 has here.
 """
 from __future__ import annotations
 
