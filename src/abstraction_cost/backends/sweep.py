@@ -403,10 +403,12 @@ def native_cells(cells: list[Cell], command_for, run: Run, name: str = "program"
     while start < len(cells):
         seen = {"started": False}
         records = []
+        launched = time.perf_counter()
 
         def on_record(record: dict) -> None:
             if record["kind"] == "sweep_start":
                 seen["started"] = True
+                log.info("%s: program started in %.1f s (from cell %d)", name, time.perf_counter() - launched, start)
             elif record["kind"] == "cell":
                 records.append(record)
                 if _tried_oom(record):
@@ -471,9 +473,15 @@ def sweep_rows(implementation: str, inputs, settings: SweepSettings, config: dic
             def command_for(start: int, oom_at: str) -> list[str]:
                 return sweep_command(inputs.program, implementation, inputs, pool.manifest, settings, config,
                                      run.device, classes, start, oom_at, logits_dir)
+            started = time.perf_counter()
             rows = native_cells(cells, command_for, run, implementation, store)
-            return check_logits(rows, logits_dir, implementation, inputs.weights, pool, classes, numerics,
+            walked = time.perf_counter()
+            rows = check_logits(rows, logits_dir, implementation, inputs.weights, pool, classes, numerics,
                                 run.device)
+            # where a C++ job's time outside its timed calls goes (benchmarks/sweep_overhead.py counts the total)
+            log.info("%s: program runs %.1f s, logits check %.1f s", implementation, walked - started,
+                     time.perf_counter() - walked)
+            return rows
     model = PythonModel(implementation, inputs, pool.manifest["channels"], classes, run.device, numerics,
                         settings.compile_shapes)
     return python_cells(model, cells, pool, settings.warmup, settings.repeats, run, store, settings.cell_budget_s)
@@ -519,6 +527,7 @@ def _run_numerics(snakemake, implementation: str, numerics: str, table_path: str
     job = {"implementation": implementation, "numerics": numerics}
     # measured cells kept beside the table as each completes: a killed job's rerun measures only the rest
     store = CellStore(cells_dir(table_path), job_key(config, job, _named(inputs)))
+    started = time.perf_counter()
     with measured_run(config, rule=snakemake.rule, job=job, env_path=env_path, device=device, run_id=store.run_id,
                       resumes=store.resumes) as measured:
         try:
@@ -530,7 +539,8 @@ def _run_numerics(snakemake, implementation: str, numerics: str, table_path: str
         table = [{**defaults, **base, "build_s": build_s, "run_id": measured.run_id, **row} for row in rows]
     tables.write("sweep", table, table_path)
     ok = sum(r["status"] == "ok" for r in table)
-    log.info("%s/%s: %d of %d cells ok", numerics, implementation, ok, len(table))
+    log.info("%s/%s: %d of %d cells ok, %.1f s", numerics, implementation, ok, len(table),
+             time.perf_counter() - started)
     return store
 
 
