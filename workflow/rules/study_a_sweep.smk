@@ -8,8 +8,8 @@
 #   numerics in turn (backends/sweep.py; start-up paid once), the numerics set before its model is built (TF32
 #   flags in Python, --tf32 for the C++ programs); one table per (numerics, implementation); concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
-# - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point (torch.profiler; the C++
-#   programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
+# - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point
+#   (torch.profiler; the C++ programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
 from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
