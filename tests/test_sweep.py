@@ -87,9 +87,9 @@ def test_oom_tracker_skips_the_same_shape_in_a_later_mode_needing_as_much_device
     ("cell_budget_s", 0, "'study_a.sweep.cell_budget_s': 0 is not a positive number"),
     ("cell_budget_s", "3s", "'study_a.sweep.cell_budget_s': '3s' is not a positive number"),
     ("kernels", {"batch_size": 2, "resolution": 16, "top": 5, "numerics": ["tf32"]},
-     "'study_a.sweep.kernels.numerics': ['tf32']; need a list of study_a.sweep.numerics' entries (['fp32'])"),
+     "'study_a.sweep.kernels.numerics': 'tf32' is not one of ['fp32']"),
     ("kernels", {"batch_size": 2, "resolution": 16, "top": 5, "numerics": []},
-     "'study_a.sweep.kernels.numerics': []"),
+     "'study_a.sweep.kernels.numerics': need a non-empty list of ['fp32']"),
 ])
 def test_bad_sweep_config_is_refused_naming_the_key(key, value, words):
     with pytest.raises(SweepConfigError, match=re.escape(words)):

@@ -104,30 +104,27 @@ def _positive_ints(values, key: str) -> None:
             raise SweepConfigError(f"config key 'study_a.sweep.{key}': {v!r} is not a positive integer")
 
 
+def _each_once(values, allowed, key: str) -> None:
+    """A non-empty list of `allowed` entries, none twice."""
+    if not isinstance(values, list) or not values:
+        raise SweepConfigError(f"config key 'study_a.sweep.{key}': need a non-empty list of {list(allowed)}, "
+                               f"got {values!r}")
+    for i, v in enumerate(values):
+        if v not in allowed or v in values[:i]:
+            raise SweepConfigError(f"config key 'study_a.sweep.{key}': {v!r} is "
+                                   f"{'twice in the list' if v in allowed else f'not one of {list(allowed)}'}")
+
+
 def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
     """Refuse what cannot run, naming the key (the schema says the same; this is the check jobs rely on)."""
     _positive_ints(s.get("batches"), "batches")
     _positive_ints(s.get("resolutions"), "resolutions")
     for key in ("repeats", "pool"):
         _positive_ints([s.get(key)], key)
-    transfers = s.get("transfers") or [None]
-    for i, t in enumerate(transfers):
-        if t not in TRANSFERS or t in transfers[:i]:
-            raise SweepConfigError(f"config key 'study_a.sweep.transfers': {t!r} is "
-                                   f"{'twice in the list' if t in TRANSFERS else f'not one of {list(TRANSFERS)}'}")
+    _each_once(s.get("transfers"), TRANSFERS, "transfers")
     numerics = s.get("numerics")
-    if not isinstance(numerics, list) or not numerics:
-        raise SweepConfigError(f"config key 'study_a.sweep.numerics': need a non-empty list of {list(NUMERICS)}, "
-                               f"got {numerics!r}")
-    for i, n in enumerate(numerics):
-        if n not in NUMERICS or n in numerics[:i]:
-            raise SweepConfigError(f"config key 'study_a.sweep.numerics': {n!r} is "
-                                   f"{'twice in the list' if n in NUMERICS else f'not one of {list(NUMERICS)}'}")
-    kernel_numerics = (s.get("kernels") or {}).get("numerics", numerics)
-    if not isinstance(kernel_numerics, list) or not kernel_numerics or any(
-            n not in numerics or n in kernel_numerics[:i] for i, n in enumerate(kernel_numerics)):
-        raise SweepConfigError(f"config key 'study_a.sweep.kernels.numerics': {kernel_numerics!r}; need a list of "
-                               f"study_a.sweep.numerics' entries ({numerics}), each once")
+    _each_once(numerics, NUMERICS, "numerics")
+    _each_once((s.get("kernels") or {}).get("numerics", numerics), numerics, "kernels.numerics")
     for impl in s.get("implementations") or [None]:
         if impl not in built:
             raise SweepConfigError(f"config key 'study_a.sweep.implementations': {impl!r} is not built here; "
