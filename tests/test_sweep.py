@@ -178,6 +178,9 @@ class TinyModel:
         self.forward = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1),
                                            torch.nn.Flatten()).eval()
 
+    def needs_reference(self, shape):
+        return False
+
     def build(self, example):
         return None
 
@@ -407,6 +410,33 @@ def test_dynamic_compile_does_not_recompile_where_a_feature_map_grows_past_1x1(p
     assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
     assert counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()
+
+
+def test_a_shape_whose_eager_reference_is_out_of_memory_is_oom_before_its_build(pool_dir, tmp_path, monkeypatch):
+    """Eager's logits for the output check come before a new shape's build: a shape eager cannot hold is an oom
+    cell at once, not after minutes of compiling, and its later modes are skipped by the oom rule."""
+    from abstraction_cost.compiler import output_check
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    built = []
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: module)
+
+    def reference(module, args, *rest):
+        if args[0].shape[0] == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return output_check.reference(module, args, *rest)
+    monkeypatch.setattr(sweep, "reference", reference)
+    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"))
+    build = model.build
+    monkeypatch.setattr(model, "build", lambda example: built.append(tuple(example.shape)) or build(example))
+    rows = sweep.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
+                              transfer.Pool(pool_dir), 0, 1, _run())
+    assert [r["status"] for r in rows] == ["ok", "ok", "oom", "oom"]
+    assert built == [(1, 3, 8, 8), (1, 3, 8, 8)]  # batch 2 never built
+    assert rows[2]["message"] == ("eager's forward for the output check, before the build: CUDA out of memory. "
+                                  "Tried to allocate 8.00 GiB")
+    assert rows[2].get("build_s") is None and rows[3]["message"].startswith("skipped:")
 
 
 def test_a_compiled_build_that_computes_something_else_is_wrong_output_untimed(pool_dir, tmp_path, monkeypatch):

@@ -116,6 +116,7 @@ class PythonModel:
         self.forward = nx.under(numerics, self.module, device)
         self._compiled = False
         self._built_for = self._checked_for = None  # input shapes the compiled build last met, and its check's
+        self._reference = None  # eager's output on the cell's input that the next check compares with
         self.build_s = None  # the last build()'s first call, also when it failed (an oom after its compile)
 
     def build(self, example: torch.Tensor) -> float | None:
@@ -156,16 +157,29 @@ class PythonModel:
             return contextlib.nullcontext()
         return fx_config.patch(backed_size_oblivious=True)
 
+    def needs_reference(self, shape: torch.Size) -> bool:
+        """Whether a cell of input `shape` brings a compiled build whose output check is due."""
+        return self.mode is not None and shape != self._built_for
+
+    def take_reference(self, cell_input: Callable[[], torch.Tensor]) -> None:
+        """Eager's logits on the cell's input (cell_input(), made for it), taken before a new shape's build: the
+        check needs them, and a shape whose eager forward does not fit is an oom before minutes of compiling (on
+        an H100 the default grid's batch 512 at 1024 px compiled for 97 s, then ran out of memory)."""
+        try:
+            self._reference = reference(self.module, (cell_input(),), self.numerics, self.device)
+        except torch.OutOfMemoryError as err:
+            raise torch.OutOfMemoryError(f"eager's forward for the output check, before the build: "
+                                         f"{_oom_line(err)}") from err
+
     def check(self, cell_input: Callable[[], torch.Tensor]) -> None:
-        """Correct before fast: a compiled build's logits on the cell's input (cell_input(), made only for the
-        check) against the eager module's, once per shape it meets; WrongOutput when they differ beyond the
+        """Correct before fast: a compiled build's logits on the cell's input (cell_input(), the same batch the
+        reference was taken on) against eager's, once per shape it meets; WrongOutput when they differ beyond the
         numerics' tolerance."""
         if self.mode is None or self._checked_for == self._built_for:
             return
-        example = cell_input()
-        reference(self.module, (example,), self.numerics, self.device).require(
-            self.forward, (example,), f"{self.implementation} at input {tuple(example.shape)}")
-        self._checked_for = self._built_for
+        self._reference.require(self.forward, (cell_input(),),
+                                f"{self.implementation} at input {tuple(self._built_for)}")
+        self._checked_for, self._reference = self._built_for, None
 
 
 def oom_count(device: torch.device) -> int:
@@ -222,12 +236,18 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
                 data = cell_input(pool, cell.batch, cell.resolution, cell.transfer, run.device)
                 synchronize(run.device)
                 prepare_s = time.perf_counter() - started
+                if model.needs_reference(data.device_buffer.shape):
+                    started = time.perf_counter()
+                    data.load(pool)
+                    prepare_s += time.perf_counter() - started
+                    model.take_reference(data.to_device)
                 row["build_s"] = model.build(data.model_input())
                 row["warmup_calls"] = warmth.calls(cell, warmup)
                 for _ in range(row["warmup_calls"]):
                     model.forward(data.model_input())
                 started = time.perf_counter()
-                data.load(pool)  # on the host while the device runs the warm-up
+                if data.host is None:
+                    data.load(pool)  # on the host while the device runs the warm-up
                 row["prepare_s"] = prepare_s + time.perf_counter() - started
                 synchronize(run.device)
                 model.check(data.to_device)
