@@ -12,8 +12,9 @@ jobs' wall time, while their timing must run one job at a time. So this one job,
     blocks   a block experiment   cases    every case of that timing job (experiments.compile_cases)
 
 Each worker repeats the jobs' own construction (same model or case, inputs, numerics and torch.compile
-arguments), so their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation
-depend on the oracles' choice and are compiled by their job.
+arguments) and pickles memory formats as they do (cache_key.py: else each process keyed the same graph apart),
+so their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation depend on
+the oracles' choice and are compiled by their job.
 
 Whether the jobs can hit the warm-up's entries is measured, not assumed: before the other tasks the cheapest
 one is compiled by a warm-up worker and then again by a process set up as a timing job is (one compile thread,

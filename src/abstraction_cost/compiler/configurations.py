@@ -39,6 +39,7 @@ import torch
 
 from .. import faults
 from ..measure.timing import synchronize
+from . import cache_key
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
@@ -185,6 +186,7 @@ def compile_fn(fn: Callable, cfg: Configuration, mode: str, backend: str = "indu
     check_mode(mode)
     if not cfg.compiled:
         return fn
+    cache_key.stable()
     torch._dynamo.reset()
     if backend == "inductor":
         compiled = torch.compile(fn, mode=mode, dynamic=False)

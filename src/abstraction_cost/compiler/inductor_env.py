@@ -8,12 +8,11 @@ TORCHINDUCTOR_COMPILE_THREADS when torch._inductor.config is first imported, so 
 still start Inductor's pool of compile workers.
 
 Whether a job's compile was served by the cache is recorded on every compiled row (cache_hits, cache_misses).
-Hits are not guaranteed. With torch 2.11 on an H100 the jobs missed the warm-up's entries: the cache key of the
-same graph differed between a warm-up worker and a job, in the hash of its example inputs' metadata, which
-printed identically in both. The warm-up therefore probes first (a job-like process compiling one task again) and
-skips itself where the probe misses (compile_cache.warm); the jobs then compile cold, still in process. The probe
-is one task: with torch 2.14 on the CPU (smoke config, 2026-11-23) it hit, and the conv_blocks job still missed
-the same graphs, with the same symptom. Hence the rows' cache_hits and cache_misses, which say what each job got.
+With torch 2.11 on an H100 and 2.14 on the CPU the jobs missed the warm-up's entries: the same graph had another
+key in a job, in the hash of its example inputs' metadata, which printed identically in both. The cause was
+torch's pickling of memory formats, which depends on the order of the process's imports; compiler/cache_key.py
+makes it the same in every process (on the CPU the smoke config's jobs now hit). The warm-up still probes first
+(a job-like process compiling one task again) and skips itself where the probe misses (compile_cache.warm).
 """
 from __future__ import annotations
 

@@ -43,6 +43,7 @@ from ..measure.timing import synchronize
 from ..models import blocks as model_blocks
 from ..tables.common import PHASE_MEASURES
 from ..measure import numerics as nx
+from . import cache_key
 from . import configurations as cfgs
 from . import output_check
 from .configurations import Configuration, Prepared
@@ -220,6 +221,7 @@ def compile_unit(module: Callable, mode: str, label: str) -> Callable:
     template = _forwarder(module)
     code = template.__code__.replace(co_name=name, co_qualname=name)
     fn = types.FunctionType(code, template.__globals__, name, None, template.__closure__)
+    cache_key.stable()
     if BACKEND != "inductor":
         return torch.compile(fn, backend=BACKEND, dynamic=False)
     return torch.compile(fn, mode=mode, dynamic=False)
