@@ -152,7 +152,8 @@ class PythonModel:
         dynamo does not specialise a size that is 1 at the first shape (ResNet-50's last feature map at 8-32 px)
         into a guard that recompiles the network at the next resolution. Inductor's own guards remain (torch 2.11
         on an H100, TORCH_LOGS=recompiles at the default grid: the first shape's resolution range, 17 <= side <=
-        32, and 32-bit indexing, fewer than 2^31 elements in the stem's output): four builds per numerics there."""
+        32, from the convolution's memory-format choice at a 1 x 1 feature map, and 32-bit indexing, fewer than 2^31
+        elements in the stem's output): three builds per numerics there, the oom shape's not made (take_reference)."""
         if self.compile_shapes != "dynamic":
             return contextlib.nullcontext()
         return fx_config.patch(backed_size_oblivious=True)
