@@ -61,6 +61,7 @@ import torch
 import torch.fx.experimental._config as fx_config
 
 from .. import tables
+from ..compiler import cache_key
 from ..compiler.output_check import WrongOutput, reference
 from ..data.specs import spec
 from ..measure import device as devices
@@ -130,6 +131,7 @@ class PythonModel:
         if self.mode is None or example.shape == self._built_for:
             return None
         if self.compile_shapes == "per-shape" or not self._compiled:
+            cache_key.stable()  # the next job (the kernel table's, a resumed sweep) may hit this build's entries
             torch._dynamo.reset()
             self._checked_for = None
             self.forward = nx.under(self.numerics, torch.compile(self.module, mode=self.mode,
