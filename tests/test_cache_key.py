@@ -11,7 +11,7 @@ import pytest
 # is put first in sys.modules, as a Snakemake job's script module is: pickle.whichmodule then finds it before
 # torch._utils. argv[3] == "stable" registers cache_key's reducer first. Prints the cache's hits and misses.
 PROCESS = r"""
-import sys, types
+import json, sys, types
 import torch
 from torch._dynamo.utils import counters
 if sys.argv[2] == "front":
@@ -27,7 +27,7 @@ if sys.argv[3] == "stable":
 fn = torch.compile(lambda x: (x * 2).relu().sum(1), dynamic=False)
 fn(torch.randn(8, 8))
 print(json.dumps([counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]]))
-""".replace("import sys, types", "import json, sys, types")
+"""
 
 
 def _compile(cache, order: str, registered: str) -> list[int]:

@@ -167,7 +167,9 @@ class PythonModel:
     def take_reference(self, cell_input: Callable[[], torch.Tensor]) -> None:
         """Eager's logits on the cell's input (cell_input(), made for it), taken before a new shape's build: the
         check needs them, and a shape whose eager forward does not fit is an oom before minutes of compiling (on
-        an H100 the default grid's batch 512 at 1024 px compiled for 97 s, then ran out of memory)."""
+        an H100 the default grid's batch 512 at 1024 px compiled for 97 s, then ran out of memory). The last
+        shape's reference, kept where its check failed, is let go first: it holds that shape's input."""
+        self._reference = None
         try:
             self._reference = reference(self.module, (cell_input(),), self.numerics, self.device)
         except torch.OutOfMemoryError as err:
