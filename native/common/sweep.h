@@ -126,6 +126,8 @@ class SweepBackend {
 struct SweepSettings {
   std::vector<int64_t> batches, resolutions;
   int64_t warmup = 0, repeats = 1, start_cell = 0;
+  int64_t warmup_max = 0;    // --serve: the cap of a cell's steady-state warm-up (sweep_serve.h)
+  bool serve = false;        // --serve 1: cells and timed blocks on the conductor's command (sweep_serve.h)
   double cell_budget_s = 0;  // 0: every cell makes `repeats` timed calls
   std::string logits_dir;    // empty: no logits saved
   std::vector<std::string> transfers;
@@ -179,10 +181,13 @@ inline SweepSettings read_sweep_settings(const Args& a) {
   s.warmup = a.integer("warmup");
   s.repeats = a.integer("repeats");
   s.start_cell = a.integer("start-cell", 0);
+  s.serve = a.has("serve") && a.boolean("serve");
+  s.warmup_max = a.integer("warmup-max", 0);
   s.cell_budget_s = a.number("cell-budget-s", 0);
   if (!(s.cell_budget_s >= 0)) throw ArgError("--cell-budget-s must be >= 0 seconds");
   s.logits_dir = a.str("logits-dir", "");
   if (s.warmup < 0 || s.repeats < 1) throw ArgError("--warmup must be >= 0 and --repeats >= 1");
+  if (s.warmup_max < 0) throw ArgError("--warmup-max must be >= 0");
   if (s.start_cell < 0) throw ArgError("--start-cell must be >= 0");
   const auto& modes = sweep_transfers();
   for (const std::string& t : comma_items(a.str("transfers"))) {

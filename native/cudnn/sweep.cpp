@@ -31,7 +31,7 @@
 #include "prepared.h"
 #include "program.h"
 #include "resnet.h"
-#include "sweep.h"
+#include "sweep_serve.h"
 
 namespace ac::cudnn {
 namespace {
@@ -278,7 +278,11 @@ int sweep_main(const Args& a) {
   emit_start(gpu, "sweep");
   Record("loaded").add("model", model).add("load_s", load_s).emit();
   CudnnSweep backend(gpu, net, normalise, model == "cudnn-graphs", inputs, pool, channels, mean, std);
-  run_sweep(backend, sweep);
+  if (sweep.serve) {
+    run_sweep_served(backend, sweep);
+  } else {
+    run_sweep(backend, sweep);
+  }
   return 0;
 }
 

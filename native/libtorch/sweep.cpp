@@ -18,7 +18,7 @@
 #include "prepared.h"
 #include "programs.h"
 #include "runtime.h"
-#include "sweep.h"
+#include "sweep_serve.h"
 
 #ifdef AC_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -190,7 +190,11 @@ int sweep_main(const Args& a) {
   emit_start(session, "sweep");
   Record("loaded").add("model", kind).add("load_s", load_s).emit();
   TorchSweep backend(session, std::move(forward), inputs, pool, channels, mean, std);
-  run_sweep(backend, settings);
+  if (settings.serve) {
+    run_sweep_served(backend, settings);
+  } else {
+    run_sweep(backend, settings);
+  }
   return 0;
 }
 

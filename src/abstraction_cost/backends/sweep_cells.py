@@ -138,9 +138,32 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0):
         raise SweepConfigError(f"config key 'study_a.sweep.cell_budget_s': {budget!r} is not a positive number of "
                                "seconds (leave it out for every cell's full repeats)")
+    _check_protocol(s.get("protocol") or {})
     if s.get("compile_shapes", "per-shape") not in COMPILE_SHAPES:
         raise SweepConfigError(f"config key 'study_a.sweep.compile_shapes': {s['compile_shapes']!r} is not one of "
                                f"{list(COMPILE_SHAPES)}")
+
+
+PROTOCOL_MODES = ("interleaved", "serial")
+
+
+def _check_protocol(p: dict) -> None:
+    """study_a.sweep.protocol: counts positive integers, block_ms a positive number."""
+    for key, value in p.items():
+        name = f"config key 'study_a.sweep.protocol.{key}'"
+        if key == "mode":
+            if value not in PROTOCOL_MODES:
+                raise SweepConfigError(f"{name}: {value!r} is not one of {list(PROTOCOL_MODES)}")
+        elif key == "block_ms":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise SweepConfigError(f"{name}: {value!r} is not a positive number of milliseconds")
+        elif key in ("invocations", "blocks", "interleave_max_pixels", "warmup_max"):
+            least = 0 if key == "warmup_max" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise SweepConfigError(f"{name}: {value!r} is not an integer >= {least}")
+        else:
+            raise SweepConfigError(f"{name}: unknown key; known: mode, invocations, blocks, block_ms, warmup_max, "
+                                   "interleave_max_pixels")
 
 
 def walk(batches, resolutions, transfers) -> list[Cell]:

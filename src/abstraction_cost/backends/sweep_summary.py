@@ -1,11 +1,13 @@
 """What the report sets beside the study's numbers: the host-to-device copy at the study's point (batch 32 at
-the kernel resolution; the study's 25.166 MB is 32 × 3 × 256² float32) and the study's ReLU kernel rows."""
+the kernel resolution; the study's 25.166 MB is 32 × 3 × 256² float32), the study's ReLU kernel rows, and each
+implementation's speed against eager per cell from the interleaved sweep's paired turns."""
 from __future__ import annotations
 
 import re
 
 import polars as pl
 
+from ..measure.statistics import paired_speedup
 from ..tables.study_a_sweep import STUDY_H2D, STUDY_RELU
 
 STUDY_RUN_ID = "study:levental-orlova-2021"  # the study's reference rows: no measuring job of this pipeline
@@ -55,3 +57,32 @@ def study_kernel_rows() -> list[dict]:
              "rank": None, "kernel": "relu", "calls": None, "total_us": None, "mean_us": v["mean_us"],
              "share": 0.12, "grid": v["grid"], "block": None}
             for who, v in STUDY_RELU.items()]
+
+
+def speedup_rows(sweep: pl.DataFrame, blocks: pl.DataFrame, baseline: str = "eager",
+                 resamples: int = 2_000) -> list[dict]:
+    """Per (numerics, implementation, cell) measured beside the baseline: the baseline's time over the
+    implementation's, from the turns both had in the same invocations (turn t of each ran back to back), resampled
+    as pairs (measure/statistics.paired_speedup). A cell whose turns do not pair (one implementation at a time:
+    above interleave_max_pixels) gets the ratio of the rows' medians and no interval."""
+    keys = ["numerics", "cell"]
+    cells = sweep.filter(pl.col("status") == "ok").select(
+        *keys, "implementation", "batch_size", "resolution", "transfer", "time_ms", "run_id")
+    base = cells.filter(pl.col("implementation") == baseline)
+    rows = []
+    for r in cells.filter(pl.col("implementation") != baseline).join(
+            base.select(*keys, pl.col("time_ms").alias("baseline_ms")), on=keys).iter_rows(named=True):
+        mine = blocks.filter((pl.col("numerics") == r["numerics"]) & (pl.col("cell") == r["cell"]))
+        paired = mine.filter(pl.col("implementation") == r["implementation"]).join(
+            mine.filter(pl.col("implementation") == baseline), on=["invocation", "turn"], suffix="_base")
+        row = {k: r[k] for k in ("run_id", "numerics", "implementation", "cell", "batch_size", "resolution",
+                                 "transfer")}
+        row.update(baseline=baseline, speedup=r["baseline_ms"] / r["time_ms"], speedup_low=None, speedup_high=None,
+                   speedup_includes_one=None, paired_turns=paired.height)
+        if paired.height:
+            groups = paired.sort("invocation", "turn").partition_by("invocation", maintain_order=True)
+            s = paired_speedup([g["time_ms_base"].to_list() for g in groups], [g["time_ms"].to_list() for g in groups],
+                               resamples=resamples)
+            row.update(s.columns("speedup"))
+        rows.append(row)
+    return rows

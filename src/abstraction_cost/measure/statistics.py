@@ -2,12 +2,18 @@
 
     s = speedup(eager_ms, compiled_ms, resamples=10_000, confidence=0.95, seed=0)
     s.estimate, s.low, s.high, s.includes_one     # estimate = median(eager) / median(compiled)
+    hierarchical_interval([[calls of invocation 1], [calls of invocation 2], ...])
+    paired_speedup([[eager's block medians, invocation 1], ...], [[compiled's, same blocks], ...])
 
-Intervals are percentile bootstrap intervals: both samples are resampled with replacement, independently (they
-are separate measurements, not pairs), the statistic is recomputed on each resample, and the interval is the
-(1-c)/2 and (1+c)/2 quantiles of those. A fixed seed makes every interval reproducible from the table it was
-computed from. `includes_one` says that the data cannot tell a speedup from a slowdown at that confidence; the
-report marks such speedups.
+Intervals are percentile bootstrap intervals: the statistic is recomputed on each resample, and the interval is
+the (1-c)/2 and (1+c)/2 quantiles of those. A fixed seed makes every interval reproducible from the table it was
+computed from. `includes_one` says that the data cannot tell a speedup from a slowdown at that confidence.
+
+Measurements taken in several process invocations are resampled the way they vary (Kalibera & Jones, ISMM 2013):
+invocations with replacement first, then calls within each chosen invocation; the estimate is the median of the
+invocations' medians. An interval from one invocation's calls describes that process at that moment only. Times
+measured in interleaved turns are pairs: paired_speedup resamples the turns together, so that a slow period of
+the host, which every implementation met in the same turn, cancels out of the ratio.
 """
 from __future__ import annotations
 
@@ -90,3 +96,55 @@ def speedup(baseline: Sequence[float], treatment: Sequence[float], *, resamples:
     q = (1 - confidence) / 2
     return Speedup(float(np.median(b) / np.median(t)), float(np.quantile(ratios, q)),
                    float(np.quantile(ratios, 1 - q)))
+
+
+def _groups(groups: Sequence[Sequence[float]], name: str) -> list[np.ndarray]:
+    if not groups:
+        raise ValueError(f"{name}: need at least one invocation")
+    return [_sample(g, f"{name} invocation {i}") for i, g in enumerate(groups)]
+
+
+def _quantiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    q = (1 - confidence) / 2
+    return float(np.quantile(values, q)), float(np.quantile(values, 1 - q))
+
+
+def hierarchical_interval(groups: Sequence[Sequence[float]], *, resamples: int = DEFAULT_RESAMPLES,
+                          confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> Interval:
+    """The median over invocations of each invocation's median, and its two-level bootstrap interval: each
+    resample draws the invocations with replacement, then each drawn invocation's calls with replacement."""
+    _check(resamples, confidence)
+    gs = _groups(groups, "hierarchical_interval")
+    rng = np.random.default_rng(seed)
+    k = len(gs)
+    # per invocation, k independent within-invocation resamples for every outer resample: (k, resamples, k)
+    inner = np.stack([np.stack([_resampled_medians(g, resamples, rng) for _ in range(k)], axis=1) for g in gs])
+    pick = rng.integers(0, k, size=(resamples, k))
+    stats = np.median(inner[pick, np.arange(resamples)[:, None], np.arange(k)[None, :]], axis=1)
+    estimate = float(np.median([np.median(g) for g in gs]))
+    return Interval(estimate, *_quantiles(stats, confidence))
+
+
+def paired_speedup(baseline: Sequence[Sequence[float]], treatment: Sequence[Sequence[float]], *,
+                   resamples: int = DEFAULT_RESAMPLES, confidence: float = DEFAULT_CONFIDENCE,
+                   seed: int = 0) -> Speedup:
+    """median(baseline) / median(treatment) from paired turns: baseline[i][j] and treatment[i][j] were measured in
+    turn j of invocation i. The estimate is the median over invocations of each invocation's ratio of medians;
+    each resample draws invocations, then turns within each, keeping a turn's two times together."""
+    _check(resamples, confidence)
+    bs, ts = _groups(baseline, "paired_speedup baseline"), _groups(treatment, "paired_speedup treatment")
+    if len(bs) != len(ts) or any(b.size != t.size for b, t in zip(bs, ts)):
+        raise ValueError("paired_speedup: baseline and treatment need the same invocations and turns")
+    if any(np.any(b <= 0) or np.any(t <= 0) for b, t in zip(bs, ts)):
+        raise ValueError("paired_speedup: times must be positive")
+    rng = np.random.default_rng(seed)
+    k = len(bs)
+    ratios = np.empty((k, resamples, k))
+    for i, (b, t) in enumerate(zip(bs, ts)):
+        for j in range(k):
+            idx = rng.integers(0, b.size, size=(resamples, b.size))
+            ratios[i, :, j] = np.median(b[idx], axis=1) / np.median(t[idx], axis=1)
+    pick = rng.integers(0, k, size=(resamples, k))
+    stats = np.median(ratios[pick, np.arange(resamples)[:, None], np.arange(k)[None, :]], axis=1)
+    estimate = float(np.median([np.median(b) / np.median(t) for b, t in zip(bs, ts)]))
+    return Speedup(estimate, *_quantiles(stats, confidence))

@@ -55,7 +55,42 @@ SCHEMAS = {
                                               # cold cell (its shape's first, or the first uint8-pinned), else 0
         "exit_status": pl.Int64,              # C++ programs: the exit status of a crashed process, on its row
         "attempt": pl.Int64,                  # which process of the job measured the cell (0, then restarts)
-        **PHASE_MEASURES,                     # NVML and allocator over the cell (inputs, warm-up, timed calls)
+        "protocol": pl.String,                # interleaved (sweep_conductor) | serial (one process per
+                                              # implementation, each cell's calls back to back)
+        "invocations": pl.Int64,              # process invocations whose calls the times pool (interleaved)
+        "blocks": pl.Int64,                   # turns the calls came in, over those invocations
+        "steady": pl.Boolean,                 # every invocation's warm-up reached a steady state (not its cap)
+        "invocation_spread": pl.Float64,      # slowest invocation's median over the fastest's
+        **PHASE_MEASURES,                     # NVML and allocator over the cell (inputs, warm-up, timed calls;
+                                              # interleaved: its first invocation, other workers' turns within)
+    },
+    # One row per turn of the interleaved sweep: an implementation's calls in one turn of one cell, invocation.
+    # Turn t of every implementation of a cell ran back to back, so a comparison resamples turns as pairs
+    # (measure/statistics.paired_speedup).
+    "sweep_blocks": {
+        "implementation": pl.String,
+        "numerics": pl.String,
+        "cell": pl.Int64,
+        "invocation": pl.Int64,
+        "turn": pl.Int64,
+        "calls": pl.Int64,
+        "time_ms": pl.Float64,                # the turn's median per batch
+    },
+    # Speed against eager per (numerics, implementation, cell) of the interleaved sweep: eager's time over the
+    # implementation's, from paired turns (backends/sweep_summary.speedup_rows); above 1 = faster than eager.
+    "sweep_speedups": {
+        "numerics": pl.String,
+        "implementation": pl.String,
+        "cell": pl.Int64,
+        "batch_size": pl.Int64,
+        "resolution": pl.Int64,
+        "transfer": pl.String,
+        "baseline": pl.String,                # eager
+        "speedup": pl.Float64,                # median over invocations of the ratio of the turns' medians
+        "speedup_low": pl.Float64,            # 95% interval: invocations, then turns as pairs, resampled
+        "speedup_high": pl.Float64,
+        "speedup_includes_one": pl.Boolean,   # no measurable difference at this precision
+        "paired_turns": pl.Int64,             # 0: measured one implementation at a time, no interval
     },
     # The host-to-device copy per (numerics, implementation, transfer) at the study's point, beside the study's
     # numbers.

@@ -1,0 +1,180 @@
+// Study A's sweep as a served worker (--serve): the conductor (backends/sweep_conductor.py) tells the program which
+// cell to prepare and when to time a block of calls, so that the implementations of one comparison take turns on
+// the GPU in blocks far shorter than the host's slow periods. The protocol is docs/measurement.md's; in short,
+// one command per stdin line, one JSON-lines record per command on stdout:
+//   cell K    prepare cell K (release another shape's state first), one forward on a cold cell, the host input,
+//             then warm-up windows of kSteadyWindow timed calls until two consecutive window medians agree within
+//             kSteadyTolerance (at least --warmup calls on a cold cell, at most --warmup-max):
+//             {"kind":"ready","cell":K,"warmup_calls":n,"steady":b,"call_ms":m,"prepare_s":s}, or the cell's
+//             final record when it is skipped, out of memory or failed (the conductor times nothing then)
+//   time N    N timed calls, as run_sweep's: {"kind":"block","cell":K,"times_ms":[...],"h2d_ms":[...]}
+//   end       the cell's record, as run_sweep writes it, with every block's calls
+//   release   the shape's state freed: {"kind":"released"}
+// End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_SWEEP_FAULT) acts at the
+// cell command, outside every timed region.
+#pragma once
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include "sweep.h"
+
+namespace ac {
+
+inline constexpr int64_t kSteadyWindow = 3;         // sweep_worker.STEADY_WINDOW
+inline constexpr double kSteadyTolerance = 0.05;    // sweep_worker.STEADY_TOLERANCE
+inline constexpr double kWarmupBudgetS = 2.0;       // sweep_worker.WARMUP_BUDGET_S: no more warm-up after this
+
+namespace sweep_detail {
+
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Steady {
+  int64_t calls = 0;
+  bool steady = false;
+  double call_ms = 0;
+};
+
+// Warm-up windows of timed calls (their times discarded) until two consecutive medians agree, after `minimum`
+// calls, with a cap of `maximum` calls or kWarmupBudgetS.
+inline Steady warm_up(SweepBackend& b, int64_t minimum, int64_t maximum) {
+  Steady out;
+  double previous = -1;
+  const double start = monotonic_s();
+  while (true) {
+    const double m = median_of(timed(b, kSteadyWindow, 0).first);
+    out.calls += kSteadyWindow;
+    out.call_ms = m;
+    if (out.calls >= minimum && previous > 0 && std::abs(m / previous - 1) <= kSteadyTolerance) {
+      out.steady = true;
+      return out;
+    }
+    if (out.calls >= std::max(minimum, maximum) || monotonic_s() - start >= kWarmupBudgetS) return out;
+    previous = m;
+  }
+}
+
+}  // namespace sweep_detail
+
+inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
+  const auto faults = sweep_detail::faults();
+  auto oom_at = s.oom_at;
+  const std::vector<SweepCell> cells = sweep_cells(s);
+  constexpr std::pair<int64_t, int64_t> kNone{0, 0};
+  std::pair<int64_t, int64_t> held = kNone;
+  const SweepCell* cell = nullptr;  // the cell prepared and not yet ended
+  std::vector<double> times, h2d;
+  double start = 0, prepare_s = 0;
+  int64_t warmup = 0, recorded = 0;
+
+  auto failed = [&](const std::string& status, const std::string& message) {
+    if (status == "oom") oom_at[{cell->resolution, cell->transfer}] = cell->batch;  // batches ascend
+    backend.release();
+    held = kNone;
+    Record r = sweep_detail::cell_record(*cell, status, message);
+    r.add("start_monotonic_s", start).add("end_monotonic_s", monotonic_s());
+    r.emit();
+    ++recorded;
+    cell = nullptr;
+  };
+  auto guarded = [&](auto&& body) {
+    try {
+      body();
+    } catch (const SweepOom& e) {
+      failed("oom", e.what());
+    } catch (const std::exception& e) {
+      failed("error", e.what());
+    }
+  };
+
+  Record("sweep_start").add("cells", static_cast<int64_t>(cells.size())).add("start_cell", int64_t{0}).emit();
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream words(line);
+    std::string op;
+    int64_t n = 0;
+    words >> op >> n;
+    if (op == "cell") {
+      if (n < 0 || n >= static_cast<int64_t>(cells.size())) throw ArgError("serve: no cell " + std::to_string(n));
+      cell = &cells[n];
+      times.clear();
+      h2d.clear();
+      start = monotonic_s();
+      const std::string skip = sweep_detail::oom_skip(oom_at, *cell);
+      if (!skip.empty()) {
+        sweep_detail::cell_record(*cell, "oom", skip).emit();
+        ++recorded;
+        cell = nullptr;
+        continue;
+      }
+      const std::pair<int64_t, int64_t> shape{cell->batch, cell->resolution};
+      if (held != kNone && held != shape) {
+        backend.release();
+        held = kNone;
+      }
+      const auto fault = faults.find(cell->index);
+      guarded([&] {
+        if (fault != faults.end() && fault->second == "crash") std::raise(SIGSEGV);
+        if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
+        backend.reset_alloc_peak();
+        double mark = monotonic_s();
+        const bool cold = backend.prepare(*cell);
+        held = shape;
+        if (cold) backend.forward();  // an oom shape fails here, before its host input is made
+        backend.synchronize();
+        prepare_s = monotonic_s() - mark;
+        mark = monotonic_s();
+        backend.load_input(*cell);
+        prepare_s += monotonic_s() - mark;
+        const sweep_detail::Steady warm = sweep_detail::warm_up(backend, cold ? s.warmup : 0, s.warmup_max);
+        warmup = warm.calls + (cold ? 1 : 0);
+        Record("ready").add("cell", cell->index).add("warmup_calls", warmup).add("steady", warm.steady)
+            .add("call_ms", warm.call_ms).add("prepare_s", prepare_s).emit();
+      });
+    } else if (op == "time") {
+      if (cell == nullptr || n < 1) throw ArgError("serve: 'time N' needs a prepared cell and N >= 1");
+      guarded([&] {
+        sweep_detail::profiler_range(backend, true);
+        const auto [t, c] = sweep_detail::timed(backend, n, 0);
+        sweep_detail::profiler_range(backend, false);
+        times.insert(times.end(), t.begin(), t.end());
+        h2d.insert(h2d.end(), c.begin(), c.end());
+        Record("block").add("cell", cell->index).add("times_ms", t).add("h2d_ms", c).emit();
+      });
+    } else if (op == "end") {
+      if (cell == nullptr) throw ArgError("serve: 'end' without a prepared cell");
+      guarded([&] {
+        backend.synchronize();
+        const auto fault = faults.find(cell->index);
+        const std::string logits = s.logits_dir.empty() ? "" : sweep_detail::save_logits(
+            backend, s.logits_dir, cell->index, fault != faults.end() && fault->second == "wrong");
+        Record r = sweep_detail::cell_record(*cell, "ok", "");
+        r.add("times_ms", times).add("h2d_ms", h2d).add("h2d_bytes", backend.input_bytes())
+            .add("prepare_s", prepare_s).add("warmup_calls", warmup).add("alloc_peak_mib", backend.alloc_peak_mib())
+            .add("start_monotonic_s", start).add("end_monotonic_s", monotonic_s());
+        if (!logits.empty()) r.add("logits_file", logits);
+        backend.end_cell();
+        r.emit();
+        ++recorded;
+        cell = nullptr;
+      });
+    } else if (op == "release") {
+      backend.release();
+      held = kNone;
+      Record("released").emit();
+    } else {
+      throw ArgError("serve: '" + line + "' is not 'cell K', 'time N', 'end' or 'release'");
+    }
+  }
+  backend.release();
+  Record("sweep_done").add("cells", recorded).emit();
+  return recorded;
+}
+
+}  // namespace ac

@@ -1,0 +1,156 @@
+"""Rule sweep (study_a.sweep.protocol: interleaved): one job per numerics measures every implementation of the
+sweep in turns (sweep_conductor.py), and writes the `sweep` table's rows of them all and the `sweep_blocks` table
+of each turn's median, from which comparisons are resampled as pairs."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .. import tables
+from ..data.specs import spec
+from ..measure import device as devices
+from ..measure import numerics as nx
+from ..measure.run import Run, measured_run
+from . import aoti_dynamic, cudnn, native
+from .sweep import _first_line, _named, _not_run_rows, build_kind, kind, sweep_command
+from .sweep_cells import SweepSettings
+from .sweep_check import check_logits
+from .sweep_conductor import Protocol, Store, block_rows, cell_row, conduct, python_worker_command
+from .sweep_store import CellStore, cells_dir, job_key
+from .transfer import Pool
+
+log = logging.getLogger(__name__)
+
+
+def not_run(implementation: str, settings: SweepSettings, numerics: str, device, inputs) -> tuple[str, str] | None:
+    """(status, message) for an implementation this job cannot measure, else None."""
+    if settings.require_gpu and device.type != "cuda":
+        return "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true"
+    if implementation in cudnn.IMPLEMENTATIONS and device.type != "cuda":
+        return "not_run", cudnn.NOT_RUN_REASON.format(device=device.type)
+    if numerics == "bf16-autocast" and kind(implementation)[1] == "cpp":
+        return "not_run", nx.NO_CPP_AUTOCAST
+    if implementation == "aoti":
+        meta = aoti_dynamic.read_meta(inputs.package)
+        if meta["status"] != "ok":
+            return meta["status"], meta.get("message") or "no package"
+    return None
+
+
+def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings, protocol: Protocol, config: dict,
+                     classes: int, run: Run, store: CellStore | None, numerics: str, logits_root: Path
+                     ) -> tuple[dict[str, list[dict]], list[dict]]:
+    """Rows of the sweep table by implementation, and the sweep_blocks rows."""
+    cells = settings.cells()
+    rows, active = {}, []
+    for impl in implementations:
+        reason = not_run(impl, settings, numerics, run.device, inputs)
+        if reason is None:
+            active.append(impl)
+        else:
+            rows[impl] = _not_run_rows(cells, *reason)
+    if not active:
+        return rows, []
+    pool = Pool(inputs.inputs)
+    spec_dir = Path(tempfile.mkdtemp(prefix="sweep-workers-", dir=logits_root))
+    named = {k: str(v) for k, v in _named(inputs).items()}
+    python_specs = {impl: python_worker_command(
+        {"implementation": impl, "inputs": named, "classes": classes, "device": str(run.device),
+         "numerics": numerics, "compile_shapes": settings.compile_shapes,
+         "cells": [[c.index, c.batch, c.resolution, c.transfer] for c in cells], "warmup": settings.warmup,
+         "warmup_max": protocol.warmup_max, "config": config}, spec_dir)
+        for impl in active if kind(impl)[1] == "python"}
+
+    def command_for(impl: str, oom_at: str) -> list[str]:
+        if impl in python_specs:
+            return python_specs[impl](oom_at)
+        logits = logits_root / impl
+        logits.mkdir(parents=True, exist_ok=True)
+        program = named[f"program_{'cudnn' if impl in cudnn.IMPLEMENTATIONS else 'libtorch'}"]
+        return sweep_command(program, impl, inputs, pool.manifest, settings, config, run.device, classes, 0,
+                             oom_at, logits) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
+
+    records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(cells)))
+    blocks = []
+    for impl in active:
+        mine = [r for i, r in enumerate(records) if active[i % len(active)] == impl]
+        by_cell: dict[int, list[dict]] = {}
+        for inv, record in enumerate(mine):
+            by_cell.setdefault(record["cell"], []).append({**record, "invocation": inv // len(cells)})
+        impl_rows = []
+        for cell in cells:
+            cell_records = by_cell[cell.index]
+            row = {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution,
+                   "transfer": cell.transfer, **cell_row(cell_records, cell.batch)}
+            first = next((r for r in cell_records if "start_monotonic_s" in r), None)
+            if first is not None:
+                name = f"{impl}/cell{cell.index}"
+                native.mark_phase(run, name, first)
+                row.update(native.phase_measures(run, name, first))
+            build_s = next((r.get("build_s") for r in cell_records if r.get("build_s") is not None), None)
+            if build_s is not None:
+                row["build_s"] = build_s
+            impl_rows.append(row)
+        if kind(impl)[1] == "cpp":
+            impl_rows = check_logits(impl_rows, logits_root / impl, impl, inputs.weights, pool, classes, numerics,
+                                     run.device)
+        rows[impl] = impl_rows
+        blocks += [{"implementation": impl, **b} for b in block_rows(mine)]
+    return rows, blocks
+
+
+@contextlib.contextmanager
+def _scratch(store: CellStore | None):
+    """Where workers' specs and the C++ programs' logits go: beside the kept records (a resumed job checks those
+    again; they go when the store is cleared), else a temporary directory."""
+    if store is not None:
+        yield store.directory
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        yield Path(tmp)
+
+
+def run(snakemake) -> None:
+    """One numerics, every implementation: output.table (sweep), output.blocks (sweep_blocks), output.env."""
+    numerics = snakemake.wildcards.numerics
+    inputs = snakemake.input
+    config = nx.job_config(snakemake.config, numerics, "study_a.sweep.numerics")
+    settings = SweepSettings.from_config(config)
+    protocol = Protocol.from_config(config["study_a"]["sweep"])
+    dataset = config["study_a"]["backends"]["dataset"]
+    classes = spec(dataset, config).classes
+    device = devices.select(config)
+    implementations = settings.jobs()
+    job = {"numerics": numerics}
+    store = CellStore(cells_dir(snakemake.output.table), job_key(config, job, _named(inputs)))
+    started = time.perf_counter()
+    with measured_run(config, rule=snakemake.rule, job=job, env_path=snakemake.output.env, device=device,
+                      run_id=store.run_id, resumes=store.resumes) as measured, _scratch(store) as scratch:
+        try:
+            rows, blocks = interleaved_rows(implementations, inputs, settings, protocol, config, classes, measured,
+                                            store, numerics, scratch)
+        except Exception as err:  # the job could not start its walk: every cell says why
+            log.error("sweep %s failed:\n%s", numerics, traceback.format_exc())
+            rows = {impl: _not_run_rows(settings.cells(), "error", _first_line(err)) for impl in implementations}
+            blocks = []
+    defaults = dict.fromkeys(tables.schema("sweep"))
+    aoti_build = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if "aoti" in implementations else None
+    table = []
+    for impl in implementations:
+        backend, runtime = kind(impl)
+        base = {"implementation": impl, "backend": backend, "runtime": runtime, "numerics": numerics,
+                "device": device.type, "dataset": dataset, "build": build_kind(impl, settings.compile_shapes),
+                "attempt": 0, "protocol": "interleaved", "run_id": measured.run_id,
+                "build_s": aoti_build if impl == "aoti" else None}
+        table += [{**defaults, **base, **row} for row in rows[impl]]
+    tables.write("sweep", table, snakemake.output.table)
+    tables.write("sweep_blocks", [{**b, "numerics": numerics, "run_id": measured.run_id} for b in blocks],
+                 snakemake.output.blocks)
+    store.clear()
+    log.info("%s: %d of %d cells ok over %d implementations, %.1f s", numerics,
+             sum(r["status"] == "ok" for r in table), len(table), len(implementations),
+             time.perf_counter() - started)
