@@ -1,12 +1,11 @@
 """Eager drift within one vision job: is the eager model as fast in the job's later steps as in its first?
 
-On an H100 MobileNetV2's eager at batch 1 took 3.01 ms in a job's end-to-end step and 4.29 ms in its selective
-step. This benchmark walks one process through what a job does between those steps and times the same eager
-model at each checkpoint, with two protocols:
+A vision job's eager model can be slower in the job's later steps than in its first, which would bias every
+speedup taken against it. This benchmark walks one process through what a job does between those steps and times
+the same eager model at each checkpoint, with two protocols:
 
-- `plain`: rounds of timed calls with Python's garbage collector running and no untimed call before a turn
-  (the harness before this benchmark);
-- `hygienic`: the harness now (compiler/interleaved.py): the collector paused during the rounds
+- `plain`: rounds of timed calls with Python's garbage collector running and no untimed call before a turn;
+- `hygienic`: the harness's protocol (compiler/interleaved.py): the collector paused during the rounds
   (measure.timing.gc_paused) and one untimed call at the start of every turn.
 
 Checkpoints, in job order: `fresh` (model loaded), `whole_compiled` (the whole model compiled), `units_compiled`
@@ -18,22 +17,7 @@ causes. `ratio_to_fresh` > 1 at a checkpoint is drift that the protocol lets int
 
     python benchmarks/eager_drift.py --model mobilenet_v2 --batch 1 --out drift.json      # on a GPU
 
-Measured on an H100 (torch 2.11, 2026-11-23, MobileNetV2 batch 1, 6 rounds x 4 calls, Inductor with its
-default compile workers): eager 3.52 ms fresh (plain protocol), 5.78 ms after the whole model's compile, 5.87
-after the blocks', 6.15 interleaved with the compiled blocks, 8.42 after one profiler window; the hygienic
-protocol gave the same picture (5.49, 6.11, 5.97, 7.96 ms), so Python's collector is not the cause. The
-drift comes with the first compile and, much more, after the profiler. Still open: whether the compile's
-worker pool causes it (timing jobs compile with one thread, TORCHINDUCTOR_COMPILE_THREADS=1: run this with
-that variable set to compare) or the host slowing down over the process's life.
-
-Again on an H100 (2026-11-25, same settings; results/eager_drift_h100_2026-11-25_*.json), three processes: eager
-fresh 5.65 / 4.87 ms (plain / hygienic) with TORCHINDUCTOR_COMPILE_THREADS=1, 5.70 / 5.78 with Inductor's default
-workers, 8.04 / 5.87 with `--backend eager` (dynamo, no Inductor). After the profiler window: 8.03 / 8.19 ms
-(x1.42 / x1.68) with one compile thread, 7.40 / 9.16 (x1.30 / x1.59) with the default workers, 7.12 / 6.36
-(x0.89 / x1.08) without Inductor. So the compile's worker pool is not the cause: the drift after the profiler
-comes with Inductor's compiled code in the process. At batch 1 the model is bound by kernel launches on the host,
-and a checkpoint's two protocols differ by up to 37% (8.04 against 5.87 ms fresh): host noise of that size is
-the floor any eager baseline at batch 1 has here.
+Measured runs and what they showed: docs/results/*-eager-drift.md.
 """
 from __future__ import annotations
 

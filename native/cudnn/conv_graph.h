@@ -1,8 +1,8 @@
 // A forward convolution through cuDNN's graph (backend) API: an operation graph and execution plan made once per
-// input shape, run with cudnnBackendExecute. The descriptor API's cudnnConvolutionForward costs about 58 µs of host
-// time per call under cuDNN 9 (measured on an H100), more than its kernel at small resolutions, which left the
-// evaluation forward bound by the host; a finalised plan runs in a few µs, as torch's convolutions (cudnn-frontend)
-// do. Backward convolutions stay on the descriptor API (layers.cpp).
+// input shape, run with cudnnBackendExecute. The descriptor API's cudnnConvolutionForward costs tens of µs of host
+// time per call under cuDNN 9, more than its kernel at small resolutions, which would leave the evaluation forward
+// bound by the host; a finalised plan runs in a few µs, as torch's convolutions (cudnn-frontend) do. Backward
+// convolutions stay on the descriptor API (layers.cpp).
 #pragma once
 
 #include <string>

@@ -45,13 +45,10 @@ def package(weights_path, channels: int, classes: int, batches, resolutions, dev
 
 def _export(model, example: torch.Tensor, ranges: dict, meta: dict):
     """torch.export over the grid's ranges (meta["shapes"] "ranges"). Where export cannot prove a guard for every
-    size in them (torch 2.11 on an H100 refused `((side - 1) // 2) % 2 != 0` for 64 <= side <= 256, which every
-    power of two meets), export again with dynamic dims that leave such guards to run-time checks in the package
-    (meta["shapes"] "relaxed: <the guard>"). Such a package is not proven over the grid: on an H100 its logits at
-    batch 128, 1024 px were not eager's, so every cell it measures is checked (sweep_check.py). Bounding the
-    relaxed dims by the grid (Dim.DYNAMIC(min, max), so that AOTInductor does not choose 32-bit indexing from the
-    example's sizes) was tried there on 2026-11-25: the same wrong logits, the same crash at batch 512, and a
-    build of 712 s instead of 147 s."""
+    size in them (e.g. `((side - 1) // 2) % 2 != 0`, which every power of two meets), export again with dynamic
+    dims that leave such guards to run-time checks in the package (meta["shapes"] "relaxed: <the guard>"). Such a
+    package is not proven over the grid (its logits can differ from eager's at large shapes), so every cell it
+    measures is checked against eager's (sweep_check.py). Measured: docs/results/ (the default sweep)."""
     from torch._dynamo.exc import UserError, UserErrorType
     try:
         meta["shapes"] = "ranges"

@@ -3,10 +3,10 @@
 Inductor keys a compiled graph on a pickle of its example inputs' metadata, memory format included. A
 torch.memory_format pickles by its name, "torch.contiguous_format", which pickle resolves through
 pickle.whichmodule: the first module in sys.modules that holds `torch`. That module depends on what the process
-imported first (a compile-cache worker found "torch._utils", a Snakemake job its own script, "__mp_main__"), so
-the same graph had another key in each job, printed identically, and no job hit the warm-up's entries (torch
-2.11 on an H100; 2.14 on the CPU, 2026-11-25). Registered once per process before its first compile, a reducer
-of our own names the format by a function with a fixed module.
+imported first (a compile-cache worker finds "torch._utils", a Snakemake job its own script, "__mp_main__"), so
+without this module the same graph gets another key in each job, printed identically, and no job hits the
+warm-up's entries. Registered once per process before its first compile, a reducer of our own names the format
+by a function with a fixed module.
 """
 from __future__ import annotations
 

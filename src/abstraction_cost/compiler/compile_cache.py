@@ -18,8 +18,8 @@ the oracles' choice and are compiled by their job.
 
 Whether the jobs can hit the warm-up's entries is measured, not assumed: before the other tasks the cheapest
 one is compiled by a warm-up worker and then again by a process set up as a timing job is (one compile thread,
-the job's thread count). If that second compile misses the cache (torch 2.11 on an H100 did: the same graph got
-another key in the job), the rest of the warm-up is skipped, since it would cost minutes and save nothing; the
+the job's thread count). If that second compile misses the cache (the same graph got another key in the job),
+the rest of the warm-up is skipped, since it would cost minutes and save nothing; the
 manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
 
 Each task runs in a fresh `python -m abstraction_cost.compiler.compile_cache` process (CUDA cannot be
@@ -48,7 +48,7 @@ from . import vision_models as vm
 
 log = logging.getLogger(__name__)
 
-# Longest compiles first (longest-processing-time scheduling); ranks measured on an H100 from cold caches.
+# Longest compiles first (longest-processing-time scheduling); ranks from cold-cache compile times on a GPU.
 _COST_RANK = {"densenet121": 0, "googlenet": 1, "resnet50": 2, "resnet50_in_model": 2, "mobilenet_v2": 3,
               "squeezenet1_1": 4, "resnet50_convs": 4, "alexnet": 5, "conv_blocks": 5, "conv_ablation": 6,
               "matmul": 6}

@@ -8,11 +8,9 @@ TORCHINDUCTOR_COMPILE_THREADS when torch._inductor.config is first imported, so 
 still start Inductor's pool of compile workers.
 
 Whether a job's compile was served by the cache is recorded on every compiled row (cache_hits, cache_misses).
-With torch 2.11 on an H100 and 2.14 on the CPU the jobs missed the warm-up's entries: the same graph had another
-key in a job, in the hash of its example inputs' metadata, which printed identically in both. The cause was
-torch's pickling of memory formats, which depends on the order of the process's imports; compiler/cache_key.py
-makes it the same in every process (on the CPU the smoke config's jobs now hit). The warm-up still probes first
-(a job-like process compiling one task again) and skips itself where the probe misses (compile_cache.warm).
+A hit needs the same key in the job as in the warm-up worker: compiler/cache_key.py makes torch's pickling of
+memory formats (part of the key) independent of the process's imports. The warm-up still probes first (a
+job-like process compiling one task again) and skips itself where the probe misses (compile_cache.warm).
 """
 from __future__ import annotations
 
@@ -48,7 +46,7 @@ def configure(config: dict, shared_dir: str | None) -> str | None:
     Inductor's default (parallel) compile workers: first_call_ms is a cold compile, as a user's first run sees
     it. Else `shared_dir`, the cache rule compile_cache filled: first_call_ms is a warm compile, and the job
     compiles in its own process (one compile thread), since its graphs come from the cache and Inductor's pool
-    of compile workers costs seconds to start and stop in every job (about 6 s on an H100). Without a
+    of compile workers costs seconds to start and stop in every job. Without a
     shared_dir: the machine's default cache, unchanged.
     """
     if "torch" in sys.modules:

@@ -6,8 +6,8 @@ layer. native/libtorch writes the same network in C++; the parity tests bind the
 binds this one to torchvision's `resnet50` (the same parameter names and shapes, the same weights from the same
 seed, the same logits, the same operators).
 
-Written out rather than imported: importing torchvision imports torch._dynamo, which took 6-7 s of each Python
-sweep job's start-up on an H100 host (and 2.8 s on a 2-core CPU), time a job spends outside its measured calls.
+Written out rather than imported: importing torchvision imports torch._dynamo, seconds of every job's start-up
+that lie outside its measured calls (docs/results/: the sweep's overhead).
 """
 from __future__ import annotations
 
