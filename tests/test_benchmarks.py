@@ -114,3 +114,22 @@ Error in rule sweep:
             sweep["job_s"], sweep["longest_s"]) == ("sweep", True, 3, 1, 1, 1, 22.0, 12.0)
     assert (inputs["rule"], inputs["timing"], inputs["job_s"]) == ("sweep_inputs", False, 6.0)
     assert result["timing_job_s"] == 22.0 and result["last_end"] == "2026-11-23T14:50:47"
+
+
+def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
+    """Two Snakemake runs of the smoke config's sweep (the second forced), every ok cell compared."""
+    import yaml
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["study_a"]["sweep"].update(batches=[1], resolutions=[16], transfers=["float32-pageable"])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "repeatability.json"
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "repeatability.py"), "--configfile",
+                             str(tmp_path / "config.yaml"), "--workdir", str(tmp_path), "--cores", "2",
+                             "--out", str(out)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert [r["forced"] for r in data["runs"]] == [[], ["sweep"]]
+    sweep = data["tables"]["sweep"]["run2_vs_run1"]
+    assert sweep["cells"] == 2  # eager and libtorch at the one cell
+    assert all(r["ratio"] > 0 and r["covered"] in (True, False) for r in sweep["ratios"])
+    assert 0 <= sweep["within_10pct"] <= 1 and sweep["coverage"] is not None

@@ -61,6 +61,8 @@ def _settings(**overrides) -> SweepSettings:
 
 def _protocol(**overrides) -> Protocol:
     p = {**sweep_conductor.PROTOCOL_DEFAULTS, "invocations": 1, "blocks": 3, "block_ms": 2.0, **overrides}
+    if "max_invocations" not in overrides:  # only the minimum, unless a test asks for more
+        p["max_invocations"] = p["invocations"]
     return Protocol(**p)
 
 
@@ -110,6 +112,28 @@ def test_each_invocation_is_a_fresh_set_of_processes_and_a_dead_worker_is_starte
     assert "exited with code 3" in by[(0, 1, "b")]["message"]
     assert by[(0, 2, "b")]["status"] == "ok" and by[(1, 2, "b")]["status"] == "ok"
     assert all(by[(inv, c, "a")]["status"] == "ok" for inv in (0, 1) for c in (0, 1, 2))
+
+
+def test_invocations_after_the_minimum_measure_only_the_cells_not_yet_precise(tmp_path):
+    """Worker b's cell 1 varies between invocations (its calls take 1, 2, 1, 2... ms by invocation); every other
+    time is steady. After the two invocations every cell gets, only cell 1 is walked again, by both workers (its
+    turns stay paired), until max_invocations."""
+    script = tmp_path / "varying.py"
+    script.write_text(FAKE_WORKER.replace('"times_ms": [1.0], "h2d_ms"', '"times_ms": [T], "h2d_ms"').replace(
+        "name, log, die_at = sys.argv[1], sys.argv[2], int(sys.argv[3])",
+        "name, log, die_at = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+        "inv = len([l for l in open(log) if l.startswith(name + ' cell 0')]) if os.path.exists(log) else 0"
+    ).replace('    elif op == "end":\n', '    elif op == "end":\n'
+              '        T = 1.0 + (name == "b" and cell == 1) * (inv % 2)\n'))
+    log = tmp_path / "commands.log"
+    cells = walk([1, 2], [8], ["float32-pageable"])
+    command_for = lambda impl, oom_at: [sys.executable, str(script), impl, str(log), "-1"]  # noqa: E731
+    records = conduct(["a", "b"], command_for, cells, _settings(),
+                      _protocol(invocations=2, max_invocations=4, precision=0.05, blocks=1),
+                      Store(None, ["a", "b"], len(cells)))
+    walked = [(r["invocation"], r["implementation"], r["cell"]) for r in records]
+    assert walked == [(0, "a", 0), (0, "b", 0), (0, "a", 1), (0, "b", 1), (1, "a", 0), (1, "b", 0), (1, "a", 1),
+                      (1, "b", 1), (2, "a", 1), (2, "b", 1), (3, "a", 1), (3, "b", 1)]
 
 
 def test_kept_records_are_not_measured_again(fake, tmp_path):
@@ -174,6 +198,7 @@ def test_paired_turns_cancel_a_slow_period_that_independent_resampling_keeps():
     ("invocations", 0, "'study_a.sweep.protocol.invocations': 0 is not an integer >= 1"),
     ("blocks", 1.5, "'study_a.sweep.protocol.blocks': 1.5 is not an integer >= 1"),
     ("block_ms", -1, "'study_a.sweep.protocol.block_ms': -1 is not a positive number of milliseconds"),
+    ("precision", 0, "'study_a.sweep.protocol.precision': 0 is not a positive relative half width"),
     ("mode", "parallel", "'study_a.sweep.protocol.mode': 'parallel' is not one of"),
     ("turns", 3, "'study_a.sweep.protocol.turns': unknown key"),
 ])
@@ -194,7 +219,8 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(REPO / "config/smoke.yaml")
     config["study_a"]["sweep"].update(batches=[1, 2], resolutions=[8, 16], repeats=1, warmup=0,
-                                      protocol={"invocations": 1, "blocks": 2, "block_ms": 1, "warmup_max": 0})
+                                      protocol={"invocations": 1, "max_invocations": 1, "blocks": 2,
+                                                "block_ms": 1, "warmup_max": 0})
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     inputs = SimpleNamespace(inputs=str(make_pool(tmp_path)), weights=str(weights),

@@ -228,9 +228,12 @@ def test_a_job_killed_in_its_second_numerics_takes_the_first_back(pool_dir, tmp_
 
 
 def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
-    """Every sweep job of the config dies (SIGKILL) after its cell 1; Snakemake removes the failed jobs' outputs
-    but not their kept cells, and the next plain run measures only cells 2 to 7 of each (2 × 2 shapes × two
-    transfer modes)."""
+    """The serial protocol's jobs (one per implementation) each die (SIGKILL) after their cell 1; Snakemake removes
+    the failed jobs' outputs but not their kept cells, and the next plain run measures only cells 2 to 7 of each
+    (2 × 2 shapes × two transfer modes)."""
+    config = faults_config()
+    config["study_a"]["sweep"]["protocol"] = {"mode": "serial"}
+    work.write_config(config)
     target = "results/study_a/sweep.parquet"
     killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
     assert killed.returncode != 0
@@ -254,13 +257,38 @@ def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
     assert not list(jobs.rglob("*.cells")) and not work.leftovers()
 
 
+def test_a_killed_interleaved_sweep_resumes_with_the_records_it_kept(work):
+    """The interleaved job (one per numerics, every implementation) dies (SIGKILL) once cell 1's first record of
+    its first invocation is kept; the plain rerun keeps the records measured before, under the same run_id, and
+    measures the rest: every implementation's every cell, over both invocations."""
+    target = "results/study_a/sweep.parquet"
+    killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
+    assert killed.returncode != 0
+    jobs = work.path / "results/study_a/sweep/jobs"
+    (store,) = jobs.rglob("*.cells")
+    kept = {p.name: json.loads(p.read_text())["record"] for p in store.glob("cell*.json")}
+    assert {(r["cell"], r["status"]) for r in kept.values()} == {(0, "ok"), (1, "ok")} and len(kept) == 3
+    lineage = json.loads((store / "lineage.json").read_text())["run_id"]
+
+    rerun = work.snakemake(target)
+    assert rerun.returncode == 0, rerun.output[-4000:]
+    assert sorted(work.jobs_run(rerun.output)) == ["concat_sweep", "sweep"]   # nothing upstream again
+    df = tables.read("sweep", work.path / target).sort("implementation", "cell")
+    assert sorted(df["implementation"].unique()) == ["eager", "libtorch"]
+    assert (df["status"] == "ok").all() and (df["invocations"] == 2).all() and set(df["run_id"]) == {lineage}
+    env = tables.read("environment", work.path / "results/study_a/sweep.env.parquet")
+    assert env["resumes"].to_list() == [1]
+    assert not list(jobs.rglob("*.cells")) and not work.leftovers()
+
+
 def test_snakemake_killed_mid_sweep_then_plain_rerun(work):
     """Snakemake itself SIGKILLed while a C++ sweep job walks: the job stops its program and itself (run_guard);
     the cells measured before are kept, the cell the program was killed in is not (the kill was no result of
     it), and the plain rerun measures only the rest."""
     config = faults_config()
     config["study_a"]["sweep"].update(implementations=["libtorch"], transfers=["uint8-pinned"], batches=[1, 2, 4],
-                                      resolutions=[32, 64], repeats=20)   # cells long enough to be killed in
+                                      resolutions=[32, 64], repeats=20,   # cells long enough to be killed in
+                                      protocol={"mode": "serial"})
     work.write_config(config)
     target = "results/study_a/sweep.parquet"
     jobs = work.path / "results/study_a/sweep/jobs"

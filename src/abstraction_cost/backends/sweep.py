@@ -152,10 +152,9 @@ class PythonModel:
     def _shapes(self):
         """Where dynamo may compile: a dynamic build reasons size-obliviously, as aoti_dynamic's export does, so
         dynamo does not specialise a size that is 1 at the first shape (ResNet-50's last feature map at 8-32 px)
-        into a guard that recompiles the network at the next resolution. Inductor's own guards remain (torch 2.11
-        on an H100, TORCH_LOGS=recompiles at the default grid: the first shape's resolution range, 17 <= side <=
-        32, from the convolution's memory-format choice at a 1 x 1 feature map, and 32-bit indexing, fewer than 2^31
-        elements in the stem's output): three builds per numerics there, the oom shape's not made (take_reference)."""
+        into a guard that recompiles the network at the next resolution. Inductor's own guards remain (a
+        resolution range from the convolution's memory-format choice at a 1 x 1 feature map, and 32-bit
+        indexing), so a grid still gets a few builds per numerics (docs/results/2026-11-25-h100-default-sweep.md)."""
         if self.compile_shapes != "dynamic":
             return contextlib.nullcontext()
         return fx_config.patch(backed_size_oblivious=True)
@@ -166,9 +165,8 @@ class PythonModel:
 
     def take_reference(self, cell_input: Callable[[], torch.Tensor]) -> None:
         """Eager's logits on the cell's input (cell_input(), made for it), taken before a new shape's build: the
-        check needs them, and a shape whose eager forward does not fit is an oom before minutes of compiling (on
-        an H100 the default grid's batch 512 at 1024 px compiled for 97 s, then ran out of memory). The last
-        shape's reference, kept where its check failed, is let go first: it holds that shape's input."""
+        check needs them, and a shape whose eager forward does not fit is an oom before minutes of compiling. The
+        last shape's reference, kept where its check failed, is let go first: it holds that shape's input."""
         self._reference = None
         try:
             self._reference = reference(self.module, (cell_input(),), self.numerics, self.device)

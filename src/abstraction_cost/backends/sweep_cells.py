@@ -154,16 +154,17 @@ def _check_protocol(p: dict) -> None:
         if key == "mode":
             if value not in PROTOCOL_MODES:
                 raise SweepConfigError(f"{name}: {value!r} is not one of {list(PROTOCOL_MODES)}")
-        elif key == "block_ms":
+        elif key in ("block_ms", "precision"):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise SweepConfigError(f"{name}: {value!r} is not a positive number of milliseconds")
-        elif key in ("invocations", "blocks", "interleave_max_pixels", "warmup_max"):
+                what = "number of milliseconds" if key == "block_ms" else "relative half width (0.05: ±5%)"
+                raise SweepConfigError(f"{name}: {value!r} is not a positive {what}")
+        elif key in ("invocations", "max_invocations", "blocks", "interleave_max_pixels", "warmup_max"):
             least = 0 if key == "warmup_max" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise SweepConfigError(f"{name}: {value!r} is not an integer >= {least}")
         else:
-            raise SweepConfigError(f"{name}: unknown key; known: mode, invocations, blocks, block_ms, warmup_max, "
-                                   "interleave_max_pixels")
+            raise SweepConfigError(f"{name}: unknown key; known: mode, invocations, max_invocations, precision, "
+                                   "blocks, block_ms, warmup_max, interleave_max_pixels")
 
 
 def walk(batches, resolutions, transfers) -> list[Cell]:

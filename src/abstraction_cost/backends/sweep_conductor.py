@@ -8,8 +8,11 @@ process's calls describe that process at that moment only. The conductor therefo
 - walks the cells in the serial walk's order; at each cell it has every worker prepare it (build, output check,
   warm-up to a steady state), then gives them `blocks` turns each, in rotating order, of calls filling about
   `block_ms`: every slow period of the host falls on all implementations alike;
-- repeats the whole walk in `invocations` sets of fresh processes; a row's time is the median over invocations
-  of each one's median, its interval the two-level bootstrap of measure/statistics.hierarchical_interval;
+- repeats the walk in `invocations` sets of fresh processes, then, up to `max_invocations`, walks again the cells
+  whose invocations do not yet pin some implementation's time within `precision` (the t-interval's relative half
+  width): the device-bound cells settle in a few invocations, the host-bound ones take more (Kalibera & Jones'
+  fewest invocations that reach the precision); a row's time is the median over invocations of each one's
+  median, its interval measure/statistics.hierarchical_interval's;
 - keeps every (invocation, implementation, cell) record as it arrives (sweep_store.CellStore), so a killed job
   resumes at the first one missing.
 Cells too large to hold every implementation's state at once (batch × resolution² above interleave_max_pixels:
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..measure.statistics import hierarchical_interval
+from ..measure.statistics import hierarchical_interval, relative_half_width
 from . import native
 from .sweep_cells import Cell, OomTracker, SweepSettings, kill_job, kills
 from .sweep_store import INTERRUPTIONS
@@ -98,8 +101,8 @@ class Worker:
         self._stderr.join(timeout=5)
 
 
-PROTOCOL_DEFAULTS = {"mode": "interleaved", "invocations": 3, "blocks": 6, "block_ms": 50.0, "warmup_max": 30,
-                     "interleave_max_pixels": 32 * 512 * 512}
+PROTOCOL_DEFAULTS = {"mode": "interleaved", "invocations": 3, "max_invocations": 10, "precision": 0.05,
+                     "blocks": 6, "block_ms": 50.0, "warmup_max": 30, "interleave_max_pixels": 32 * 512 * 512}
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ class Protocol:
     """study_a.sweep.protocol (config/README.md says how its defaults were chosen)."""
     mode: str
     invocations: int
+    max_invocations: int
+    precision: float
     blocks: int
     block_ms: float
     warmup_max: int
@@ -115,8 +120,8 @@ class Protocol:
     @classmethod
     def from_config(cls, sweep: dict) -> "Protocol":
         p = {**PROTOCOL_DEFAULTS, **(sweep.get("protocol") or {})}
-        return cls(p["mode"], p["invocations"], p["blocks"], float(p["block_ms"]), p["warmup_max"],
-                   p["interleave_max_pixels"])
+        return cls(p["mode"], p["invocations"], max(p["max_invocations"], p["invocations"]), float(p["precision"]),
+                   p["blocks"], float(p["block_ms"]), p["warmup_max"], p["interleave_max_pixels"])
 
     def together(self, cell: Cell) -> bool:
         return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels
@@ -165,19 +170,40 @@ CommandFor = Callable[[str, str], list[str]]
 
 
 def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cell], settings: SweepSettings,
-            protocol: Protocol, store: Store, on_phase: Callable[[str, dict], None] | None = None) -> list[dict]:
-    """Every (invocation, implementation, cell) record, in invocation, cell, implementation order; `block` records
-    are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns` (the turn's index)."""
-    for inv in range(protocol.invocations):
-        missing = [i for i in implementations if any(store.get(inv, i, c.index) is None for c in cells)]
-        if not missing:
-            continue
-        _invocation(inv, missing, command_for, cells, settings, protocol, store)
-    return [store.get(inv, impl, c.index) for inv in range(protocol.invocations) for c in cells
-            for impl in implementations]
+            protocol: Protocol, store: Store) -> list[dict]:
+    """Every (invocation, implementation, cell) record measured, each with its `invocation` and `implementation`;
+    `block` records are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns`."""
+    for inv in range(protocol.max_invocations):
+        due = cells if inv < protocol.invocations else imprecise(store, implementations, cells, inv,
+                                                                 protocol.precision)
+        if not due:
+            break
+        missing = [i for i in implementations if any(store.get(inv, i, c.index) is None for c in due)]
+        if missing:
+            log.info("invocation %d: %d cells (%s)", inv, len(due), ",".join(str(c.index) for c in due))
+            _invocation(inv, missing, command_for, cells, due, settings, protocol, store)
+    return [{**record, "invocation": inv, "implementation": impl}
+            for inv in range(protocol.max_invocations) for c in cells for impl in implementations
+            if (record := store.get(inv, impl, c.index)) is not None]
 
 
-def _invocation(inv: int, implementations: list[str], command_for: CommandFor, cells: list[Cell],
+def imprecise(store: Store, implementations: list[str], cells: list[Cell], before: int,
+              precision: float) -> list[Cell]:
+    """The cells where some implementation's ok invocations (of the first `before`) do not pin its median time
+    within `precision`; every implementation measures them again, so that their turns stay paired."""
+    due = []
+    for cell in cells:
+        for impl in implementations:
+            medians = [_median(r["times_ms"]) for inv in range(before)
+                       if (r := store.get(inv, impl, cell.index)) is not None and r["status"] == "ok"
+                       and r.get("times_ms")]
+            if medians and relative_half_width(medians) > precision:
+                due.append(cell)
+                break
+    return due
+
+
+def _invocation(inv: int, implementations: list[str], command_for: CommandFor, cells: list[Cell], due: list[Cell],
                 settings: SweepSettings, protocol: Protocol, store: Store) -> None:
     trackers = {impl: OomTracker() for impl in implementations}
     for (i, impl, _), record in list(store.kept.items()):
@@ -192,7 +218,7 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
             worker.ask(None, "sweep_start")
             return worker
         except WorkerDied as died:  # it never reached the cells: each of them fails the same way
-            for cell in cells:
+            for cell in due:
                 if store.get(inv, impl, cell.index) is None:
                     store.keep(inv, impl, _failed(cell, died))
             return None
@@ -206,7 +232,7 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
     log.info("invocation %d: %d workers up in %.1f s", inv, sum(w is not None for w in workers.values()),
              time.perf_counter() - started)
     try:
-        for cell in cells:
+        for cell in due:
             todo = [impl for impl in implementations
                     if workers.get(impl) is not None and store.get(inv, impl, cell.index) is None]
             groups = [todo] if protocol.together(cell) else [[impl] for impl in todo]
@@ -262,7 +288,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                 continue
             ready[impl]["blocks"].append(record["times_ms"])
             ready[impl]["turns"].append(turn)
-    for impl, prepared in ready.items():
+    for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
         try:
             record = workers[impl].ask("end", "cell")
             if release:

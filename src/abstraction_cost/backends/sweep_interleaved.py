@@ -77,10 +77,10 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
     records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(cells)))
     blocks = []
     for impl in active:
-        mine = [r for i, r in enumerate(records) if active[i % len(active)] == impl]
+        mine = [r for r in records if r["implementation"] == impl]
         by_cell: dict[int, list[dict]] = {}
-        for inv, record in enumerate(mine):
-            by_cell.setdefault(record["cell"], []).append({**record, "invocation": inv // len(cells)})
+        for record in mine:
+            by_cell.setdefault(record["cell"], []).append(record)
         impl_rows = []
         for cell in cells:
             cell_records = by_cell[cell.index]

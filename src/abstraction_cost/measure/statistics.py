@@ -11,7 +11,9 @@ computed from. `includes_one` says that the data cannot tell a speedup from a sl
 
 Measurements taken in several process invocations are resampled the way they vary (Kalibera & Jones, ISMM 2013):
 invocations with replacement first, then calls within each chosen invocation; the estimate is the median of the
-invocations' medians. An interval from one invocation's calls describes that process at that moment only. Times
+invocations' medians. An interval from one invocation's calls describes that process at that moment only. With
+few invocations the bootstrap cannot see how far they spread (three invocations have few distinct resamples), so
+the interval is widened to the t-interval of the invocations' log medians where that is wider. Times
 measured in interleaved turns are pairs: paired_speedup resamples the turns together, so that a slow period of
 the host, which every implementation met in the same turn, cancels out of the ratio.
 """
@@ -121,8 +123,32 @@ def hierarchical_interval(groups: Sequence[Sequence[float]], *, resamples: int =
     inner = np.stack([np.stack([_resampled_medians(g, resamples, rng) for _ in range(k)], axis=1) for g in gs])
     pick = rng.integers(0, k, size=(resamples, k))
     stats = np.median(inner[pick, np.arange(resamples)[:, None], np.arange(k)[None, :]], axis=1)
-    estimate = float(np.median([np.median(g) for g in gs]))
-    return Interval(estimate, *_quantiles(stats, confidence))
+    medians = np.array([np.median(g) for g in gs])
+    low, high = _quantiles(stats, confidence)
+    if k > 1:
+        t_low, t_high = invocation_t_interval(medians, confidence)
+        low, high = min(low, t_low), max(high, t_high)
+    return Interval(float(np.median(medians)), low, high)
+
+
+def invocation_t_interval(medians: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+    """The t-interval of the invocations' medians, on the log scale (times are positive, their spread relative)."""
+    from scipy.stats import t
+    logs = np.log(np.asarray(medians, dtype=np.float64))
+    k = logs.size
+    if k < 2:
+        raise ValueError("invocation_t_interval: need at least two invocations")
+    half = t.ppf((1 + confidence) / 2, k - 1) * logs.std(ddof=1) / np.sqrt(k)
+    return float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+
+
+def relative_half_width(medians: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """Half the t-interval's width over the geometric mean: how precisely the invocations pin the time down
+    (infinite with one invocation)."""
+    if len(medians) < 2:
+        return float("inf")
+    low, high = invocation_t_interval(medians, confidence)
+    return (high - low) / 2 / float(np.exp(np.log(np.asarray(medians, dtype=np.float64)).mean()))
 
 
 def paired_speedup(baseline: Sequence[Sequence[float]], treatment: Sequence[Sequence[float]], *,

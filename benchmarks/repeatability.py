@@ -1,0 +1,189 @@
+"""Do the pipeline's numbers reproduce? Runs a config's measuring rules in separate Snakemake runs (fresh
+processes each), then sets each cell's median of the last run against the first's.
+
+    python benchmarks/repeatability.py --configfile config/gpu-smoke.yaml --tables sweep backend_comparison \
+        --out benchmarks/results/<date>_<gpu>_repeatability_gpu_smoke.json
+    python benchmarks/repeatability.py --from-runs runs/1 runs/2 --tables sweep --out result.json
+
+The first run measures whatever is not yet measured (and builds what the tables need); every later run forces
+the tables' measuring rules again. Per table and cell the result holds the ratio run k / run 1 of the medians,
+whether run k's median lies inside run 1's 95% interval (coverage), and per table the share of ok cells within
+±10% and the largest deviation. Tables are copied out after each run (runs/<k>/, with the sweep's turns and speedups where the run made them)
+so that each can be read again; --from-runs compares such folders without running anything.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Measured:
+    path: str               # under the working directory
+    keys: tuple[str, ...]   # what makes a cell
+    value: str              # the median compared
+    rules: tuple[str, ...]  # the rules that measure it (forced again in each later run)
+    ok: pl.Expr | None = None  # which rows are cells (default: status ok)
+
+
+MEASURED = {
+    "sweep": Measured("results/study_a/sweep.parquet", ("numerics", "implementation", "cell"), "time_ms", ("sweep",)),
+    "backend_comparison": Measured("results/study_a/backend_comparison.parquet",
+                                   ("numerics", "implementation", "batch_size", "resolution"), "time_per_sample_ms",
+                                   ("eval_backend",)),
+    # Study B end to end: the median per call of each variant (its rows are single calls)
+    "vision_e2e": Measured("results/study_b/models/vision_e2e.parquet",
+                           ("model", "pair", "mode", "batch_size", "numerics", "memory_format", "variant"), "time_ms",
+                           ("vision_model",)),
+}
+
+
+def cells(df: pl.DataFrame, m: Measured) -> pl.DataFrame:
+    """(keys, median, low, high) per cell of a table's ok rows; low and high null where the table has none."""
+    ok = df.filter(pl.col("status") == "ok")
+    if f"{m.value}_low" in df.columns:
+        return ok.select(*m.keys, median=pl.col(m.value), low=pl.col(f"{m.value}_low"),
+                         high=pl.col(f"{m.value}_high"))
+    return ok.group_by(list(m.keys)).agg(median=pl.col(m.value).median(), low=pl.lit(None, pl.Float64),
+                                         high=pl.lit(None, pl.Float64))
+
+
+def compare(first: pl.DataFrame, later: pl.DataFrame, m: Measured, tolerance: float = 0.10) -> dict:
+    """The later run's cells against the first's: ratios, coverage, and the summary the issue's targets read."""
+    a, b = cells(first, m), cells(later, m)
+    joined = a.join(b, on=list(m.keys), suffix="_later").with_columns(
+        ratio=pl.col("median_later") / pl.col("median"),
+        covered=(pl.col("median_later") >= pl.col("low")) & (pl.col("median_later") <= pl.col("high")))
+    n = joined.height
+    deviation = (joined["ratio"] - 1).abs() if n else pl.Series([], dtype=pl.Float64)
+    worst = joined.with_columns(dev=(pl.col("ratio") - 1).abs()).sort("dev", descending=True).head(5)
+    return {
+        "cells": n,
+        "within_10pct": float((deviation <= tolerance).mean()) if n else None,
+        "max_deviation": float(deviation.max()) if n else None,
+        "coverage": float(joined["covered"].drop_nulls().mean()) if joined["covered"].drop_nulls().len() else None,
+        "worst": worst.select(*m.keys, "median", "median_later", "ratio").to_dicts(),
+        "ratios": joined.select(*m.keys, "median", "low", "high", "median_later", "ratio", "covered").to_dicts(),
+    }
+
+
+def snakemake(workdir: Path, configfile: str, targets: list[str], forcerun: list[str], cores: str) -> float:
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+               "--configfile", str(Path(configfile).resolve()), "--cores", cores, *targets]
+    if forcerun:
+        command += ["--forcerun", *forcerun]
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    (workdir / "repeatability.snakemake.log").open("a").write(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise SystemExit(f"snakemake failed (rc {result.returncode}); its output: "
+                         f"{workdir / 'repeatability.snakemake.log'}\n{(result.stdout + result.stderr)[-3000:]}")
+    return time.perf_counter() - started
+
+
+# copied beside a run's tables where the run made them
+EXTRAS = ("results/study_a/sweep_blocks.parquet", "results/study_a/sweep_speedups.parquet")
+
+
+def run_once(workdir: Path, configfile: str, chosen: dict, forced: list[str], cores: str, saved: Path) -> float:
+    """One Snakemake run of the chosen tables' targets; its tables copied to `saved`."""
+    wall = snakemake(workdir, configfile, [m.path for m in chosen.values()], forced, cores)
+    saved.mkdir(parents=True, exist_ok=True)
+    for name, m in chosen.items():
+        shutil.copy(workdir / m.path, saved / f"{name}.parquet")
+    for extra in EXTRAS:
+        if (workdir / extra).exists():
+            shutil.copy(workdir / extra, saved / Path(extra).name)
+    return wall
+
+
+def variance_components(blocks: pl.DataFrame) -> dict:
+    """How much an interleaved sweep's times vary at each level, per (numerics, implementation, cell): between
+    invocations (the coefficient of variation of the invocations' medians) and between turns within an
+    invocation (the turns' medians' CV, averaged over invocations); summarised by their medians over cells."""
+    keys = ["numerics", "implementation", "cell"]
+    per_invocation = blocks.group_by(*keys, "invocation").agg(
+        median=pl.col("time_ms").median(), turn_cv=pl.col("time_ms").std() / pl.col("time_ms").mean(),
+        turns=pl.len(), calls=pl.col("calls").sum())
+    per_cell = per_invocation.group_by(keys).agg(
+        between_invocations_cv=pl.col("median").std() / pl.col("median").mean(),
+        within_invocation_turn_cv=pl.col("turn_cv").mean(), invocations=pl.len(),
+        turns_per_invocation=pl.col("turns").mean(), calls_per_invocation=pl.col("calls").mean()).sort(keys)
+    return {"cells": per_cell.height,
+            "between_invocations_cv_median": per_cell["between_invocations_cv"].median(),
+            "within_invocation_turn_cv_median": per_cell["within_invocation_turn_cv"].median(),
+            "by_cell": per_cell.to_dicts()}
+
+
+def environment(run: Path) -> dict:
+    """The first run's device, versions and date, from its sweep's environment rows where it has them."""
+    path = run / "sweep.env.parquet"
+    if not path.exists():
+        return {}
+    env = pl.read_parquet(path).row(0, named=True)
+    return {"device": env["gpu_name"] or env["device"], "date": env["started_at"][:10],
+            **{k: env[k] for k in ("torch_version", "cudnn_version", "driver_version", "git_revision")}}
+
+
+def compare_runs(dirs: list[Path], chosen: dict) -> dict:
+    """Every later run's tables against the first's."""
+    out = {}
+    for name, m in chosen.items():
+        first = pl.read_parquet(dirs[0] / f"{name}.parquet")
+        out[name] = {f"run{k + 1}_vs_run1": compare(first, pl.read_parquet(d / f"{name}.parquet"), m)
+                     for k, d in enumerate(dirs) if k > 0}
+    return out
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configfile", help="the config whose measuring rules run (not with --from-runs)")
+    p.add_argument("--tables", nargs="+", default=["sweep"], choices=sorted(MEASURED))
+    p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--from-runs", nargs="+", type=Path, help="compare these saved runs instead of running")
+    p.add_argument("--workdir", default=".", help="the pipeline's working directory (default: here)")
+    p.add_argument("--cores", default="all")
+    p.add_argument("--out", required=True, help="the result, JSON")
+    args = p.parse_args(argv)
+    chosen = {name: MEASURED[name] for name in args.tables}
+    runs = []
+    if args.from_runs:
+        if len(args.from_runs) < 2:
+            p.error("--from-runs: need at least 2 runs to compare")
+        dirs = args.from_runs
+    else:
+        if args.configfile is None or args.runs < 2:
+            p.error("need --configfile and --runs of at least 2 (or --from-runs)")
+        workdir = Path(args.workdir).resolve()
+        forced = sorted({rule for m in chosen.values() for rule in m.rules})
+        dirs = [workdir / "runs" / str(k + 1) for k in range(args.runs)]
+        for k, saved in enumerate(dirs):
+            fresh = k == 0 and not all((workdir / m.path).exists() for m in chosen.values())
+            wall = run_once(workdir, args.configfile, chosen, [] if fresh else forced, args.cores, saved)
+            runs.append({"run": k + 1, "wall_s": wall, "forced": [] if fresh else forced})
+            print(f"run {k + 1}: {wall:.0f} s", flush=True)
+    result = {"config": args.configfile, **environment(dirs[0]), "runs": runs, "dirs": [str(d) for d in dirs],
+              "tables": compare_runs(dirs, chosen),
+              "variance_components": {str(d): variance_components(pl.read_parquet(d / "sweep_blocks.parquet"))
+                                      for d in dirs if (d / "sweep_blocks.parquet").exists()}}
+    for name in chosen:
+        for key, summary in result["tables"][name].items():
+            print(f"{name} {key}: {summary['cells']} cells, {summary['within_10pct']} within ±10%, max deviation "
+                  f"{summary['max_deviation']}, coverage {summary['coverage']}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+if __name__ == "__main__":
+    main()
