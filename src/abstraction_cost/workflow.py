@@ -1,4 +1,5 @@
-"""What every rule script shares: logging into the rule's log file, and the config it ran with."""
+"""What every rule script shares: logging into the rule's log file, the config it ran with, and, for a job that
+times nothing, CPU cores off the timing jobs' (measure/affinity.py)."""
 from __future__ import annotations
 
 import logging
@@ -6,6 +7,7 @@ import sys
 from pathlib import Path
 
 from . import run_guard
+from .measure import gpu_slots
 
 
 def setup_logging(snakemake) -> logging.Logger:
@@ -22,4 +24,5 @@ def setup_logging(snakemake) -> logging.Logger:
         log.error("failed", exc_info=(kind, value, tb))
     sys.excepthook = excepthook
     run_guard.watch_snakemake()
+    gpu_slots.pin_untimed(snakemake)
     return log

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from . import affinity
+
 LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstraction-cost-gpu-locks"))
 FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
 POLL_S = 0.2
@@ -213,9 +215,23 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
     _held = acquire(candidates, owner, log)
     if not _held.gpu.uuid.startswith("GPU-fake-"):
         os.environ["CUDA_VISIBLE_DEVICES"] = _held.gpu.uuid
+    affinity.pin_timing(gpus[:n].index(_held.gpu) if _held.gpu in gpus[:n] else -1, n)
     if log is not None:
         log.info("GPU slot: GPU %d (%s) after %.1f s", _held.gpu.index, _held.gpu.uuid, _held.wait_s)
     return _held
+
+
+def pin_untimed(snakemake) -> None:
+    """A job that times nothing, on a machine whose GPUs have timing slots: off the timing slots' cores
+    (measure/affinity.py). Timing jobs pin themselves in take()."""
+    config = snakemake.config
+    if is_timing_rule(snakemake.rule) or config.get("device") == "cpu":
+        return
+    gpus = visible_gpus()
+    wanted = config.get("gpus", {}).get("slots")
+    n = len(gpus) if wanted is None else min(wanted, len(gpus))
+    if n > 0:
+        affinity.pin_other(n)
 
 
 def held() -> Slot | None:

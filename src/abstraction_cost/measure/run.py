@@ -19,8 +19,8 @@ from typing import Iterator, Mapping
 import torch
 
 from .. import faults, tables
+from . import affinity, gpu_slots
 from . import device as devices
-from . import gpu_slots
 from .environment import capture
 from .nvml import NvmlReader, NvmlSampler
 from .timing import synchronize
@@ -97,7 +97,7 @@ def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: s
     if device.type == "cuda":
         # safety net for a job that took no slot (gpu_slots.take): no two timing jobs on one GPU all the same
         gpu_slots.hold_device(devices.cuda_uuid(device))
-    env = capture(config, device)
+    env = {**capture(config, device), **affinity.environment_columns("start")}
     gpu = devices.cuda_uuid(device)
     reader, status = NvmlReader.open(gpu)
     if reader is None and gpu is not None:
@@ -113,5 +113,6 @@ def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: s
         row = {"run_id": run.run_id, "rule": rule, "job": ",".join(f"{k}={v}" for k, v in job.items()),
                **env, **gpu_slots.environment_columns(),
                "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
-               "nvml_status": sampler.status, **before, **_state_columns(reader, "after"), "resumes": resumes}
+               "nvml_status": sampler.status, **before, **_state_columns(reader, "after"), "resumes": resumes,
+               **affinity.environment_columns("end")}
         tables.write("environment", [row], env_path)

@@ -24,6 +24,10 @@ SCHEMAS = {
         "python_version": pl.String,
         "cpu_model": pl.String,
         "cpu_count": pl.Int64,
+        "cpu_affinity": pl.String,     # the job's cores: a timing slot's, the untimed jobs', or why not pinned
+        "cpu_governor": pl.String,     # cpufreq's scaling governor, where readable
+        "load_avg_start": pl.Float64,  # the host's 1-minute load average when the job started measuring
+        "load_avg_end": pl.Float64,
         "tf32_matmul": pl.Boolean,
         "tf32_cudnn": pl.Boolean,
         "cudnn_benchmark": pl.Boolean,
