@@ -52,8 +52,13 @@ def test_training_summary_per_backend_dataset_init():
     assert (eager["repeats_ok"], eager["repeats_failed"], eager["epochs"]) == (2, 0, 3)
     assert eager["final_accuracy_mean"] == pytest.approx(0.705)
     assert (eager["final_accuracy_min"], eager["final_accuracy_max"]) == pytest.approx((0.7, 0.71))
-    assert eager["train_time_per_sample_ms_median"] == pytest.approx(40.0)   # of 20, 40, 60 per repeat
-    assert eager["eval_time_per_sample_ms_median"] == pytest.approx(10.0)
+    # 20, 40, 60 ms per epoch in each repeat: the cold first epoch apart from the steady state's median
+    assert eager["train_time_per_sample_ms_first"] == pytest.approx(20.0)
+    assert eager["train_time_per_sample_ms_steady"] == pytest.approx(50.0)
+    assert eager["eval_time_per_sample_ms_first"] == pytest.approx(5.0)
+    assert eager["eval_time_per_sample_ms_steady"] == pytest.approx(12.5)
+    one_epoch = training_summary.training_summary(training_rows(epochs=1))
+    assert one_epoch["train_time_per_sample_ms_steady"].null_count() == one_epoch.height
     assert eager["epoch_time_s_mean"] == pytest.approx(2.0)
     assert eager["mem_used_mib_max"] == 1200.0 and eager["alloc_peak_mib_max"] == 501.0
     assert eager["gpu_util_train_mean_pct"] == 90.0           # train phases only, not the eval's 50

@@ -5,16 +5,20 @@ from __future__ import annotations
 import itertools
 
 import polars as pl
+import pytest
 
 from abstraction_cost import tables
 from abstraction_cost.backends import sweep_summary
 from abstraction_cost.report import study_a_sweep as ss
 
 
-def _sweep(eager_factor=(10.0, 4.0), numerics="fp32", scale=1.0) -> pl.DataFrame:
+def _sweep(eager_factor=(10.0, 4.0), numerics="fp32", scale=1.0, spread=0.02, torchscript_memory=0.8,
+           libtorch_memory=1.0) -> pl.DataFrame:
     """eager 10× slower at the small cells, 4× at the large; batch 64 at 256 px oom for every implementation;
-    every time × scale."""
+    every time × scale, with a 95% interval of ±spread (None: no interval); allocator peaks of 1,000 MiB × the
+    implementation's factor, NVML device-wide ones 400 MiB above them."""
     defaults = dict.fromkeys(tables.schema("sweep"))
+    memory = {"eager": 1.0, "libtorch": libtorch_memory, "torchscript-cpp": torchscript_memory}
     rows = []
     for impl, transfer, (i, (res, batch)) in itertools.product(
             ("eager", "libtorch", "torchscript-cpp"), ("float32-pageable", "float32-pinned"),
@@ -23,13 +27,16 @@ def _sweep(eager_factor=(10.0, 4.0), numerics="fp32", scale=1.0) -> pl.DataFrame
         base = 0.1 * res / 32 * scale
         ms = base * (eager_factor[0] if small else eager_factor[1]) if impl == "eager" else base
         oom = res == 256 and batch == 64
+        interval = {} if oom or spread is None else {"time_per_sample_ms_low": ms * (1 - spread),
+                                                      "time_per_sample_ms_high": ms * (1 + spread)}
         rows.append({**defaults, "run_id": f"{impl}-{transfer}-{numerics}", "implementation": impl,
                      "transfer": transfer, "numerics": numerics,
                      "device": "cuda", "dataset": "voc2012", "cell": i, "batch_size": batch, "resolution": res,
                      "status": "oom" if oom else "ok", "message": "CUDA out of memory" if oom else None,
-                     "time_per_sample_ms": None if oom else ms, "time_ms": None if oom else ms * batch,
+                     "time_per_sample_ms": None if oom else ms, "time_ms": None if oom else ms * batch, **interval,
                      "h2d_bytes": batch * 3 * res * res * 4, "h2d_ms": 2.0 if transfer.endswith("pageable") else 1.0,
-                     "mem_used_mib_max": None if oom else (800.0 if impl == "torchscript-cpp" else 1000.0)})
+                     "alloc_peak_mib": None if oom else 1000.0 * memory[impl],
+                     "mem_used_mib_max": None if oom else 1400.0 * memory[impl]})
     return tables.frame("sweep", rows)
 
 
@@ -39,7 +46,7 @@ def test_line_charts_mark_cells_without_a_time_by_status_and_use_log_axes():
                                   .otherwise(pl.col("status")))
     chart = ss.line_chart(sweep, "time_per_sample_ms", "batch_size").to_dict()
     layers = chart["spec"]["layer"]
-    assert [layer["mark"]["type"] for layer in layers] == ["line", "point"]
+    assert [layer["mark"]["type"] for layer in layers] == ["line", "point", "rule"]   # the rule: intervals
     shape = layers[1]["encoding"]["shape"]
     assert shape["field"] == "status" and dict(zip(shape["scale"]["domain"], shape["scale"]["range"])) == {
         "oom": "cross", "wrong_output": "triangle-up", "error": "square"}
@@ -76,9 +83,10 @@ def test_speed_is_against_eager_in_the_same_numerics():
 
 def test_findings_read_the_studys_fp32_and_state_tf32_against_it():
     text = ss.time_finding(_two_numerics())
-    assert "holds here (fp32, float32-pageable)" in text and "10.00×" in text
+    assert "(fp32, float32-pageable" in text and "10.00× [9.61–10.41]" in text
+    assert 'slower" (≥ 5× at the smallest cell, its interval above 1, for every implementation): holds.' in text
     only_tf32 = ss.time_finding(_sweep(eager_factor=(2.0, 2.0), numerics="tf32"))
-    assert "(tf32, float32-pageable)" in only_tf32 and "does not hold" in only_tf32
+    assert "(tf32, float32-pageable" in only_tf32 and "every implementation): does not hold." in only_tf32
     numerics = ss.numerics_finding(_two_numerics())
     assert "libtorch 2.00× (5 cells)" in numerics and "eager 10.00× (5 cells)" in numerics
     assert "Not measured" in ss.numerics_finding(_sweep())
@@ -86,8 +94,8 @@ def test_findings_read_the_studys_fp32_and_state_tf32_against_it():
 
 def test_no_chart_without_measured_cells():
     assert ss.line_chart(_sweep().clear(), "time_per_sample_ms", "resolution") is None
-    # the memory chart's column is derived, also when there is no fixed point to filter on (an empty table)
-    assert ss.line_chart(_sweep().clear(), "memory_mib", "batch_size") is None
+    # also when there is no fixed point to filter on (an empty table)
+    assert ss.line_chart(_sweep().clear(), "alloc_peak_mib", "batch_size") is None
     assert ss.heat_map(_sweep().filter(pl.col("implementation") == "eager")) is None
 
 
@@ -99,31 +107,71 @@ def test_heat_map_speed_against_eager():
     assert ss.heat_map(_sweep()) is not None
 
 
+def _verdicts(text: str) -> list[str]:
+    """The verdict after each claim's colon, in order."""
+    import re
+    return re.findall(r"\): (holds|does not hold|no measurable difference at this precision)[ .]", text)
+
+
 def test_time_finding_holds_when_eager_is_10x_slower_and_narrowing():
-    assert "holds here" in ss.time_finding(_sweep())
-    assert "does not hold" in ss.time_finding(_sweep(eager_factor=(1.0, 1.0)))
+    assert _verdicts(ss.time_finding(_sweep())) == ["holds", "holds"]
 
 
-def test_memory_finding_libtorch_same_torchscript_lower():
+def test_time_finding_flips_with_the_numbers_and_their_precision():
+    no_difference = "no measurable difference at this precision"
+    # eager as fast as the others: their intervals overlap, so neither claim can be decided
+    assert _verdicts(ss.time_finding(_sweep(eager_factor=(1.0, 1.0)))) == [no_difference, no_difference]
+    # eager measurably slower, but 2×: not an order of magnitude; the gap the same at both ends
+    assert _verdicts(ss.time_finding(_sweep(eager_factor=(2.0, 2.0)))) == ["does not hold", no_difference]
+    # eager faster than the others
+    assert _verdicts(ss.time_finding(_sweep(eager_factor=(0.5, 0.5))))[0] == "does not hold"
+    # the gap widening towards the largest cell
+    assert _verdicts(ss.time_finding(_sweep(eager_factor=(6.0, 12.0)))) == ["holds", "does not hold"]
+    # 10× measured with intervals too wide to separate the two ends: the narrowing is not shown
+    assert _verdicts(ss.time_finding(_sweep(spread=0.5))) == ["holds", no_difference]
+    # no interval at all: no difference can be claimed
+    text = ss.time_finding(_sweep(spread=None))
+    assert "10.00× (no interval)" in text and _verdicts(text) == [no_difference, no_difference]
+
+
+def test_heat_map_marks_ratios_whose_interval_holds_one():
+    speed = ss.speed_vs_eager(_sweep(eager_factor=(1.0, 10.0)))
+    assert speed.filter(pl.col("resolution") == 32)["speedup_includes_one"].all()
+    assert not speed.filter(pl.col("resolution") == 256)["speedup_includes_one"].any()
+    text = ss.heat_map(_sweep()).to_dict()["spec"]["layer"][1]["encoding"]
+    assert text["opacity"]["condition"]["test"] == "datum.speedup_includes_one"
+
+
+def test_memory_finding_reads_the_processes_own_peak_and_flips():
     text = ss.memory_finding(_sweep())
-    assert "holds here" in text and "torchscript-cpp 0.80× eager's" in text
-    assert "Not measured" in ss.memory_finding(_sweep().with_columns(pl.lit(None).alias("mem_used_mib_max")))
+    assert _verdicts(text) == ["holds"] and "torchscript-cpp 0.80× eager's (800 against 1000 MiB" in text
+    assert "device-wide NVML 0.80×" in text      # quoted beside it, not judged
+    assert _verdicts(ss.memory_finding(_sweep(torchscript_memory=1.01))) == [
+        "no measurable difference at this precision"]
+    assert _verdicts(ss.memory_finding(_sweep(torchscript_memory=1.3))) == ["does not hold"]
+    assert _verdicts(ss.memory_finding(_sweep(libtorch_memory=1.5))) == ["does not hold"]
+    # the device-wide figure moving (another process, the context) changes nothing
+    nvml_moved = _sweep().with_columns(mem_used_mib_max=pl.col("mem_used_mib_max") * 2.5)
+    assert _verdicts(ss.memory_finding(nvml_moved)) == ["holds"]
+    assert "Not measured" in ss.memory_finding(_sweep().with_columns(pl.lit(None).alias("alloc_peak_mib")))
     assert "only eager" in ss.memory_finding(_sweep().filter(pl.col("implementation") == "eager"))
 
 
-def test_memory_comes_from_one_source_for_every_cell():
-    """NVML where every measured cell was sampled, else the allocator's peak everywhere: never NVML for some cells
-    and the allocator for others (the CUDA context in some readings and not in others)."""
-    both = _sweep().with_columns(alloc_peak_mib=pl.col("mem_used_mib_max") / 2)
-    data, label = ss.with_memory(both)
-    assert label == "device memory (MiB, NVML)" and data["memory_mib"].equals(both["mem_used_mib_max"])
-    short = both.with_columns(mem_used_mib_max=pl.when(pl.col("resolution") == 32).then(None)
-                              .otherwise(pl.col("mem_used_mib_max")))  # short cells NVML did not sample
-    data, label = ss.with_memory(short)
-    assert label == "allocator peak (MiB)" and data["memory_mib"].equals(both["alloc_peak_mib"])
-    chart = ss.line_chart(short, "memory_mib", "resolution").to_dict()
-    assert chart["title"].startswith("allocator peak (MiB) against resolution")
-    assert "median allocator peak (MiB) of those cells" in ss.memory_finding(short)
+def test_memory_charts_plot_the_processes_peak_and_the_device_wide_figure_apart():
+    own = ss.line_chart(_sweep(), "alloc_peak_mib", "resolution").to_dict()
+    assert own["title"].startswith("allocator peak (MiB), the process's own against resolution")
+    device = ss.line_chart(_sweep(), "mem_used_mib_max", "resolution").to_dict()
+    assert device["title"].startswith("device memory used (MiB, NVML, device-wide)")
+    with pytest.raises(ValueError, match="no metric 'memory_mib'"):
+        ss.line_chart(_sweep(), "memory_mib", "resolution")
+
+
+def test_time_chart_draws_each_points_interval():
+    layers = ss.line_chart(_sweep(), "time_per_sample_ms", "batch_size").to_dict()["spec"]["layer"]
+    rule = [layer for layer in layers if layer["mark"]["type"] == "rule"]
+    assert rule and rule[0]["encoding"]["y2"]["field"] == "time_per_sample_ms_high"
+    no_interval = ss.line_chart(_sweep(spread=None), "time_per_sample_ms", "batch_size").to_dict()["spec"]["layer"]
+    assert [layer["mark"]["type"] for layer in no_interval] == ["line", "point"]
 
 
 def test_h2d_rows_and_finding_with_the_studys_numbers():
@@ -134,20 +182,34 @@ def test_h2d_rows_and_finding_with_the_studys_numbers():
     assert "0.50× the pageable copy's time" in ss.h2d_finding(h2d) and "holds here" in ss.h2d_finding(h2d)
 
 
-def test_kernel_finding_reads_relu_rows():
+def _relu(launches: dict[str, list[tuple[str, float]]]) -> pl.DataFrame:
+    """Kernel rows of one numerics: per implementation its ReLU launches as (grid, µs per call), plus the study's."""
     defaults = dict.fromkeys(tables.schema("sweep_kernels"))
-    measured = [{**defaults, "run_id": "r", "implementation": impl, "source": "torch.profiler", "status": "ok",
-                 "kernel": "vectorized_elementwise_kernel<clamp_min_scalar>", "calls": 49, "mean_us": us,
-                 "share": 0.1, "grid": grid, "block": "(128,1,1)"}
-                for impl, grid, us in (("eager", "(1024,2,1)", 600.0), ("torchscript-python", "(512,2,1)", 300.0))]
-    kernels = tables.frame("sweep_kernels", measured + sweep_summary.study_kernel_rows())
-    assert ss.relu_rows(kernels).height == 4
-    assert "different grids" in ss.kernel_finding(kernels)
-    # the same (grid, block) set in every implementation of one numerics: the study's finding does not hold
-    measured_grid = pl.when(pl.col("source") == "study").then(pl.col("grid")).otherwise(pl.lit("(8,1,1)"))
-    same = kernels.with_columns(grid=measured_grid)
-    assert "launch the same grids and blocks" in ss.kernel_finding(same)
-    assert "Not measured" in ss.kernel_finding(kernels.filter(pl.col("source") == "study"))
+    measured = [{**defaults, "run_id": "r", "implementation": impl, "numerics": "fp32", "source": "torch.profiler",
+                 "status": "ok", "kernel": "vectorized_elementwise_kernel<clamp_min_scalar>", "calls": 49,
+                 "mean_us": us, "share": 0.1, "grid": grid, "block": "(128,1,1)"}
+                for impl, rows in launches.items() for grid, us in rows]
+    return tables.frame("sweep_kernels", measured + sweep_summary.study_kernel_rows())
+
+
+def test_kernel_finding_reads_relu_rows_and_flips():
+    larger = _relu({"eager": [("(1024,2,1)", 600.0)], "libtorch": [("(512,2,1)", 300.0)]})
+    assert ss.relu_rows(larger).height == 4
+    text = ss.kernel_finding(larger)
+    assert "eager launches its 1 configuration" in text and text.endswith("per call): holds here.")
+    # the same configurations in eager, libtorch and both TorchScripts: the sentence says so and the claim fails
+    six = [(f"({g},1,1)", 10.0 * g) for g in (8, 16, 32, 64, 128, 256)]
+    same = _relu({"eager": six, "libtorch": six, "torchscript-python": six, "torchscript-cpp": six,
+                  "cudnn": [("(4,1,1)", 5.0)]})
+    text = ss.kernel_finding(same)
+    assert "eager, torchscript-python, torchscript-cpp, libtorch launch the same 6 configurations" in text
+    assert "cudnn launches its 1 configuration" in text and "different grids" not in text
+    assert text.endswith("does not hold here.")
+    # eager's longest ReLU grid the smaller
+    assert ss.kernel_finding(_relu({"eager": [("(256,1,1)", 1.0)], "libtorch": [("(512,2,1)", 2.0)]})).endswith(
+        "does not hold here.")
+    assert "cannot be judged" in ss.kernel_finding(_relu({"libtorch": [("(512,2,1)", 2.0)]}))
+    assert "Not measured" in ss.kernel_finding(larger.filter(pl.col("source") == "study"))
 
 
 def test_kernel_tables_state_each_sources_message_once():

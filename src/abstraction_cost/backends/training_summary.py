@@ -47,12 +47,15 @@ def training_summary(training: pl.DataFrame) -> pl.DataFrame:
                                  pl.col("accuracy").min().alias("final_accuracy_min"),
                                  pl.col("accuracy").max().alias("final_accuracy_max"),
                                  pl.col("loss").mean().alias("final_loss_mean")))
+    first, steady = pl.col("epoch") == 0, pl.col("epoch") > 0
     train = train_rows.group_by(KEYS).agg(
-        pl.col("time_per_sample_ms").median().alias("train_time_per_sample_ms_median"),
+        pl.col("time_per_sample_ms").filter(first).median().alias("train_time_per_sample_ms_first"),
+        pl.col("time_per_sample_ms").filter(steady).median().alias("train_time_per_sample_ms_steady"),
         pl.col("time_s").mean().alias("epoch_time_s_mean"),
         pl.col("gpu_util_mean_pct").mean().alias("gpu_util_train_mean_pct"))
     evals = eval_rows.group_by(KEYS).agg(
-        pl.col("time_per_sample_ms").median().alias("eval_time_per_sample_ms_median"))
+        pl.col("time_per_sample_ms").filter(first).median().alias("eval_time_per_sample_ms_first"),
+        pl.col("time_per_sample_ms").filter(steady).median().alias("eval_time_per_sample_ms_steady"))
     peaks = ok.group_by(KEYS).agg(pl.col("mem_used_mib_max").max(),
                                   pl.col("alloc_peak_mib").max().alias("alloc_peak_mib_max"))
     failed = training.filter(pl.col("status").fill_null("") != "ok")

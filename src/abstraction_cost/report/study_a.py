@@ -52,8 +52,10 @@ def summary_display(summary: pl.DataFrame) -> pl.DataFrame:
         pl.format("{} ok / {} failed", "repeats_ok", "repeats_failed").alias("repeats"),
         pl.col("epochs"),
         pl.Series("final eval accuracy", accuracy, dtype=pl.String),
-        pl.col("train_time_per_sample_ms_median").alias("train ms/sample"),
-        pl.col("eval_time_per_sample_ms_median").alias("eval ms/sample"),
+        pl.col("train_time_per_sample_ms_first").alias("train ms/sample, first epoch"),
+        pl.col("train_time_per_sample_ms_steady").alias("train ms/sample, steady"),
+        pl.col("eval_time_per_sample_ms_first").alias("eval ms/sample, first epoch"),
+        pl.col("eval_time_per_sample_ms_steady").alias("eval ms/sample, steady"),
         pl.col("epoch_time_s_mean").alias("epoch time (s)"),
         pl.col("mem_used_mib_max").alias("device memory (MiB, NVML)"),
         pl.col("alloc_peak_mib_max").alias("allocator peak (MiB)"),
@@ -62,6 +64,7 @@ def summary_display(summary: pl.DataFrame) -> pl.DataFrame:
 
 
 SUMMARY_FORMATS = {
-    "train ms/sample": "{:.3f}", "eval ms/sample": "{:.3f}", "epoch time (s)": "{:.2f}",
+    "train ms/sample, first epoch": "{:.3f}", "train ms/sample, steady": "{:.3f}",
+    "eval ms/sample, first epoch": "{:.3f}", "eval ms/sample, steady": "{:.3f}", "epoch time (s)": "{:.2f}",
     "device memory (MiB, NVML)": "{:.0f}", "allocator peak (MiB)": "{:.0f}", "GPU util. train (%)": "{:.0f}",
 }

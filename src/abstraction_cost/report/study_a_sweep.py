@@ -14,12 +14,19 @@ import polars as pl
 
 from ..backends.sweep_summary import RELU
 from ..measure.numerics import NUMERICS
-from . import page
+from . import page, verdicts
 
 ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 STUDY_TRANSFER = "float32-pageable"
 STUDY_NUMERICS = "fp32"  # the study's (TF32 did not exist on its GPUs)
-METRICS = {"time_per_sample_ms": "time per sample (ms), median"}  # memory_mib: with_memory's label
+# What the charts plot. Memory is the process's own (the allocator peak, exact per cell, which the memory finding
+# reads) and, in a chart of its own beside it, NVML's device-wide figure: all the GPU's processes and the CUDA
+# context, sampled every measure.nvml_interval_ms, so short cells may have none.
+METRICS = {"time_per_sample_ms": "time per sample (ms), median",
+           "alloc_peak_mib": "allocator peak (MiB), the process's own",
+           "mem_used_mib_max": "device memory used (MiB, NVML, device-wide)",
+           "gpu_util_mean_pct": "GPU utilisation (%, NVML, mean over the cell)",
+           "energy_per_sample_j": "energy per sample (J, NVML power × time)"}
 # cells with no time, on the panel's floor: out of memory, logits not eager's, failed (a crash: its exit status)
 FAILED_MARKS = {"oom": "cross", "wrong_output": "triangle-up", "error": "square"}
 
@@ -28,19 +35,6 @@ def _order(names) -> list[str]:
     names = list(dict.fromkeys(names))
     rank = {n: i for i, n in enumerate(ORDER)}
     return sorted(names, key=lambda n: (rank.get(n, len(ORDER)), n))
-
-
-MEMORY_SOURCES = {"mem_used_mib_max": "device memory (MiB, NVML)", "alloc_peak_mib": "allocator peak (MiB)"}
-
-
-def with_memory(sweep: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """memory_mib from one source for every row, and its label: NVML's device memory used where every measured
-    cell has it (it counts all the process holds, the CUDA context included), else the allocator's peak (exact per
-    cell; NVML samples every measure.nvml_interval_ms and misses short cells). A mix would set readings with the
-    context beside readings without it: on an H100 gpu-smoke run, 150 MiB beside 1,100 MiB in one line."""
-    ok = sweep.filter(pl.col("status") == "ok")
-    column = "mem_used_mib_max" if ok.height and ok["mem_used_mib_max"].null_count() == 0 else "alloc_peak_mib"
-    return sweep.with_columns(memory_mib=pl.col(column)), MEMORY_SOURCES[column]
 
 
 def fixed_points(sweep: pl.DataFrame, batch: int = 32, resolution: int = 256) -> tuple[int | None, int | None]:
@@ -53,22 +47,26 @@ def fixed_points(sweep: pl.DataFrame, batch: int = 32, resolution: int = 256) ->
 
 
 def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -> alt.Chart | None:
-    """`metric` against `along` (resolution or batch_size) at the other axis's fixed point; one panel per
-    (numerics, transfer mode), a line per implementation; cells with no time (FAILED_MARKS) on the panel's floor,
-    shaped by status. None when
-    nothing was measured."""
+    """`metric` (METRICS) against `along` (resolution or batch_size) at the other axis's fixed point; one panel per
+    (numerics, transfer mode), a line per implementation, with each point's 95% interval where the table has one
+    (`<metric>_low`, `<metric>_high`); cells with no time (FAILED_MARKS) on the panel's floor, shaped by status.
+    None when nothing was measured."""
+    if metric not in METRICS or metric not in sweep.columns:
+        raise ValueError(f"line_chart: no metric {metric!r} in the table (charted: {sorted(METRICS)})")
     fixed_column = "batch_size" if along == "resolution" else "resolution"
     batch, resolution = fixed_points(sweep)
     fixed = batch if fixed_column == "batch_size" else resolution
-    data, memory = with_memory(sweep)
-    label = memory if metric == "memory_mib" else METRICS[metric]
-    data = data.filter(pl.col(fixed_column) == fixed) if fixed is not None else data
+    label = METRICS[metric]
+    data = sweep.filter(pl.col(fixed_column) == fixed) if fixed is not None else sweep
     ok = data.filter((pl.col("status") == "ok") & pl.col(metric).is_not_null() & (pl.col(metric) > 0))
     if ok.is_empty():
         return None
     floor = ok[metric].min() * 0.7
     failed = data.filter(pl.col("status").is_in(list(FAILED_MARKS))).with_columns(pl.lit(floor).alias(metric))
-    columns = ["implementation", "numerics", "transfer", along, metric, "status", "message"]
+    bounds = [f"{metric}_low", f"{metric}_high"]
+    has_interval = all(c in data.columns for c in bounds) and ok[bounds[0]].null_count() < ok.height
+    columns = ["implementation", "numerics", "transfer", along, metric, *(bounds if has_interval else []),
+               "status", "message"]
     order = _order(ok["implementation"])
     x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "),
               axis=page.ticks_at(data[along]))
@@ -82,6 +80,10 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
         shape=alt.Shape("status:N", scale=alt.Scale(domain=list(FAILED_MARKS), range=list(FAILED_MARKS.values())),
                         title="not timed")).transform_filter(alt.datum.status != "ok")
     layers = [lines, marks] if not failed.is_empty() else [lines]
+    if has_interval:
+        layers.append(alt.Chart().mark_rule().encode(x=x, y=alt.Y(f"{bounds[0]}:Q"), y2=f"{bounds[1]}:Q",
+                                                     color=color).transform_filter(
+            f"datum.status == 'ok' && isValid(datum['{bounds[0]}'])"))
     title = f"{label} against {along.replace('_', ' ')} at {fixed_column.replace('_', ' ')} {fixed}"
     return alt.layer(*layers, data=both).properties(width=width, height=200).facet(
         column=alt.Column("transfer:N", title=None),
@@ -90,13 +92,23 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
 
 def speed_vs_eager(sweep: pl.DataFrame) -> pl.DataFrame:
     """Per (numerics, implementation, transfer, cell): eager's median time per sample in the same numerics over
-    the implementation's."""
+    the implementation's, with the conservative interval of that ratio (verdicts.ratio_interval: the two were
+    measured in separate processes, so not paired); speedup_includes_one where the interval holds 1 or is
+    missing."""
     ok = sweep.filter((pl.col("status") == "ok") & pl.col("time_per_sample_ms").is_not_null())
     keys = ["numerics", "transfer", "batch_size", "resolution"]
-    eager = ok.filter(pl.col("implementation") == "eager").select(*keys, pl.col("time_per_sample_ms").alias("eager_ms"))
-    return ok.filter(pl.col("implementation") != "eager").join(eager, on=keys).with_columns(
-        speedup=pl.col("eager_ms") / pl.col("time_per_sample_ms")).select(
-        "implementation", *keys, "time_per_sample_ms", "eager_ms", "speedup")
+    eager = ok.filter(pl.col("implementation") == "eager").select(
+        *keys, pl.col("time_per_sample_ms").alias("eager_ms"), pl.col("time_per_sample_ms_low").alias("eager_low"),
+        pl.col("time_per_sample_ms_high").alias("eager_high"))
+    both = ok.filter(pl.col("implementation") != "eager").join(eager, on=keys)
+    low = pl.col("eager_low") / pl.col("time_per_sample_ms_high")
+    high = pl.col("eager_high") / pl.col("time_per_sample_ms_low")
+    return both.with_columns(speedup=pl.col("eager_ms") / pl.col("time_per_sample_ms"), speedup_low=low,
+                             speedup_high=high).with_columns(
+        speedup_includes_one=(pl.col("speedup_low").is_null() | pl.col("speedup_high").is_null()
+                              | ((pl.col("speedup_low") <= 1) & (pl.col("speedup_high") >= 1)))).select(
+        "implementation", *keys, "time_per_sample_ms", "eager_ms", "speedup", "speedup_low", "speedup_high",
+        "speedup_includes_one")
 
 
 def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
@@ -118,7 +130,10 @@ def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
                                                                              domain=[1 / reach, reach]),
                         legend=alt.Legend(format=".2f")),  # a log scale's end labels print 12 digits
         tooltip=data.columns)
-    text = base.mark_text(fontSize=9).encode(text=alt.Text("speedup:Q", format=".2f"))
+    # pale figures: the ratio's interval holds 1 (no measurable difference from eager at this precision)
+    text = base.mark_text(fontSize=9).encode(text=alt.Text("speedup:Q", format=".2f"),
+                                             opacity=alt.condition("datum.speedup_includes_one", alt.value(0.35),
+                                                                   alt.value(1.0)))
     n_b, n_r = data["batch_size"].n_unique(), data["resolution"].n_unique()
     return alt.layer(rect, text).properties(width=cell * n_b, height=cell * n_r).facet(
         column=alt.Column("implementation:N", sort=order, title=None),
@@ -161,46 +176,78 @@ def numerics_finding(sweep: pl.DataFrame) -> str:
             f"numbers are slower than what PyTorch's default numerics give.")
 
 
+ORDER_OF_MAGNITUDE = 5.0  # "almost an order of magnitude": eager at least this many times slower
+
+
 def time_finding(sweep: pl.DataFrame) -> str:
     """Study: PyTorch almost an order of magnitude slower than all others, the gap narrowing with batch or
-    resolution. Here: each implementation's speed against eager at the smallest and the largest common cell."""
+    resolution. Here, from the heat map's ratios (eager / implementation, per sample, the study's setting), two
+    claims with a verdict each: at the smallest cell eager is ≥ ORDER_OF_MAGNITUDE× slower than every other
+    implementation (verdicts.at_least), and each gap is measurably narrower at the largest cell (the two ratios'
+    intervals apart)."""
     data = speed_vs_eager(_study_rows(sweep))
     if data.is_empty():
         return "Not measured here: no implementation has a cell beside an eager cell."
-    parts, slower, narrowing = [], True, True
+    parts, slower, narrowing = [], [], []
     for impl in _order(data["implementation"]):
         d = data.filter(pl.col("implementation") == impl).sort("resolution", "batch_size")
         small, large = d.row(0, named=True), d.row(-1, named=True)
-        parts.append(f"{impl} {small['speedup']:.2f}× at batch {small['batch_size']}, {small['resolution']} px and "
-                     f"{large['speedup']:.2f}× at batch {large['batch_size']}, {large['resolution']} px")
-        slower &= small["speedup"] >= 5
-        narrowing &= large["speedup"] < small["speedup"]
-    verdict = ("holds" if slower and narrowing else "holds in part" if slower or narrowing else "does not hold")
-    return (f"The study's finding (PyTorch almost an order of magnitude slower, the gap narrowing as batch or "
-            f"resolution grows) {verdict} here ({_setting(data)}): speed against eager, {'; '.join(parts)} "
-            f"(an order of magnitude: ≥ 5× at the smallest cell {'everywhere' if slower else 'not everywhere'}; "
-            f"{'narrowing' if narrowing else 'not narrowing'} towards the largest).")
+        s3 = (small["speedup"], small["speedup_low"], small["speedup_high"])
+        l3 = (large["speedup"], large["speedup_low"], large["speedup_high"])
+        parts.append(f"{impl} {verdicts.ratio_text(*s3)} at batch {small['batch_size']}, {small['resolution']} px "
+                     f"and {verdicts.ratio_text(*l3)} at batch {large['batch_size']}, {large['resolution']} px")
+        slower.append(verdicts.at_least(*s3, ORDER_OF_MAGNITUDE))
+        if verdicts.direction(*s3[1:]) <= 0:
+            narrowing.append(verdicts.NO_DIFFERENCE)   # no measured gap at the smallest cell to narrow
+        else:
+            gap = verdicts.separated(s3, l3)
+            narrowing.append(verdicts.HOLDS if gap > 0 else verdicts.DOES_NOT_HOLD if gap < 0
+                             else verdicts.NO_DIFFERENCE)
+    return (f"Eager over each implementation, time per sample ({_setting(data)}; a ratio's 95% interval from the two "
+            f"medians' intervals): {'; '.join(parts)}. The study's \"almost an order of magnitude slower\" "
+            f"(≥ {ORDER_OF_MAGNITUDE:g}× at the smallest cell, its interval above 1, for every implementation): "
+            f"{verdicts.combine(slower)}. Its gap narrowing towards the largest cell (the largest cell's interval "
+            f"below the smallest's): {verdicts.combine(narrowing)}.")
+
+
+MEMORY_SAME = 0.10   # LibTorch "about the same" as PyTorch: within ±10% of eager's allocator peak
+MEMORY_LOWER = 0.05  # TorchScript "lower": more than 5% below eager's (the allocator peak is exact, so the margin
+                     # only keeps a few MiB of bookkeeping from reading as a finding)
 
 
 def memory_finding(sweep: pl.DataFrame) -> str:
-    """Study: PyTorch ≈ LibTorch; TorchScript (and cuDNN) lower, especially below resolution 64 and batch 128."""
-    data, memory = with_memory(_study_rows(sweep))
-    data = data.filter((pl.col("status") == "ok") & pl.col("memory_mib").is_not_null())
+    """Study: PyTorch ≈ LibTorch; TorchScript (and cuDNN) lower, especially below resolution 64 and batch 128.
+    Read, like the chart beside it, from the allocator peak: what the implementation's own process held (exact
+    per cell; the C++ programs count their device buffers the same way). NVML's device-wide figure is quoted
+    beside it, never judged: it counts every process on the GPU and the CUDA context."""
+    data = _study_rows(sweep).filter((pl.col("status") == "ok") & pl.col("alloc_peak_mib").is_not_null())
     if data.is_empty() or "eager" not in data["implementation"].to_list():
-        return "Not measured here: no device memory was recorded (no GPU, or no eager cell)."
+        return "Not measured here: no allocator peak was recorded (no GPU, or no eager cell)."
     small = data.filter((pl.col("resolution") < 64) & (pl.col("batch_size") < 128))
     small = small if not small.is_empty() else data
-    medians = {impl: small.filter(pl.col("implementation") == impl)["memory_mib"].median()
-               for impl in _order(small["implementation"])}
-    eager = medians["eager"]
+    medians = {impl: (rows["alloc_peak_mib"].median(), rows["mem_used_mib_max"].median())
+               for impl in _order(small["implementation"])
+               for rows in [small.filter(pl.col("implementation") == impl)]}
     if len(medians) == 1:
-        return "Not measured here: only eager has device memory in those cells, nothing to order it against."
-    parts = [f"{impl} {m / eager:.2f}× eager's" for impl, m in medians.items() if impl != "eager"]
-    same = "libtorch" in medians and abs(medians["libtorch"] / eager - 1) <= 0.1
-    lower = [i for i in medians if i.startswith("torchscript") and medians[i] < eager]
-    verdict = "holds" if same and lower else "holds in part" if same or lower else "does not hold"
-    return (f"The study's memory ordering (LibTorch ≈ PyTorch, TorchScript lower below 64 px and batch 128) "
-            f"{verdict} here ({_setting(data)}); median {memory} of those cells: {', '.join(parts)}.")
+        return "Not measured here: only eager has an allocator peak in those cells, nothing to order it against."
+    eager, eager_nvml = medians["eager"]
+    parts, claims = [], []
+    for impl, (peak, nvml) in medians.items():
+        if impl == "eager":
+            continue
+        ratio = peak / eager
+        device = f"; device-wide NVML {nvml / eager_nvml:.2f}×" if nvml and eager_nvml else ""
+        parts.append(f"{impl} {ratio:.2f}× eager's ({peak:.0f} against {eager:.0f} MiB{device})")
+        if impl == "libtorch":
+            claims.append(verdicts.HOLDS if verdicts.within(ratio, MEMORY_SAME) == "same" else verdicts.DOES_NOT_HOLD)
+        elif impl.startswith("torchscript"):
+            side = verdicts.within(ratio, MEMORY_LOWER)
+            claims.append(verdicts.HOLDS if side == "lower" else verdicts.DOES_NOT_HOLD if side == "higher"
+                          else verdicts.NO_DIFFERENCE)
+    verdict = verdicts.combine(claims) if claims else "cannot be judged (neither libtorch nor TorchScript measured)"
+    return (f"The study's memory ordering (LibTorch within {MEMORY_SAME:.0%} of PyTorch, TorchScript more than "
+            f"{MEMORY_LOWER:.0%} lower, below 64 px and batch 128): {verdict} here ({_setting(data)}), by the "
+            f"allocator peak of each implementation's own process, median over those cells: {', '.join(parts)}.")
 
 
 def _setting(rows: pl.DataFrame) -> str:
@@ -231,24 +278,52 @@ def relu_rows(kernels: pl.DataFrame) -> pl.DataFrame:
     return kernels.filter(pl.col("kernel").str.contains(f"(?i){RELU.pattern}"))
 
 
+STUDY_RELU_AGAINST = ("libtorch", "cudnn")  # the study: PyTorch's grid (1024,2,1) against LibTorch's and cuDNN's
+
+
+def _launch_groups(rows: pl.DataFrame) -> list[tuple[list[str], frozenset]]:
+    """Implementations grouped by the set of (grid, block) their ReLU kernels launch, in the report's order."""
+    sets: dict[frozenset, list[str]] = {}
+    for impl in _order(rows["implementation"]):
+        r = rows.filter(pl.col("implementation") == impl)
+        sets.setdefault(frozenset(zip(r["grid"].to_list(), r["block"].to_list())), []).append(impl)
+    return [(impls, launches) for launches, impls in sets.items()]
+
+
 def kernel_finding(kernels: pl.DataFrame) -> str:
-    """Per implementation and numerics its ReLU launch configurations and the longest; whether the implementations
-    of one numerics launch the same (grid, block) set, which is what the study's finding is about."""
-    measured = relu_rows(kernels.filter(pl.col("source") != "study"))
+    """Per numerics: which implementations launch the same set of ReLU (grid, block) configurations, and each
+    one's longest; then the study's claim, PyTorch launching a larger ReLU grid than LibTorch and cuDNN: eager's
+    set against libtorch's and cudnn's (where profiled; else against every other implementation). It does not hold
+    where the sets are the same, or eager's longest ReLU grid is not the larger."""
+    measured = relu_rows(kernels.filter((pl.col("source") != "study") & (pl.col("status") == "ok")))
     if measured.is_empty():
         return ("Not measured here: no ReLU kernel was profiled (torch.profiler and Nsight Compute need a GPU; "
                 "the C++ programs need ncu).")
-    parts, launches = [], {}
-    for (impl, numerics), rows in sorted(measured.group_by("implementation", "numerics"), key=lambda g: str(g[0])):
-        longest = rows.sort("mean_us", descending=True).row(0, named=True)
-        launches.setdefault(numerics, set()).add(frozenset(zip(rows["grid"].to_list(), rows["block"].to_list())))
-        parts.append(f"{impl} ({numerics}): {rows.height} launch configuration{'s' if rows.height > 1 else ''}, "
-                     f"the longest grid {longest['grid']}, block {longest['block']}, {longest['mean_us']:.1f} µs per "
-                     f"call ({longest['share']:.0%} of kernel time)")
-    same = all(len(sets) == 1 for sets in launches.values())
-    return (f"ReLU kernels here: {'; '.join(parts)}. The study saw PyTorch launch a larger grid than LibTorch "
-            f"((1024,2,1) vs (512,2,1), 690.6 vs 372.6 µs); here the profiled implementations of one numerics "
-            f"launch {'the same grids and blocks' if same else 'different grids'}.")
+    parts, claims = [], []
+    for (numerics,), rows in sorted(measured.group_by("numerics"), key=lambda g: str(g[0])):
+        groups = _launch_groups(rows)
+        described = []
+        for impls, launches in groups:
+            longest = rows.filter(pl.col("implementation") == impls[0]).sort("mean_us", descending=True).row(
+                0, named=True)
+            n = len(launches)
+            who = ", ".join(impls) + (" launch the same" if len(impls) > 1 else " launches its")
+            described.append(f"{who} {n} configuration{'s' if n > 1 else ''} (longest: grid {longest['grid']}, "
+                             f"block {longest['block']}, {longest['mean_us']:.1f} µs per call in {impls[0]})")
+        parts.append(f"{numerics}: {'; '.join(described)}")
+        by_impl = {impl: launches for impls, launches in groups for impl in impls}
+        if "eager" not in by_impl:
+            continue
+        others = [i for i in STUDY_RELU_AGAINST if i in by_impl] or [i for i in by_impl if i != "eager"]
+        longest = lambda impl: verdicts.grid_size(rows.filter(pl.col("implementation") == impl).sort(  # noqa: E731
+            "mean_us", descending=True)["grid"][0])
+        for other in others:
+            larger = by_impl[other] != by_impl["eager"] and (longest("eager") or 0) > (longest(other) or 0)
+            claims.append(verdicts.HOLDS if larger else verdicts.DOES_NOT_HOLD)
+    verdict = (f"{verdicts.combine(claims)} here" if claims
+               else "cannot be judged here (eager and another implementation must both be profiled)")
+    return (f"ReLU kernels here, {' | '.join(parts)}. The study saw PyTorch launch a larger ReLU grid than LibTorch "
+            f"and cuDNN ((1024,2,1) against (512,2,1), 690.6 against 372.6 µs per call): {verdict}.")
 
 
 # ---------------------------------------------------------------------------------------------- tables

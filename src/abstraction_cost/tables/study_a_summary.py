@@ -32,8 +32,13 @@ SCHEMAS = {
         "final_accuracy_min": pl.Float64,
         "final_accuracy_max": pl.Float64,
         "final_loss_mean": pl.Float64,
-        "train_time_per_sample_ms_median": pl.Float64,  # median over (repeat, epoch) of the train phase's value
-        "eval_time_per_sample_ms_median": pl.Float64,
+        # The first epoch (epoch 0: cold caches, cuDNN's algorithm search, lazy allocations) apart from the steady
+        # state (every later epoch): medians over repeats (first) and over (repeat, epoch ≥ 1) (steady); steady is
+        # null when only one epoch ran.
+        "train_time_per_sample_ms_first": pl.Float64,
+        "train_time_per_sample_ms_steady": pl.Float64,
+        "eval_time_per_sample_ms_first": pl.Float64,
+        "eval_time_per_sample_ms_steady": pl.Float64,
         "epoch_time_s_mean": pl.Float64,
         "mem_used_mib_max": pl.Float64,     # NVML, max over every phase
         "alloc_peak_mib_max": pl.Float64,   # allocator peak, max over every phase
