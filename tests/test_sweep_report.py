@@ -179,7 +179,16 @@ def test_h2d_rows_and_finding_with_the_studys_numbers():
     eager = h2d.filter((pl.col("implementation") == "eager") & (pl.col("transfer") == "float32-pageable"))
     assert eager["study_h2d_mb"][0] == 25.165824 and eager["h2d_bytes"][0] == 32 * 3 * 256 * 256 * 4
     assert h2d.filter(pl.col("transfer") == "float32-pinned")["study_h2d_mb"].null_count() == 3
-    assert "0.50× the pageable copy's time" in ss.h2d_finding(h2d) and "holds here" in ss.h2d_finding(h2d)
+    # no interval on the copies: the halving cannot be claimed
+    assert "eager (fp32) 0.50× (no interval)" in ss.h2d_finding(h2d)
+    assert ss.h2d_finding(h2d).endswith("no measurable difference at this precision here.")
+    timed = lambda spread, pinned=1.0: tables.frame("sweep_h2d", sweep_summary.h2d_rows(  # noqa: E731
+        _sweep().with_columns(h2d_ms=pl.when(pl.col("transfer").str.ends_with("pinned")).then(pinned)
+                              .otherwise(pl.col("h2d_ms"))).with_columns(
+            h2d_ms_low=pl.col("h2d_ms") * (1 - spread), h2d_ms_high=pl.col("h2d_ms") * (1 + spread)), 32, 256))
+    assert ss.h2d_finding(timed(0.05)).endswith("(at most 0.6×, the interval below 1): holds here.")
+    assert ss.h2d_finding(timed(0.05, pinned=1.6)).endswith("does not hold here.")   # 0.8×: faster, not half
+    assert ss.h2d_finding(timed(0.5)).endswith("no measurable difference at this precision here.")
 
 
 def _relu(launches: dict[str, list[tuple[str, float]]]) -> pl.DataFrame:

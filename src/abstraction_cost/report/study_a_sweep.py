@@ -264,10 +264,23 @@ def h2d_finding(h2d: pl.DataFrame) -> str:
     text = (f"At batch {point['batch_size']} and {point['resolution']} px every implementation copies the same "
             f"bytes for the same transfer mode ({'; '.join(parts)}), against the study's 25.166 MB (PyTorch) and "
             f"12.583 MB (the others).")
-    if "float32-pageable" in by and "float32-pinned" in by:
-        ratio = by["float32-pinned"]["h2d_ms"].median() / by["float32-pageable"]["h2d_ms"].median()
-        text += (f" Pinned memory takes {ratio:.2f}× the pageable copy's time (study: it halves it): the study's "
-                 f"finding {'holds' if ratio <= 0.6 else 'does not hold'} here.")
+    keys = ["numerics", "implementation"]
+    side = lambda t, name: ok.filter(pl.col("transfer") == t).select(  # noqa: E731
+        *keys, pl.col("h2d_ms").alias(name), pl.col("h2d_ms_low").alias(f"{name}_low"),
+        pl.col("h2d_ms_high").alias(f"{name}_high"))
+    pairs = side("float32-pinned", "pinned").join(side("float32-pageable", "pageable"), on=keys)
+    if pairs.height:
+        ratios, claims = [], []
+        for r in pairs.sort(keys).iter_rows(named=True):
+            ratio = verdicts.ratio_interval(r["pinned"], r["pinned_low"], r["pinned_high"], r["pageable"],
+                                            r["pageable_low"], r["pageable_high"])
+            ratios.append(f"{r['implementation']} ({r['numerics']}) {verdicts.ratio_text(*ratio)}")
+            # "halves": at most 0.6 of the pageable copy's time, measurably below it
+            claims.append(verdicts.NO_DIFFERENCE if verdicts.direction(*ratio[1:]) == 0 else
+                          verdicts.HOLDS if ratio[0] <= 0.6 and verdicts.direction(*ratio[1:]) < 0
+                          else verdicts.DOES_NOT_HOLD)
+        text += (f" Pinned over pageable copy time: {'; '.join(ratios)}. The study's \"pinned memory halves the "
+                 f"copy\" (at most 0.6×, the interval below 1): {verdicts.combine(claims)} here.")
     return text
 
 
