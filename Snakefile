@@ -13,6 +13,7 @@ include: "workflow/rules/study_b_models.smk"
 include: "workflow/rules/study_b_blocks.smk"
 include: "workflow/rules/native.smk"
 include: "workflow/rules/study_a_sweep.smk"
+include: "workflow/rules/derived.smk"
 include: "workflow/rules/report.smk"
 
 

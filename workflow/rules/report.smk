@@ -9,6 +9,7 @@ SUMMARIES = {
     "training_curve": "results/study_a/training_curve.parquet",
     "training_summary": "results/study_a/training_summary.parquet",
     **SWEEP_SUMMARIES,
+    **DERIVED,
 }
 
 # Every table the report reads, by table name: passed to it as JSON (report/page.py), named only here.

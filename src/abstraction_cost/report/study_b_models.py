@@ -159,17 +159,21 @@ def configurations_figure(layers: pl.DataFrame, method: str = "timer") -> alt.To
     long = pl.concat([
         part.select("model", "block", "block_name",
                     pl.col("pair").replace_strict(eager_name, default=None).alias("configuration"),
-                    pl.col("eager_ms").alias("time_ms")),
-        part.select("model", "block", "block_name", "configuration", pl.col("compiled_ms").alias("time_ms")),
+                    pl.col("eager_ms").alias("time_ms"), pl.col("eager_ms_low").alias("low"),
+                    pl.col("eager_ms_high").alias("high")),
+        part.select("model", "block", "block_name", "configuration", pl.col("compiled_ms").alias("time_ms"),
+                    pl.col("compiled_ms_low").alias("low"), pl.col("compiled_ms_high").alias("high")),
     ])
-    return (alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("block:O"), y=alt.Y("time_ms:Q", title=f"block time by {method} (ms)",
-                                    scale=alt.Scale(type="log")),
-        color=alt.Color("configuration:N", scale=alt.Scale(domain=["interp", "cpp", "cuda", "triton"],
-                                                           range=["#2ca02c", "#1f77b4", "#d62728", "black"])),
-        tooltip=["block_name", "configuration", "time_ms"])
-        .properties(width=420, height=160).facet(row=alt.Row("model:N", title=None))
-        .resolve_scale(y="independent"))
+    color = alt.Color("configuration:N", scale=alt.Scale(domain=["interp", "cpp", "cuda", "triton"],
+                                                         range=["#2ca02c", "#1f77b4", "#d62728", "black"]))
+    y = alt.Y("time_ms:Q", title=f"block time by {method} (ms)", scale=alt.Scale(type="log"))
+    lines = alt.Chart().mark_line(point=True).encode(
+        x=alt.X("block:O"), y=y, color=color, tooltip=["block_name", "configuration", "time_ms", "low", "high"])
+    # each block's 95% interval (positive bounds only: a log axis cannot draw a subtraction's negative bound)
+    bars = alt.Chart().transform_filter("datum.low > 0 && datum.high > 0").mark_rule().encode(
+        x=alt.X("block:O"), y=alt.Y("low:Q", scale=alt.Scale(type="log")), y2="high:Q", color=color)
+    return (alt.layer(bars, lines, data=long).properties(width=420, height=160)
+            .facet(row=alt.Row("model:N", title=None)).resolve_scale(y="independent"))
 
 
 def oracles_display(oracles: pl.DataFrame) -> pl.DataFrame:

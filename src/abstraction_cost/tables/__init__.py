@@ -14,11 +14,12 @@ from typing import Iterable, Mapping
 import polars as pl
 
 from .. import faults
-from . import (common, study_a, study_a_backends, study_a_summary, study_a_sweep, study_b_blocks,
+from . import (common, derived, study_a, study_a_backends, study_a_summary, study_a_sweep, study_b_blocks,
                study_b_models)
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {}
-for _module in (common, study_a, study_a_backends, study_a_summary, study_a_sweep, study_b_blocks, study_b_models):
+for _module in (common, study_a, study_a_backends, study_a_summary, study_a_sweep, study_b_blocks, study_b_models,
+                derived):
     for _name, _schema in _module.SCHEMAS.items():
         if _name in SCHEMAS:
             raise RuntimeError(f"table {_name!r} declared twice")

@@ -1,0 +1,133 @@
+"""The derived tables the report draws (src/abstraction_cost/derived/) on small tables with known answers."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from abstraction_cost import tables
+from abstraction_cost.derived import breakeven, energy, oracle_curve, precision, predictor
+from tests.test_sweep_report import _sweep
+
+
+def _rows(table: str, rows: list[dict]) -> pl.DataFrame:
+    defaults = dict.fromkeys(tables.schema(table))
+    status = {"status": "ok"} if "status" in defaults else {}
+    return tables.frame(table, [{**defaults, "run_id": "r", **status, **r} for r in rows])
+
+
+def _comparison(speedup=2.0, low=1.8, high=2.2, prepare_s=1.6) -> pl.DataFrame:
+    """eager 1 ms per sample at batch 32 (32 ms a call); torchscript-python `speedup`× faster, built in prepare_s."""
+    common = {"numerics": "fp32", "batch_size": 32, "resolution": 224, "repeats": 10}
+    return _rows("backend_comparison", [
+        {**common, "implementation": "eager", "time_per_sample_ms": 1.0, "time_per_sample_ms_low": 0.98,
+         "time_per_sample_ms_high": 1.02},
+        {**common, "implementation": "torchscript-python", "time_per_sample_ms": 1.0 / speedup,
+         "speedup_vs_eager": speedup, "speedup_vs_eager_low": low, "speedup_vs_eager_high": high,
+         "prepare_s": prepare_s},
+        {**common, "implementation": "libtorch", "time_per_sample_ms": 0.9, "speedup_vs_eager": 1.1,
+         "speedup_vs_eager_low": 1.05, "speedup_vs_eager_high": 1.15}])   # nothing built: no row
+
+
+def test_breakeven_is_the_build_over_the_saving_with_the_intervals_range():
+    row = breakeven.breakeven_rows({"backend_comparison": _comparison()}).row(0, named=True)
+    assert row["implementation"] == "torchscript-python" and row["build_source"] == "prepare_s"
+    assert row["breakeven_calls"] == pytest.approx(1600 / 16)              # 32 ms → 16 ms a call
+    assert row["breakeven_calls_low"] == pytest.approx(1600 / (32 * (1 - 1 / 2.2)))
+    assert row["breakeven_calls_high"] == pytest.approx(1600 / (32 * (1 - 1 / 1.8)))
+    assert breakeven.breakeven_rows({"backend_comparison": _comparison()}).height == 1
+
+
+def test_a_build_not_measurably_faster_never_breaks_even():
+    for low in (0.9, None):
+        row = breakeven.breakeven_rows({"backend_comparison": _comparison(low=low)}).row(0, named=True)
+        assert row["breakeven_calls"] is None and row["message"] == breakeven.NOT_FASTER
+
+
+def test_breakeven_of_the_sweeps_builds_per_cell():
+    sweep = _sweep(eager_factor=(2.0, 2.0)).with_columns(
+        implementation=pl.when(pl.col("implementation") == "libtorch").then(pl.lit("compiled-default"))
+        .otherwise(pl.col("implementation")),
+        build_s=pl.when((pl.col("implementation") == "libtorch") & (pl.col("transfer") == "float32-pageable"))
+        .then(3.0), time_ms_low=pl.col("time_ms") * 0.98, time_ms_high=pl.col("time_ms") * 1.02)
+    rows = breakeven.breakeven_rows({"sweep": sweep})
+    assert set(rows["implementation"]) == {"compiled-default"} and set(rows["build_s"]) == {3.0}
+    cell = rows.filter((pl.col("batch_size") == 8) & (pl.col("resolution") == 32)).row(0, named=True)
+    # eager 2× slower: a call saves half of eager's time per batch
+    assert cell["breakeven_calls"] == pytest.approx(3000 / (0.2 * 8 / 2))
+
+
+def test_energy_per_sample_is_power_times_time_and_a_phase_without_samples_has_none():
+    sweep = _sweep().with_columns(power_w_mean=pl.lit(300.0), nvml_samples=pl.when(pl.col("resolution") == 32)
+                                  .then(0).otherwise(5))
+    rows = energy.energy_rows(sweep, _comparison().clear(), pl.DataFrame(schema=tables.schema("backend_eval")))
+    sampled = rows.filter(pl.col("status") == "ok")
+    assert sampled["energy_per_sample_j"].to_list() == pytest.approx(
+        (sampled["time_per_sample_ms"] * 0.3).to_list())
+    unsampled = rows.filter(pl.col("resolution") == 32)
+    assert set(unsampled["status"]) == {"missing"} and unsampled["energy_per_sample_j"].null_count() == unsampled.height
+    evals = _rows("backend_eval", [{"implementation": "eager", "numerics": "fp32", "power_w_mean": 200.0,
+                                    "nvml_samples": 4, "repeat": 0}])
+    compared = energy.energy_rows(_sweep().clear(), _comparison(), evals)
+    eager = compared.filter(pl.col("implementation") == "eager").row(0, named=True)
+    assert eager["energy_per_sample_j"] == pytest.approx(0.2) and compared.height == 3
+
+
+def test_precision_counts_widths_and_ratios_holding_one():
+    frames = {"sweep": _sweep(spread=0.05).with_columns(repeats=pl.lit(10), warmup_calls=pl.lit(2)),
+              "backend_comparison": _comparison(low=0.9)}
+    rows = {(r["experiment"], r["quantity"]): r for r in precision.precision_rows(frames).iter_rows(named=True)}
+    sweep = rows[("sweep", "time_per_sample_ms")]
+    assert sweep["rel_width_median"] == pytest.approx(0.1) and sweep["timed_calls"] == "10"
+    assert sweep["warmup_calls"] == "2" and sweep["invocations"] == "1" and sweep["rows"] == 30
+    speedups = rows[("backend_comparison", "speedup_vs_eager")]
+    assert speedups["includes_one"] == 1 and speedups["rows"] == 2
+    assert ("vision_speedups", "speedup") not in rows        # not measured: no row
+    # the coming invocations column is read where the table has it
+    with_invocations = precision.precision_rows({"sweep": frames["sweep"].with_columns(invocations=pl.lit(3))})
+    assert with_invocations["invocations"].to_list() == ["3"]
+
+
+def test_drift_within_a_process_from_the_timed_calls_halves():
+    calls = _rows("backend_eval", [{"implementation": "eager", "numerics": "bf16-autocast", "repeat": i,
+                                    "time_per_sample_ms": 8.0 if i < 5 else 6.0} for i in range(10)])
+    drift, what = precision.drift_spread(calls, ["implementation", "numerics"], "repeat", "time_per_sample_ms")
+    assert drift == pytest.approx(0.25) and "later half" in what
+
+
+def test_oracle_curve_accumulates_eager_compiled_and_the_best_of_each_block():
+    layers = _rows("vision_layer_summary", [
+        {"model": "m", "pair": "gpu", "mode": "default", "batch_size": 1, "numerics": "fp32",
+         "memory_format": "contiguous", "method": "timer", "block": b, "block_name": f"b{b}", "eager_ms": e,
+         "compiled_ms": c, "dp_compiled": d} for b, e, c, d in ((0, 1.0, 2.0, False), (1, 3.0, 1.0, True),
+                                                                  (2, 1.0, 1.5, True))])
+    curve = oracle_curve.oracle_curve_rows(layers)
+    assert curve["eager_cum_ms"].to_list() == [1.0, 4.0, 5.0]
+    assert curve["compiled_cum_ms"].to_list() == [2.0, 3.0, 4.5]
+    assert curve["oracle_cum_ms"].to_list() == [1.0, 2.0, 3.0]
+    assert curve["dp_cum_ms"].to_list() == [1.0, 2.0, 3.5]
+    assert curve["oracle_speedup"][-1] == pytest.approx(5 / 3)
+    unchosen = oracle_curve.oracle_curve_rows(layers.with_columns(dp_compiled=pl.lit(None, pl.Boolean)))
+    assert unchosen["dp_cum_ms"].null_count() == 3
+
+
+def _convs(speedups) -> pl.DataFrame:
+    return _rows("study_b_resnet50_conv_speedups", [
+        {"conv_id": f"c{i}", "in_channels": 64 * (1 + i % 3), "out_channels": 64 * (1 + i % 2),
+         "kernel": 1 + 2 * (i % 2), "stride": 1, "padding": i % 2, "input_size": 56 // (1 + i % 2), "batch": 1,
+         "pair": "gpu", "mode": "default", "isolated_status": "ok", "isolated_speedup": s,
+         "in_model_status": "missing"} for i, s in enumerate(speedups)])
+
+
+def test_predictor_is_scored_on_held_out_convolutions():
+    rows, summary = predictor.predictor_rows(_convs([1.2] * 6))
+    assert rows.height == 6 and set(rows["target"]) == {"isolated"}
+    assert rows["predicted_speedup"].to_list() == pytest.approx([1.2] * 6, rel=0.05)
+    ok = summary.filter(pl.col("target") == "isolated").row(0, named=True)
+    assert ok["status"] == "ok" and ok["within_5pct"] == 1.0 and ok["study_within_5pct"] == 0.95
+    assert ok["baseline_within_5pct"] == 1.0 and ok["convolutions"] == 6
+
+
+def test_predictor_needs_enough_convolutions():
+    _, summary = predictor.predictor_rows(_convs([1.0, 1.1, 0.9]))
+    row = summary.row(0, named=True)
+    assert row["status"] == "not_run" and "at least 4" in row["message"]

@@ -1,0 +1,75 @@
+# Tables the report draws that are computed from measured tables (src/abstraction_cost/derived/, schemas in
+# tables/derived.py): precision per experiment, energy per sample, compile break-even, Study B's per-layer oracle
+# curve (Fig. 5.9) and the convolution speedup predictor (Fig. 5.4). Each rule reads whole tables and measures
+# nothing, so it needs no GPU and no env sidecar. Included before report.smk, which passes DERIVED to the report.
+DERIVED = {
+    "precision": "results/derived/precision.parquet",
+    "energy": "results/derived/energy.parquet",
+    "compile_breakeven": "results/derived/compile_breakeven.parquet",
+    "vision_oracle_curve": "results/derived/vision_oracle_curve.parquet",
+    "conv_predictor": "results/derived/conv_predictor.parquet",
+    "conv_predictor_summary": "results/derived/conv_predictor_summary.parquet",
+}
+
+
+def _derived_inputs(*names):
+    return {name: TABLES[name] for name in names}
+
+
+rule precision:
+    input:
+        **_derived_inputs("sweep", "backend_comparison", "backend_eval", "vision_speedups", "vision_selective_summary",
+                          "vision_layer_summary", "vision_eager_baselines", "study_b_matmul_speedups",
+                          "study_b_conv_ablation_speedups", "study_b_conv_blocks_speedups"),
+    output:
+        precision=DERIVED["precision"],
+    log:
+        "logs/derived/precision.log",
+    script:
+        "../../scripts/derived_tables.py"
+
+
+rule energy:
+    input:
+        **_derived_inputs("sweep", "backend_comparison", "backend_eval"),
+    output:
+        energy=DERIVED["energy"],
+    log:
+        "logs/derived/energy.log",
+    script:
+        "../../scripts/derived_tables.py"
+
+
+rule compile_breakeven:
+    input:
+        **_derived_inputs("sweep", "backend_comparison", "vision_speedups", "vision_builds", "study_b_matmul_speedups",
+                          "study_b_conv_ablation_speedups", "study_b_conv_blocks_speedups"),
+    output:
+        compile_breakeven=DERIVED["compile_breakeven"],
+    log:
+        "logs/derived/compile-breakeven.log",
+    script:
+        "../../scripts/derived_tables.py"
+
+
+rule vision_oracle_curve:
+    input:
+        **_derived_inputs("vision_layer_summary"),
+    output:
+        vision_oracle_curve=DERIVED["vision_oracle_curve"],
+    log:
+        "logs/derived/vision-oracle-curve.log",
+    script:
+        "../../scripts/derived_tables.py"
+
+
+rule conv_predictor:
+    input:
+        **_derived_inputs("study_b_resnet50_conv_speedups"),
+    output:
+        conv_predictor=DERIVED["conv_predictor"],
+        conv_predictor_summary=DERIVED["conv_predictor_summary"],
+    log:
+        "logs/derived/conv-predictor.log",
+    script:
+        "../../scripts/derived_tables.py"
