@@ -6,7 +6,7 @@ import pytest
 
 from abstraction_cost import tables
 from abstraction_cost.derived import breakeven, energy, oracle_curve, precision, predictor
-from tests.test_sweep_report import _sweep
+from tests.report_fixtures import comparison_rows, conv_speedup_rows, sweep_rows as _sweep
 
 
 def _rows(table: str, rows: list[dict]) -> pl.DataFrame:
@@ -15,31 +15,18 @@ def _rows(table: str, rows: list[dict]) -> pl.DataFrame:
     return tables.frame(table, [{**defaults, "run_id": "r", **status, **r} for r in rows])
 
 
-def _comparison(speedup=2.0, low=1.8, high=2.2, prepare_s=1.6) -> pl.DataFrame:
-    """eager 1 ms per sample at batch 32 (32 ms a call); torchscript-python `speedup`× faster, built in prepare_s."""
-    common = {"numerics": "fp32", "batch_size": 32, "resolution": 224, "repeats": 10}
-    return _rows("backend_comparison", [
-        {**common, "implementation": "eager", "time_per_sample_ms": 1.0, "time_per_sample_ms_low": 0.98,
-         "time_per_sample_ms_high": 1.02},
-        {**common, "implementation": "torchscript-python", "time_per_sample_ms": 1.0 / speedup,
-         "speedup_vs_eager": speedup, "speedup_vs_eager_low": low, "speedup_vs_eager_high": high,
-         "prepare_s": prepare_s},
-        {**common, "implementation": "libtorch", "time_per_sample_ms": 0.9, "speedup_vs_eager": 1.1,
-         "speedup_vs_eager_low": 1.05, "speedup_vs_eager_high": 1.15}])   # nothing built: no row
-
-
 def test_breakeven_is_the_build_over_the_saving_with_the_intervals_range():
-    row = breakeven.breakeven_rows({"backend_comparison": _comparison()}).row(0, named=True)
+    row = breakeven.breakeven_rows({"backend_comparison": comparison_rows()}).row(0, named=True)
     assert row["implementation"] == "torchscript-python" and row["build_source"] == "prepare_s"
     assert row["breakeven_calls"] == pytest.approx(1600 / 16)              # 32 ms → 16 ms a call
     assert row["breakeven_calls_low"] == pytest.approx(1600 / (32 * (1 - 1 / 2.2)))
     assert row["breakeven_calls_high"] == pytest.approx(1600 / (32 * (1 - 1 / 1.8)))
-    assert breakeven.breakeven_rows({"backend_comparison": _comparison()}).height == 1
+    assert breakeven.breakeven_rows({"backend_comparison": comparison_rows()}).height == 1
 
 
 def test_a_build_not_measurably_faster_never_breaks_even():
     for low in (0.9, None):
-        row = breakeven.breakeven_rows({"backend_comparison": _comparison(low=low)}).row(0, named=True)
+        row = breakeven.breakeven_rows({"backend_comparison": comparison_rows(low=low)}).row(0, named=True)
         assert row["breakeven_calls"] is None and row["message"] == breakeven.NOT_FASTER
 
 
@@ -59,7 +46,7 @@ def test_breakeven_of_the_sweeps_builds_per_cell():
 def test_energy_per_sample_is_power_times_time_and_a_phase_without_samples_has_none():
     sweep = _sweep().with_columns(power_w_mean=pl.lit(300.0), nvml_samples=pl.when(pl.col("resolution") == 32)
                                   .then(0).otherwise(5))
-    rows = energy.energy_rows(sweep, _comparison().clear(), pl.DataFrame(schema=tables.schema("backend_eval")))
+    rows = energy.energy_rows(sweep, comparison_rows().clear(), pl.DataFrame(schema=tables.schema("backend_eval")))
     sampled = rows.filter(pl.col("status") == "ok")
     assert sampled["energy_per_sample_j"].to_list() == pytest.approx(
         (sampled["time_per_sample_ms"] * 0.3).to_list())
@@ -67,14 +54,14 @@ def test_energy_per_sample_is_power_times_time_and_a_phase_without_samples_has_n
     assert set(unsampled["status"]) == {"missing"} and unsampled["energy_per_sample_j"].null_count() == unsampled.height
     evals = _rows("backend_eval", [{"implementation": "eager", "numerics": "fp32", "power_w_mean": 200.0,
                                     "nvml_samples": 4, "repeat": 0}])
-    compared = energy.energy_rows(_sweep().clear(), _comparison(), evals)
+    compared = energy.energy_rows(_sweep().clear(), comparison_rows(), evals)
     eager = compared.filter(pl.col("implementation") == "eager").row(0, named=True)
     assert eager["energy_per_sample_j"] == pytest.approx(0.2) and compared.height == 3
 
 
 def test_precision_counts_widths_and_ratios_holding_one():
     frames = {"sweep": _sweep(spread=0.05).with_columns(repeats=pl.lit(10), warmup_calls=pl.lit(2)),
-              "backend_comparison": _comparison(low=0.9)}
+              "backend_comparison": comparison_rows(low=0.9)}
     rows = {(r["experiment"], r["quantity"]): r for r in precision.precision_rows(frames).iter_rows(named=True)}
     sweep = rows[("sweep", "time_per_sample_ms")]
     assert sweep["rel_width_median"] == pytest.approx(0.1) and sweep["timed_calls"] == "10"
@@ -110,16 +97,8 @@ def test_oracle_curve_accumulates_eager_compiled_and_the_best_of_each_block():
     assert unchosen["dp_cum_ms"].null_count() == 3
 
 
-def _convs(speedups) -> pl.DataFrame:
-    return _rows("study_b_resnet50_conv_speedups", [
-        {"conv_id": f"c{i}", "in_channels": 64 * (1 + i % 3), "out_channels": 64 * (1 + i % 2),
-         "kernel": 1 + 2 * (i % 2), "stride": 1, "padding": i % 2, "input_size": 56 // (1 + i % 2), "batch": 1,
-         "pair": "gpu", "mode": "default", "isolated_status": "ok", "isolated_speedup": s,
-         "in_model_status": "missing"} for i, s in enumerate(speedups)])
-
-
 def test_predictor_is_scored_on_held_out_convolutions():
-    rows, summary = predictor.predictor_rows(_convs([1.2] * 6))
+    rows, summary = predictor.predictor_rows(conv_speedup_rows([1.2] * 6))
     assert rows.height == 6 and set(rows["target"]) == {"isolated"}
     assert rows["predicted_speedup"].to_list() == pytest.approx([1.2] * 6, rel=0.05)
     ok = summary.filter(pl.col("target") == "isolated").row(0, named=True)
@@ -128,6 +107,6 @@ def test_predictor_is_scored_on_held_out_convolutions():
 
 
 def test_predictor_needs_enough_convolutions():
-    _, summary = predictor.predictor_rows(_convs([1.0, 1.1, 0.9]))
+    _, summary = predictor.predictor_rows(conv_speedup_rows([1.0, 1.1, 0.9]))
     row = summary.row(0, named=True)
     assert row["status"] == "not_run" and "at least 4" in row["message"]

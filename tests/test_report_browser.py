@@ -16,7 +16,8 @@ import pytest
 from abstraction_cost import tables
 from abstraction_cost.backends import training_summary
 from abstraction_cost.report import render
-from tests.report_fixtures import NOT_RUN_MESSAGE, environment_rows, training_rows
+from tests.report_fixtures import (NOT_RUN_MESSAGE, derived_report_tables, environment_rows, report_run_ids,
+                                  training_rows)
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -77,7 +78,10 @@ def rendered(tmp_path_factory) -> str:
     tables.write("training", training, paths["training"])
     tables.write("training_curve", training_summary.training_curve(training), paths["training_curve"])
     tables.write("training_summary", training_summary.training_summary(training), paths["training_summary"])
-    tables.write("environment", environment_rows(sorted(set(training["run_id"]))), paths["environment"])
+    derived = derived_report_tables(out)   # the sweep, the backend comparison and the tables derived from them
+    paths.update(derived)
+    tables.write("environment", environment_rows(sorted(set(training["run_id"]) | report_run_ids(derived))),
+                 paths["environment"])
     paths["sweeps"] = out / "not-written.parquet"   # registered but never written: listed as missing
     html = out / "report.html"
     render.render(REPO / "report" / "report.qmd", html, paths, renderer="jupyter")

@@ -2,42 +2,16 @@
 whether the study's findings hold."""
 from __future__ import annotations
 
-import itertools
-
 import polars as pl
 import pytest
 
 from abstraction_cost import tables
 from abstraction_cost.backends import sweep_summary
 from abstraction_cost.report import study_a_sweep as ss
+from tests.report_fixtures import sweep_rows
 
 
-def _sweep(eager_factor=(10.0, 4.0), numerics="fp32", scale=1.0, spread=0.02, torchscript_memory=0.8,
-           libtorch_memory=1.0) -> pl.DataFrame:
-    """eager 10× slower at the small cells, 4× at the large; batch 64 at 256 px oom for every implementation;
-    every time × scale, with a 95% interval of ±spread (None: no interval); allocator peaks of 1,000 MiB × the
-    implementation's factor, NVML device-wide ones 400 MiB above them."""
-    defaults = dict.fromkeys(tables.schema("sweep"))
-    memory = {"eager": 1.0, "libtorch": libtorch_memory, "torchscript-cpp": torchscript_memory}
-    rows = []
-    for impl, transfer, (i, (res, batch)) in itertools.product(
-            ("eager", "libtorch", "torchscript-cpp"), ("float32-pageable", "float32-pinned"),
-            enumerate(itertools.product((32, 256), (8, 32, 64)))):
-        small = res == 32
-        base = 0.1 * res / 32 * scale
-        ms = base * (eager_factor[0] if small else eager_factor[1]) if impl == "eager" else base
-        oom = res == 256 and batch == 64
-        interval = {} if oom or spread is None else {"time_per_sample_ms_low": ms * (1 - spread),
-                                                      "time_per_sample_ms_high": ms * (1 + spread)}
-        rows.append({**defaults, "run_id": f"{impl}-{transfer}-{numerics}", "implementation": impl,
-                     "transfer": transfer, "numerics": numerics,
-                     "device": "cuda", "dataset": "voc2012", "cell": i, "batch_size": batch, "resolution": res,
-                     "status": "oom" if oom else "ok", "message": "CUDA out of memory" if oom else None,
-                     "time_per_sample_ms": None if oom else ms, "time_ms": None if oom else ms * batch, **interval,
-                     "h2d_bytes": batch * 3 * res * res * 4, "h2d_ms": 2.0 if transfer.endswith("pageable") else 1.0,
-                     "alloc_peak_mib": None if oom else 1000.0 * memory[impl],
-                     "mem_used_mib_max": None if oom else 1400.0 * memory[impl]})
-    return tables.frame("sweep", rows)
+_sweep = sweep_rows
 
 
 def test_line_charts_mark_cells_without_a_time_by_status_and_use_log_axes():

@@ -117,7 +117,7 @@ def _profiled(value: bool | None) -> str | None:
 
 
 def departures(study: str, table: pl.DataFrame, environment: pl.DataFrame, *, profiled: bool,
-               shapes: str | None = None, statistic: str | None = None) -> str:
+               shapes: str | None = None, statistic: str | None = None, batch: str | None = None) -> str:
     """One sentence for beside the study's number: each of the six aspects here and in the study, the ones that
     differ first. `shapes` defaults to the table's `build` column where it has one (Study A's sweep)."""
     method = STUDIES[study]
@@ -125,7 +125,7 @@ def departures(study: str, table: pl.DataFrame, environment: pl.DataFrame, *, pr
         builds = _ok(table)["build"].drop_nulls().unique().to_list()
         shapes = ("static, except " + _joined(b for b in builds if b != "none") + " builds") if set(builds) - {
             "none"} else "static"
-    here = {"numerics": here_numerics(table, environment), "batch": here_batch(table),
+    here = {"numerics": here_numerics(table, environment), "batch": batch or here_batch(table),
             "timing": _profiled(profiled), "shapes": shapes,
             "statistic": statistic or here_statistic(table), "GPU": here_gpu(table, environment)}
     there = {"numerics": method.numerics, "batch": method.batch, "timing": _profiled(method.profiled),
@@ -150,4 +150,5 @@ def note_beside(study: str, table: pl.DataFrame, **kwargs) -> None:
     """In a report chunk, beside the study's number: the departures, as a note."""
     from . import page
 
-    page.note(departures(study, table, page.load("environment"), **kwargs))
+    if not _ok(table).is_empty():   # nothing measured: the section says so already
+        page.note(departures(study, table, page.load("environment"), **kwargs))

@@ -27,6 +27,7 @@ METRICS = {"time_per_sample_ms": "time per sample (ms), median",
            "mem_used_mib_max": "device memory used (MiB, NVML, device-wide)",
            "gpu_util_mean_pct": "GPU utilisation (%, NVML, mean over the cell)",
            "energy_per_sample_j": "energy per sample (J, NVML power × time)"}
+LINEAR = {"gpu_util_mean_pct"}  # a percentage: its axis is linear, the others log
 # cells with no time, on the panel's floor: out of memory, logits not eager's, failed (a crash: its exit status)
 FAILED_MARKS = {"oom": "cross", "wrong_output": "triangle-up", "error": "square"}
 
@@ -70,7 +71,7 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
     order = _order(ok["implementation"])
     x = alt.X(f"{along}:Q", scale=alt.Scale(type="log", base=2), title=along.replace("_", " "),
               axis=page.ticks_at(data[along]))
-    y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="log"), title=label)
+    y = alt.Y(f"{metric}:Q", scale=alt.Scale(type="linear" if metric in LINEAR else "log"), title=label)
     color = alt.Color("implementation:N", sort=order)
     both = pl.concat([ok.select(columns), failed.select(columns)])
     lines = alt.Chart().mark_line(point=True).encode(x=x, y=y, color=color, tooltip=columns).transform_filter(
