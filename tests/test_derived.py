@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+import torch
 
 from abstraction_cost import tables
-from abstraction_cost.derived import breakeven, energy, oracle_curve, precision, predictor
+from abstraction_cost.derived import breakeven, energy, flops, oracle_curve, precision, predictor
 from tests.report_fixtures import comparison_rows, conv_speedup_rows, sweep_rows as _sweep
 
 
@@ -110,3 +111,27 @@ def test_predictor_needs_enough_convolutions():
     _, summary = predictor.predictor_rows(conv_speedup_rows([1.0, 1.1, 0.9]))
     row = summary.row(0, named=True)
     assert row["status"] == "not_run" and "at least 4" in row["message"]
+
+
+class _Item(torch.nn.Module):
+    def forward(self, x):
+        return x * x.sum().item()   # a value the meta device does not have
+
+
+def test_flops_are_counted_on_the_meta_device_and_an_uncountable_forward_is_a_row_with_its_reason():
+    conv = lambda: torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)  # noqa: E731
+    ok, failed = flops.flops_rows([("study_a", "conv", conv, 3, 2, 5), ("study_b", "item", _Item, 3, 1, 5)], "r")
+    assert ok["flops"] == 2 * 2 * 5 * 5 * 8 * 3 * 9 and ok["flops_per_sample"] == ok["flops"] / 2
+    assert ok["status"] == "ok" and "2 per multiply-add" in ok["message"]
+    assert failed["flops"] is None and failed["status"] == "error" and "could not count" in failed["message"]
+    tables.frame("flops", [ok, failed])
+
+
+def test_flops_of_study_a_resnet50_scale_with_the_batch():
+    from abstraction_cost.models import resnet
+
+    build = lambda: resnet.resnet50(3, 20)  # noqa: E731
+    one, eight = flops.flops_rows([("study_a", "resnet50", build, 3, 1, 224), ("study_a", "resnet50", build, 3, 8, 224)],
+                                  "r")
+    assert 7.5e9 < one["flops"] < 8.5e9       # ResNet-50: about 4.1 G multiply-adds at 224 px
+    assert eight["flops_per_sample"] == pytest.approx(one["flops"])

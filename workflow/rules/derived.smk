@@ -73,3 +73,22 @@ rule conv_predictor:
         "logs/derived/conv-predictor.log",
     script:
         "../../scripts/derived_tables.py"
+
+
+# FLOPs per model and input for the roofline: counted on the meta device (no GPU), with an environment row of its
+# own, so it is a table of TABLES like a measured one.
+rule flops:
+    output:
+        table="results/derived/flops.parquet",
+        env=env_sidecar("results/derived/flops.parquet"),
+    log:
+        "logs/derived/flops.log",
+    params:
+        grid=(SWEEP.batches, SWEEP.resolutions, BACKENDS["batch_size"], BACKENDS["resolution"],
+              config["study_b"]["models"]["models"], config["study_b"]["models"]["batch_size"],
+              config["study_b"]["models"]["resolution"]),
+    script:
+        "../../scripts/flops.py"
+
+
+TABLES["flops"] = "results/derived/flops.parquet"

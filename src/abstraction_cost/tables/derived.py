@@ -7,6 +7,16 @@ import polars as pl
 from .common import STATUS
 
 SCHEMAS = {
+    # FLOPs of one forward pass per model and input (derived/flops.py; rule flops, which has an environment row).
+    "flops": {
+        "study": pl.String,                # study_a | study_b
+        "model": pl.String,
+        "batch_size": pl.Int64,
+        "resolution": pl.Int64,
+        "flops": pl.Int64,                 # null where torch cannot count the forward (status error, the reason)
+        "flops_per_sample": pl.Float64,
+        **STATUS,                          # ok: message says what FlopCounterMode counts
+    },
     # How precise each experiment's numbers are: one row per (experiment, quantity) with intervals.
     "precision": {
         "experiment": pl.String,           # the table the numbers come from
