@@ -62,7 +62,11 @@ def test_findings_read_the_studys_fp32_and_state_tf32_against_it():
     only_tf32 = ss.time_finding(_sweep(eager_factor=(2.0, 2.0), numerics="tf32"))
     assert "(tf32, float32-pageable" in only_tf32 and "every implementation): does not hold." in only_tf32
     numerics = ss.numerics_finding(_two_numerics())
-    assert "libtorch 2.00× (5 cells)" in numerics and "eager 10.00× (5 cells)" in numerics
+    assert "libtorch 2.00× (5 cells: tf32 measurably faster in 5, slower in 0" in numerics
+    assert "eager 10.00× (5 cells" in numerics
+    wide = ss.numerics_finding(pl.concat([_sweep(spread=0.6), _sweep(numerics="tf32", scale=0.9, spread=0.6)]))
+    assert "libtorch 1.11× (5 cells: tf32 measurably faster in 0, slower in 0, no measurable difference at this " \
+           "precision in 5)" in wide
     assert "Not measured" in ss.numerics_finding(_sweep())
 
 

@@ -164,17 +164,26 @@ def numerics_finding(sweep: pl.DataFrame) -> str:
     transfer = STUDY_TRANSFER if STUDY_TRANSFER in transfers else min(transfers, default="")
     ok = ok.filter(pl.col("transfer") == transfer)
     keys = ["implementation", "batch_size", "resolution"]
-    pairs = ok.filter(pl.col("numerics") == "fp32").select(*keys, pl.col("time_per_sample_ms").alias("fp32")).join(
-        ok.filter(pl.col("numerics") == "tf32").select(*keys, pl.col("time_per_sample_ms").alias("tf32")), on=keys)
+    side = lambda n: ok.filter(pl.col("numerics") == n).select(  # noqa: E731
+        *keys, pl.col("time_per_sample_ms").alias(n), pl.col("time_per_sample_ms_low").alias(f"{n}_low"),
+        pl.col("time_per_sample_ms_high").alias(f"{n}_high"))
+    pairs = side("fp32").join(side("tf32"), on=keys)
     if pairs.is_empty():
         return "Not measured here: no cell was measured in both fp32 and tf32 (study_a.sweep.numerics)."
-    ratios = pairs.group_by("implementation").agg((pl.col("fp32") / pl.col("tf32")).median().alias("ratio"),
-                                                  pl.len().alias("cells"))
+    # each cell's ratio interval (verdicts.ratio_interval): tf32 measurably faster, slower, or neither
+    pairs = pairs.with_columns(ratio=pl.col("fp32") / pl.col("tf32"),
+                               side=pl.when(pl.col("fp32_low") / pl.col("tf32_high") > 1).then(1)
+                               .when(pl.col("fp32_high") / pl.col("tf32_low") < 1).then(-1).otherwise(0))
+    ratios = pairs.group_by("implementation").agg(pl.col("ratio").median(), pl.len().alias("cells"),
+                                                  (pl.col("side") == 1).sum().alias("faster"),
+                                                  (pl.col("side") == -1).sum().alias("slower"))
     by = {r["implementation"]: r for r in ratios.iter_rows(named=True)}
-    parts = [f"{impl} {by[impl]['ratio']:.2f}× ({by[impl]['cells']} cells)" for impl in _order(by)]
+    parts = [f"{impl} {by[impl]['ratio']:.2f}× ({by[impl]['cells']} cells: tf32 measurably faster in "
+             f"{by[impl]['faster']}, slower in {by[impl]['slower']}, no measurable difference at this precision in "
+             f"{by[impl]['cells'] - by[impl]['faster'] - by[impl]['slower']})" for impl in _order(by)]
     return (f"TF32 against fp32 (TF32 off, the study's setting), as fp32 time over tf32 time per sample, median over "
-            f"the cells measured in both ({transfer}): {'; '.join(parts)}. Above 1: the study's fp32 "
-            f"numbers are slower than what PyTorch's default numerics give.")
+            f"the cells measured in both ({transfer}), with each cell's ratio judged by its interval: "
+            f"{'; '.join(parts)}.")
 
 
 ORDER_OF_MAGNITUDE = 5.0  # "almost an order of magnitude": eager at least this many times slower
