@@ -135,3 +135,10 @@ def test_flops_of_study_a_resnet50_scale_with_the_batch():
                                   "r")
     assert 7.5e9 < one["flops"] < 8.5e9       # ResNet-50: about 4.1 G multiply-adds at 224 px
     assert eight["flops_per_sample"] == pytest.approx(one["flops"])
+
+
+def test_precision_reads_the_interleaved_sweeps_invocations_and_spread():
+    sweep = _sweep().with_columns(invocations=pl.lit(3), invocation_spread=pl.lit(1.08))
+    row = precision.precision_rows({"sweep": sweep}).row(0, named=True)
+    assert row["invocations"] == "3" and row["spread"] == pytest.approx(0.08)
+    assert "slowest invocation" in row["spread_measure"]

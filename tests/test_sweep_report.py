@@ -243,3 +243,30 @@ def test_kernel_names_are_shortened_with_the_full_name_as_tooltip():
     cell = ss.kernel_display(kernels)["kernel"][0]
     assert cell.startswith('<span title="void at::native::vectorized_elementwise_kernel&lt;4,') and \
         cell.endswith("array&lt;char*, 2ul&gt; &gt;</span>")
+
+
+def _paired(sweep: pl.DataFrame, speedup: float, low: float, high: float, turns: int = 6) -> pl.DataFrame:
+    """Table sweep_speedups for every implementation's ok cells of `sweep`, all at one speedup and interval."""
+    defaults = dict.fromkeys(tables.schema("sweep_speedups"))
+    cells = sweep.filter((pl.col("status") == "ok") & (pl.col("implementation") != "eager"))
+    return tables.frame("sweep_speedups", [
+        {**defaults, **{k: r[k] for k in ("run_id", "numerics", "implementation", "cell", "batch_size", "resolution",
+                                          "transfer")},
+         "baseline": "eager", "speedup": speedup, "speedup_low": low, "speedup_high": high,
+         "speedup_includes_one": None if low is None else low <= 1 <= high, "paired_turns": turns} for r in cells.iter_rows(named=True)])
+
+
+def test_paired_speedups_of_the_interleaved_sweep_replace_the_quotient():
+    sweep = _sweep(eager_factor=(1.0, 1.0), spread=0.3)   # apart: eager and the others indistinguishable
+    assert ss.speed_vs_eager(sweep)["speedup_includes_one"].all()
+    paired = _paired(sweep, 1.05, 1.02, 1.08)              # in paired turns: eager measurably 5% slower
+    speed = ss.speed_vs_eager(sweep, paired)
+    assert set(speed["interval"]) == {"paired"} and not speed["speedup_includes_one"].any()
+    text = ss.time_finding(sweep, paired)
+    assert "1.05× [1.02–1.08]" in text and "from paired turns of the interleaved sweep" in text
+    assert _verdicts(text)[0] == "does not hold"            # measurably slower, not by an order of magnitude
+    # a cell the interleaved sweep measured one implementation at a time (no paired turns) keeps the quotient
+    alone = ss.speed_vs_eager(sweep, _paired(sweep, 1.05, None, None, turns=0))
+    assert set(alone["interval"]) == {"quotient"}
+    heat = ss.heat_map(sweep, paired=paired).to_dict()
+    assert {r["interval"] for r in heat["datasets"][heat["data"]["name"]]} == {"paired"}

@@ -13,11 +13,12 @@ DERIVED = {
 
 
 def _derived_inputs(*names):
-    return {name: TABLES[name] for name in names}
+    return {name: {**TABLES, **SWEEP_SUMMARIES}[name] for name in names}
 
 
 rule precision:
     input:
+        **_derived_inputs(*(["sweep_speedups"] if "sweep_speedups" in SWEEP_SUMMARIES else [])),
         **_derived_inputs("sweep", "backend_comparison", "backend_eval", "vision_speedups", "vision_selective_summary",
                           "vision_layer_summary", "vision_eager_baselines", "study_b_matmul_speedups",
                           "study_b_conv_ablation_speedups", "study_b_conv_blocks_speedups"),

@@ -15,6 +15,7 @@ from .common import ok, span
 # (experiment, quantity, is a ratio, timed-count column, warm-up column)
 QUANTITIES = [
     ("sweep", "time_per_sample_ms", False, "repeats", "warmup_calls"),
+    ("sweep_speedups", "speedup", True, "paired_turns", None),
     ("backend_comparison", "time_per_sample_ms", False, "repeats", None),
     ("backend_comparison", "speedup_vs_eager", True, "repeats", None),
     ("vision_speedups", "speedup", True, "samples", None),
@@ -39,7 +40,8 @@ def summarise(experiment: str, df: pl.DataFrame, quantity: str, ratio: bool, cou
     with_interval = rows.filter(pl.col(low).is_not_null() & pl.col(high).is_not_null() & (pl.col(quantity) != 0))
     width = (with_interval[high] - with_interval[low]) / with_interval[quantity].abs()
     includes = (with_interval.filter((pl.col(low) <= 1) & (pl.col(high) >= 1)).height if ratio else None)
-    invocations = span(rows["invocations"]) if "invocations" in rows.columns else ("1" if rows.height else None)
+    # no invocations counted (no column, or null on every row): one process per row
+    invocations = (span(rows["invocations"]) if "invocations" in rows.columns else None) or "1"
     return {"run_id": ",".join(sorted({i for cell in rows["run_id"].drop_nulls() for i in cell.split(",")})),
             "experiment": experiment, "quantity": quantity, "rows": rows.height,
             "rows_with_interval": with_interval.height,
@@ -49,6 +51,14 @@ def summarise(experiment: str, df: pl.DataFrame, quantity: str, ratio: bool, cou
             "warmup_calls": span(rows[warmup]) if warmup and warmup in rows.columns else None,
             "timed_calls": span(rows[count]) if count and count in rows.columns else None,
             "invocations": invocations, "spread": spread[0], "spread_measure": spread[1]}
+
+
+def invocation_spread(sweep: pl.DataFrame) -> tuple[float | None, str]:
+    """Study A's sweep: the largest slowest-over-fastest invocation median of a cell, less 1 (where counted)."""
+    if "invocation_spread" not in sweep.columns or ok(sweep, "invocation_spread").is_empty():
+        return None, "between-invocation spread not recorded: one process per row"
+    return float(ok(sweep, "invocation_spread")["invocation_spread"].max() - 1), (
+        "largest (slowest invocation's median / the fastest's) − 1 of a cell")
 
 
 def eager_baseline_spread(baselines: pl.DataFrame) -> tuple[float | None, str]:
@@ -82,6 +92,7 @@ def precision_rows(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
         return frames.get(name, pl.DataFrame(schema=tables.schema(name)))
 
     spreads = {
+        "sweep": invocation_spread(table("sweep")),
         "vision_speedups": eager_baseline_spread(table("vision_eager_baselines")),
         "backend_comparison": drift_spread(table("backend_eval"), ["implementation", "numerics"], "repeat",
                                            "time_per_sample_ms"),

@@ -91,30 +91,43 @@ def line_chart(sweep: pl.DataFrame, metric: str, along: str, width: int = 260) -
         row=alt.Row("numerics:N", sort=_numerics_order(ok["numerics"]), title=None)).properties(title=title)
 
 
-def speed_vs_eager(sweep: pl.DataFrame) -> pl.DataFrame:
+SPEED_KEYS = ["numerics", "transfer", "batch_size", "resolution"]
+
+
+def speed_vs_eager(sweep: pl.DataFrame, paired: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per (numerics, implementation, transfer, cell): eager's median time per sample in the same numerics over
-    the implementation's, with the conservative interval of that ratio (verdicts.ratio_interval: the two were
-    measured in separate processes, so not paired); speedup_includes_one where the interval holds 1 or is
-    missing."""
+    the implementation's, with its 95% interval. Where the interleaved sweep's table sweep_speedups (`paired`)
+    has the cell from paired turns, its speedup and interval are used (interval: "paired"); elsewhere the
+    conservative quotient of the two medians' intervals (verdicts.ratio_interval; interval: "quotient"), since
+    the two were then measured apart. speedup_includes_one where the interval holds 1 or is missing."""
     ok = sweep.filter((pl.col("status") == "ok") & pl.col("time_per_sample_ms").is_not_null())
-    keys = ["numerics", "transfer", "batch_size", "resolution"]
     eager = ok.filter(pl.col("implementation") == "eager").select(
-        *keys, pl.col("time_per_sample_ms").alias("eager_ms"), pl.col("time_per_sample_ms_low").alias("eager_low"),
-        pl.col("time_per_sample_ms_high").alias("eager_high"))
-    both = ok.filter(pl.col("implementation") != "eager").join(eager, on=keys)
-    low = pl.col("eager_low") / pl.col("time_per_sample_ms_high")
-    high = pl.col("eager_high") / pl.col("time_per_sample_ms_low")
-    return both.with_columns(speedup=pl.col("eager_ms") / pl.col("time_per_sample_ms"), speedup_low=low,
-                             speedup_high=high).with_columns(
+        *SPEED_KEYS, pl.col("time_per_sample_ms").alias("eager_ms"),
+        pl.col("time_per_sample_ms_low").alias("eager_low"), pl.col("time_per_sample_ms_high").alias("eager_high"))
+    both = ok.filter(pl.col("implementation") != "eager").join(eager, on=SPEED_KEYS).with_columns(
+        speedup=pl.col("eager_ms") / pl.col("time_per_sample_ms"),
+        speedup_low=pl.col("eager_low") / pl.col("time_per_sample_ms_high"),
+        speedup_high=pl.col("eager_high") / pl.col("time_per_sample_ms_low"), interval=pl.lit("quotient"))
+    if paired is not None and not paired.is_empty():
+        turns = paired.filter(pl.col("speedup").is_not_null() & (pl.col("paired_turns") > 0)).select(
+            "implementation", *SPEED_KEYS, pl.col("speedup").alias("p"), pl.col("speedup_low").alias("p_low"),
+            pl.col("speedup_high").alias("p_high"))
+        both = both.join(turns, on=["implementation", *SPEED_KEYS], how="left").with_columns(
+            speedup=pl.coalesce("p", "speedup"),
+            speedup_low=pl.when(pl.col("p").is_not_null()).then(pl.col("p_low")).otherwise(pl.col("speedup_low")),
+            speedup_high=pl.when(pl.col("p").is_not_null()).then(pl.col("p_high")).otherwise(pl.col("speedup_high")),
+            interval=pl.when(pl.col("p").is_not_null()).then(pl.lit("paired")).otherwise(pl.col("interval")))
+    return both.with_columns(
         speedup_includes_one=(pl.col("speedup_low").is_null() | pl.col("speedup_high").is_null()
                               | ((pl.col("speedup_low") <= 1) & (pl.col("speedup_high") >= 1)))).select(
-        "implementation", *keys, "time_per_sample_ms", "eager_ms", "speedup", "speedup_low", "speedup_high",
-        "speedup_includes_one")
+        "implementation", *SPEED_KEYS, "time_per_sample_ms", "eager_ms", "speedup", "speedup_low", "speedup_high",
+        "speedup_includes_one", "interval")
 
 
-def heat_map(sweep: pl.DataFrame, cell: int = 34) -> alt.Chart | None:
-    """One panel per implementation (columns) and (numerics, transfer) (rows): speed against eager per cell."""
-    data = speed_vs_eager(sweep)
+def heat_map(sweep: pl.DataFrame, cell: int = 34, paired: pl.DataFrame | None = None) -> alt.Chart | None:
+    """One panel per implementation (columns) and (numerics, transfer) (rows): speed against eager per cell
+    (speed_vs_eager: paired where the interleaved sweep measured the cell)."""
+    data = speed_vs_eager(sweep, paired)
     if data.is_empty():
         return None
     order = _order(data["implementation"])
@@ -189,16 +202,18 @@ def numerics_finding(sweep: pl.DataFrame) -> str:
 ORDER_OF_MAGNITUDE = 5.0  # "almost an order of magnitude": eager at least this many times slower
 
 
-def time_finding(sweep: pl.DataFrame) -> str:
+def time_finding(sweep: pl.DataFrame, paired: pl.DataFrame | None = None) -> str:
     """Study: PyTorch almost an order of magnitude slower than all others, the gap narrowing with batch or
     resolution. Here, from the heat map's ratios (eager / implementation, per sample, the study's setting), two
     claims with a verdict each: at the smallest cell eager is ≥ ORDER_OF_MAGNITUDE× slower than every other
     implementation (verdicts.at_least), and each gap is measurably narrower at the largest cell (the two ratios'
     intervals apart)."""
-    data = speed_vs_eager(_study_rows(sweep))
+    data = speed_vs_eager(_study_rows(sweep), paired)
     if data.is_empty():
         return "Not measured here: no implementation has a cell beside an eager cell."
     parts, slower, narrowing = [], [], []
+    how = {"paired": "paired turns of the interleaved sweep", "quotient": "the two medians' intervals"}
+    intervals = " and ".join(how[i] for i in sorted(set(data["interval"])))
     for impl in _order(data["implementation"]):
         d = data.filter(pl.col("implementation") == impl).sort("resolution", "batch_size")
         small, large = d.row(0, named=True), d.row(-1, named=True)
@@ -213,8 +228,8 @@ def time_finding(sweep: pl.DataFrame) -> str:
             gap = verdicts.separated(s3, l3)
             narrowing.append(verdicts.HOLDS if gap > 0 else verdicts.DOES_NOT_HOLD if gap < 0
                              else verdicts.NO_DIFFERENCE)
-    return (f"Eager over each implementation, time per sample ({_setting(data)}; a ratio's 95% interval from the two "
-            f"medians' intervals): {'; '.join(parts)}. The study's \"almost an order of magnitude slower\" "
+    return (f"Eager over each implementation, time per sample ({_setting(data)}; a ratio's 95% interval from "
+            f"{intervals}): {'; '.join(parts)}. The study's \"almost an order of magnitude slower\" "
             f"(≥ {ORDER_OF_MAGNITUDE:g}× at the smallest cell, its interval above 1, for every implementation): "
             f"{verdicts.combine(slower)}. Its gap narrowing towards the largest cell (the largest cell's interval "
             f"below the smallest's): {verdicts.combine(narrowing)}.")
