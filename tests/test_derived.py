@@ -142,3 +142,17 @@ def test_precision_reads_the_interleaved_sweeps_invocations_and_spread():
     row = precision.precision_rows({"sweep": sweep}).row(0, named=True)
     assert row["invocations"] == "3" and row["spread"] == pytest.approx(0.08)
     assert "slowest invocation" in row["spread_measure"]
+
+
+def test_flops_cases_cover_the_configs_sweep_backends_and_vision_models():
+    from tests.test_study_b_models import smoke_config
+
+    config = smoke_config()
+    found = {(study, model, batch, resolution) for study, model, _, _, batch, resolution in flops.cases(config)}
+    sweep = config["study_a"]["sweep"]
+    assert {("study_a", "resnet50", b, r) for b in sweep["batches"] for r in sweep["resolutions"]} <= found
+    backends = config["study_a"]["backends"]
+    assert ("study_a", "resnet50", backends["batch_size"], backends["resolution"]) in found
+    models = {m for ms in config["study_b"]["models"]["models"].values() for m in ms}
+    assert {m for study, m, _, _ in found if study == "study_b"} == models   # squeezenet on both pairs: once
+    assert len([f for f in found if f[1] == "squeezenet1_1"]) == 1

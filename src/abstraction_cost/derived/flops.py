@@ -41,3 +41,30 @@ def flops_rows(cases: Iterable[tuple[str, str, Callable[[], torch.nn.Module], in
             row.update(status="error", message=f"torch could not count this forward: {type(err).__name__}: {err}")
         rows.append(row)
     return rows
+
+
+def cases(config: dict) -> list[tuple[str, str, Callable[[], torch.nn.Module], int, int, int]]:
+    """What rule flops counts under this config: Study A's ResNet-50 (study_a.backends.dataset's channels and
+    classes) at every sweep batch × resolution and at the backend comparison's point; each Study B vision model at
+    each of its pair's batch sizes and study_b.models.resolution (a model on both pairs once)."""
+    from ..backends.sweep_cells import SweepSettings
+    from ..compiler import vision_models
+    from ..data.specs import spec
+    from ..models import blocks, resnet
+
+    backends = config["study_a"]["backends"]
+    dataset = spec(backends["dataset"], config)
+    sweep = SweepSettings.from_config(config)
+    points = sorted({(b, r) for b in sweep.batches for r in sweep.resolutions}
+                    | {(backends["batch_size"], backends["resolution"])})
+    found = {("study_a", "resnet50", b, r): ("study_a", "resnet50",
+                                            lambda: resnet.resnet50(dataset.channels, dataset.classes),
+                                            dataset.channels, b, r) for b, r in points}
+    vision = config["study_b"]["models"]
+    for pair, models in vision["models"].items():
+        for name in models:
+            for batch in vision_models.batch_sizes(config, pair):
+                found[("study_b", name, batch, vision["resolution"])] = (
+                    "study_b", name, lambda name=name: blocks.build(name, config["seed"]), 3, batch,
+                    vision["resolution"])
+    return list(found.values())
