@@ -29,6 +29,8 @@ def test_a_build_not_measurably_faster_never_breaks_even():
     for low in (0.9, None):
         row = breakeven.breakeven_rows({"backend_comparison": comparison_rows(low=low)}).row(0, named=True)
         assert row["breakeven_calls"] is None and row["message"] == breakeven.NOT_FASTER
+    slower = breakeven.breakeven_rows({"backend_comparison": comparison_rows(speedup=0.5, low=0.4, high=0.6)})
+    assert slower.row(0, named=True)["message"] == breakeven.SLOWER
 
 
 def test_breakeven_of_the_sweeps_builds_per_cell():
@@ -142,6 +144,11 @@ def test_precision_reads_the_interleaved_sweeps_invocations_and_spread():
     row = precision.precision_rows({"sweep": sweep}).row(0, named=True)
     assert row["invocations"] == "3" and row["spread"] == pytest.approx(0.08)
     assert "slowest invocation" in row["spread_measure"]
+    # the paired speedups come from the sweep's invocations: counted as the sweep counts them
+    paired = _rows("sweep_speedups", [{"numerics": "fp32", "implementation": "libtorch", "speedup": 1.1,
+                                       "speedup_low": 1.0, "speedup_high": 1.2, "paired_turns": 6}])
+    rows = precision.precision_rows({"sweep": sweep, "sweep_speedups": paired})
+    assert rows.filter(pl.col("experiment") == "sweep_speedups")["invocations"].to_list() == ["3"]
 
 
 def test_flops_cases_cover_the_configs_sweep_backends_and_vision_models():

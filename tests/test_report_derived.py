@@ -18,7 +18,9 @@ def test_breakeven_figure_table_and_sentence():
     assert "1 of 1 builds are measurably faster" in dr.breakeven_finding(rows)
     never = breakeven.breakeven_rows({"backend_comparison": comparison_rows(low=0.95)})
     assert dr.breakeven_figure(never) is None
-    assert "1 are not measurably faster" in dr.breakeven_finding(never)
+    assert "1 show no measurable difference from eager at this precision" in dr.breakeven_finding(never)
+    slower = breakeven.breakeven_rows({"backend_comparison": comparison_rows(speedup=0.5, low=0.4, high=0.6)})
+    assert "1 are measurably slower than eager and never pay for it." in dr.breakeven_finding(slower)
 
 
 def test_precision_sentence_says_what_one_process_intervals_leave_out():

@@ -14,6 +14,7 @@ from .. import tables
 from .common import ok
 
 NOT_FASTER = "not measurably faster than eager (the speedup's interval reaches 1): may never pay for itself"
+SLOWER = "measurably slower than eager (the speedup's interval lies below 1): never pays for itself"
 
 
 def _calls(build_s, eager_ms, speedup) -> float | None:
@@ -32,7 +33,8 @@ def _row(run_id, experiment, implementation, case, numerics, batch, resolution, 
             "breakeven_calls": _calls(build_s, eager_ms, speedup) if measured else None,
             "breakeven_calls_low": _calls(build_s, eager_ms, high) if measured else None,
             "breakeven_calls_high": _calls(build_s, eager_ms, low) if measured else None,
-            "status": "ok", "message": None if measured else NOT_FASTER}
+            "status": "ok",
+            "message": None if measured else SLOWER if high is not None and high < 1 else NOT_FASTER}
 
 
 def from_comparison(comparison: pl.DataFrame) -> list[dict]:

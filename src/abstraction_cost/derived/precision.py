@@ -33,7 +33,7 @@ def _bounds(quantity: str) -> tuple[str, str]:
 
 
 def summarise(experiment: str, df: pl.DataFrame, quantity: str, ratio: bool, count: str | None,
-              warmup: str | None, spread: tuple[float | None, str]) -> dict:
+              warmup: str | None, spread: tuple[float | None, str], invocations: str | None = None) -> dict:
     """One row of table precision from one table's ok rows."""
     rows = ok(df, quantity) if quantity in df.columns else df.clear()
     low, high = _bounds(quantity)
@@ -41,7 +41,7 @@ def summarise(experiment: str, df: pl.DataFrame, quantity: str, ratio: bool, cou
     width = (with_interval[high] - with_interval[low]) / with_interval[quantity].abs()
     includes = (with_interval.filter((pl.col(low) <= 1) & (pl.col(high) >= 1)).height if ratio else None)
     # no invocations counted (no column, or null on every row): one process per row
-    invocations = (span(rows["invocations"]) if "invocations" in rows.columns else None) or "1"
+    invocations = invocations or (span(rows["invocations"]) if "invocations" in rows.columns else None) or "1"
     return {"run_id": ",".join(sorted({i for cell in rows["run_id"].drop_nulls() for i in cell.split(",")})),
             "experiment": experiment, "quantity": quantity, "rows": rows.height,
             "rows_with_interval": with_interval.height,
@@ -98,6 +98,9 @@ def precision_rows(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
                                            "time_per_sample_ms"),
     }
     none = (None, "between-invocation spread not recorded: one process per row")
-    rows = [summarise(name, table(name), quantity, ratio, count, warmup, spreads.get(name, none))
-            for name, quantity, ratio, count, warmup in QUANTITIES]
+    sweep = ok(table("sweep"))
+    # sweep_speedups pairs the turns of the sweep's invocations: it counts them where the sweep does
+    invocations = {"sweep_speedups": span(sweep["invocations"]) if "invocations" in sweep.columns else None}
+    rows = [summarise(name, table(name), quantity, ratio, count, warmup, spreads.get(name, none),
+                      invocations.get(name)) for name, quantity, ratio, count, warmup in QUANTITIES]
     return tables.frame("precision", [r for r in rows if r["rows"]])   # experiments measured here only

@@ -45,6 +45,8 @@ STUDIES = {
     "study_b_layers": Method(batch=None, profiled=False, shapes="static (torch.compile's default)", **_B),
 }
 
+STUDY_B_SHAPES = "static (torch.compile dynamic=False)"  # every Study B compile (compiler/configurations.py)
+
 # NVIDIA's architecture generation by product name (the environment table's gpu_name); first match wins.
 GENERATIONS = [(r"\bB[12]00\b|GB200|RTX 50\d\d", "Blackwell"), (r"\bH[12]00\b|GH200", "Hopper"),
                (r"\bL4\b|\bL40|RTX 40\d\d|RTX 6000 Ada", "Ada"), (r"\bA\d{1,3}\b|RTX 30\d\d|RTX A\d", "Ampere"),

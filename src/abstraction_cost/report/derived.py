@@ -27,7 +27,8 @@ def precision_finding(precision: pl.DataFrame) -> str:
     if precision.is_empty():
         return "Not measured here: no experiment has rows with intervals."
     single = precision.filter(pl.col("invocations") == "1")["experiment"].unique().sort().to_list()
-    text = ("Each interval is a bootstrap 95% interval of a median over the timed calls of its row. ")
+    text = ("Each interval is a bootstrap 95% interval of a median: over the timed calls of its row, or, where a "
+            "table counts invocations, over its invocations and then the calls within each. ")
     if single:
         text += (f"In {', '.join(single)} every row was measured in one process, so its interval describes that "
                  "process at that moment: the spread between processes and over minutes is not in it, and two "
@@ -106,12 +107,15 @@ def breakeven_finding(breakeven: pl.DataFrame) -> str:
     paid = breakeven.filter(pl.col("breakeven_calls").is_not_null())
     parts = [f"{r['implementation']} ({r['experiment']}, {r['case']}): {r['breakeven_calls']:,.0f} calls"
              for r in paid.sort("breakeven_calls").head(3).iter_rows(named=True)]
-    never = breakeven.height - paid.height
+    slower = breakeven.filter(pl.col("breakeven_calls").is_null() & (pl.col("speedup_high") < 1)).height
+    undecided = breakeven.height - paid.height - slower
     text = (f"{paid.height} of {breakeven.height} builds are measurably faster than eager and pay for their build "
             f"after a finite number of calls")
     text += f"; the soonest: {'; '.join(parts)}" if parts else ""
-    return text + (f". {never} are not measurably faster (their speedup's interval reaches 1): at this precision "
-                   "they may never pay for their build." if never else ".")
+    text += f". {slower} are measurably slower than eager and never pay for it" if slower else ""
+    text += (f". {undecided} show no measurable difference from eager at this precision (the speedup's interval "
+             "reaches 1): they may never pay for it" if undecided else "")
+    return text + "."
 
 
 # ------------------------------------------------------------------------------------------ oracle curve
