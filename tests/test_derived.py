@@ -133,8 +133,8 @@ def test_flops_of_study_a_resnet50_scale_with_the_batch():
     from abstraction_cost.models import resnet
 
     build = lambda: resnet.resnet50(3, 20)  # noqa: E731
-    one, eight = flops.flops_rows([("study_a", "resnet50", build, 3, 1, 224), ("study_a", "resnet50", build, 3, 8, 224)],
-                                  "r")
+    one, eight = flops.flops_rows([("study_a", "resnet50", build, 3, 1, 224),
+                                   ("study_a", "resnet50", build, 3, 8, 224)], "r")
     assert 7.5e9 < one["flops"] < 8.5e9       # ResNet-50: about 4.1 G multiply-adds at 224 px
     assert eight["flops_per_sample"] == pytest.approx(one["flops"])
 

@@ -253,7 +253,8 @@ def _paired(sweep: pl.DataFrame, speedup: float, low: float, high: float, turns:
         {**defaults, **{k: r[k] for k in ("run_id", "numerics", "implementation", "cell", "batch_size", "resolution",
                                           "transfer")},
          "baseline": "eager", "speedup": speedup, "speedup_low": low, "speedup_high": high,
-         "speedup_includes_one": None if low is None else low <= 1 <= high, "paired_turns": turns} for r in cells.iter_rows(named=True)])
+         "speedup_includes_one": None if low is None else low <= 1 <= high, "paired_turns": turns}
+        for r in cells.iter_rows(named=True)])
 
 
 def test_paired_speedups_of_the_interleaved_sweep_replace_the_quotient():

@@ -4,12 +4,6 @@ from __future__ import annotations
 import polars as pl
 
 
-def run_ids(column: str = "run_id") -> pl.Expr:
-    """Every run_id of the rows aggregated (each possibly a comma-separated list), sorted, comma-separated."""
-    return (pl.col(column).str.split(",").flatten().str.strip_chars().unique().sort().str.join(",")
-            .alias("run_id"))
-
-
 def ok(df: pl.DataFrame, value: str | None = None) -> pl.DataFrame:
     """Rows with status ok (every row where the table has no status), and a value in `value` if named."""
     if "status" in df.columns:

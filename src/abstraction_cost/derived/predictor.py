@@ -57,7 +57,8 @@ def predictor_rows(convs: pl.DataFrame, seed: int = 0) -> tuple[pl.DataFrame, pl
         usable = convs.filter((pl.col(status) == "ok") & (pl.col(speedup) > 0)).drop_nulls(FEATURES)
         for (pair, mode), part in usable.group_by("pair", "mode", maintain_order=True):
             run_id = ",".join(sorted(set(part["run_id"].to_list())))
-            head = {**dict.fromkeys(tables.schema("conv_predictor_summary")), "run_id": run_id, "pair": pair, "mode": mode, "target": target, "convolutions": part.height,
+            head = {**dict.fromkeys(tables.schema("conv_predictor_summary")), "run_id": run_id, "pair": pair,
+                    "mode": mode, "target": target, "convolutions": part.height,
                     "study_within_5pct": STUDY_WITHIN}
             if part.height < MIN_CONVOLUTIONS:
                 summary.append({**head, "status": "not_run", "message": f"{part.height} convolutions with a "

@@ -94,7 +94,8 @@ def breakeven_display(breakeven: pl.DataFrame) -> pl.DataFrame:
             return_dtype=pl.String).alias("speedup [95% CI]"),
         pl.col("breakeven_calls").alias("break-even calls"),
         pl.format("[{}–{}]", pl.col("breakeven_calls_low").round(0).cast(pl.Int64),
-                  pl.col("breakeven_calls_high").round(0).cast(pl.Int64)).alias("range"), "message").sort("experiment", "implementation", "case")
+                  pl.col("breakeven_calls_high").round(0).cast(pl.Int64)).alias("range"),
+        "message").sort("experiment", "implementation", "case")
 
 
 BREAKEVEN_FORMATS = {"build_s": "{:.2f}", "eager ms/call": "{:.3f}", "build ms/call": "{:.3f}",
