@@ -59,3 +59,21 @@ def test_per_block_figure_draws_each_blocks_interval():
     values = chart["datasets"][chart["data"]["name"]]
     eager = [v for v in values if v["configuration"] == "cuda" and v["block"] == 1][0]
     assert eager["low"] == 3.0 * 0.9 and eager["high"] == 3.0 * 1.1
+
+
+def test_backend_sentence_reads_the_charts_speedups_and_flips():
+    from abstraction_cost.report import study_a_backends as sab
+
+    text = sab.time_finding(comparison_rows())
+    assert text.endswith("fp32: does not hold (torchscript-python 2.00× [1.80–2.20], libtorch 1.10× [1.05–1.15]).")
+    faster = comparison_rows(speedup=8.0, low=6.0, high=10.0).with_columns(
+        speedup_vs_eager=pl.when(pl.col("implementation") == "libtorch").then(6.0)
+        .otherwise(pl.col("speedup_vs_eager")),
+        speedup_vs_eager_low=pl.when(pl.col("implementation") == "libtorch").then(5.5)
+        .otherwise(pl.col("speedup_vs_eager_low")),
+        speedup_vs_eager_high=pl.when(pl.col("implementation") == "libtorch").then(6.5)
+        .otherwise(pl.col("speedup_vs_eager_high")))
+    assert "fp32: holds (" in sab.time_finding(faster)
+    assert "fp32: no measurable difference at this precision (" in sab.time_finding(comparison_rows(low=0.9).filter(
+        pl.col("implementation") != "libtorch"))
+    assert "Not measured" in sab.time_finding(comparison_rows().filter(pl.col("implementation") == "eager"))

@@ -99,3 +99,28 @@ def setting(comparison: pl.DataFrame) -> str | None:
         return None
     r = comparison.row(0, named=True)
     return f"batch {r['batch_size']} at {r['resolution']}×{r['resolution']} on {r['device']}"
+
+
+def time_finding(comparison: pl.DataFrame, threshold: float = 5.0) -> str:
+    """The study's "PyTorch almost an order of magnitude slower than all other implementations", per numerics,
+    from the chart's speedups and their intervals (verdicts.at_least: eager ≥ threshold× slower, the interval
+    above 1)."""
+    from . import verdicts
+
+    rows = comparison.filter((pl.col("status") == "ok") & (pl.col("implementation") != "eager")
+                             & pl.col("speedup_vs_eager").is_not_null())
+    if rows.is_empty():
+        return "Not measured here: no implementation has a speedup against eager."
+    ranks = {n: i for i, n in enumerate(NUMERICS)}
+    order = {name: i for i, name in enumerate(ORDER)}
+    parts = []
+    for numerics in sorted(set(rows["numerics"]), key=lambda n: ranks.get(n, len(ranks))):
+        part = sorted(rows.filter(pl.col("numerics") == numerics).iter_rows(named=True),
+                      key=lambda r: order.get(r["implementation"], len(ORDER)))
+        claims = [verdicts.at_least(r["speedup_vs_eager"], r["speedup_vs_eager_low"], r["speedup_vs_eager_high"],
+                                    threshold) for r in part]
+        ratios = ", ".join(f"{r['implementation']} " + verdicts.ratio_text(
+            r["speedup_vs_eager"], r["speedup_vs_eager_low"], r["speedup_vs_eager_high"]) for r in part)
+        parts.append(f"{numerics}: {verdicts.combine(claims)} ({ratios})")
+    return (f"The study's \"almost an order of magnitude slower\" (eager ≥ {threshold:g}× slower than every other "
+            f"implementation, the speedup's 95% interval above 1), per numerics: {'; '.join(parts)}.")
