@@ -224,3 +224,30 @@ def test_a_long_message_shared_by_rows_is_one_note_under_the_table():
     assert '<ol class="ac-table-notes"><li value="1">' in text and "<td>short</td>" in text
     alone = page.table_html(df.slice(2, 2))  # a message on one row stays in its cell
     assert "ac-table-notes" not in alone and f"<td>{html.escape(why)}</td>" in alone
+
+
+def _final(summary: pl.DataFrame, backend: str, low: float, high: float) -> pl.DataFrame:
+    """summary with `backend`'s final accuracies over repeats set to [low, high]."""
+    pick = pl.col("backend") == backend
+    return summary.with_columns(
+        final_accuracy_min=pl.when(pick).then(low).otherwise(pl.col("final_accuracy_min")),
+        final_accuracy_max=pl.when(pick).then(high).otherwise(pl.col("final_accuracy_max")),
+        final_accuracy_mean=pl.when(pick).then((low + high) / 2).otherwise(pl.col("final_accuracy_mean")))
+
+
+def test_accuracy_finding_reads_the_ranges_over_repeats_and_flips():
+    rows = training_rows(backends=("eager", "libtorch", "cudnn"), datasets=("digits",), not_run_backend=None)
+    summary = _final(training_summary.training_summary(rows), "eager", 0.70, 0.72)
+    same_lags = _final(_final(summary, "libtorch", 0.71, 0.73), "cudnn", 0.50, 0.55)
+    text = study_a.accuracy_finding(same_lags)
+    assert "PyTorch (their ranges over repeats overlap): holds." in text
+    assert "(cuDNN's range below eager's): holds." in text
+    apart = _final(_final(summary, "libtorch", 0.80, 0.82), "cudnn", 0.80, 0.85)
+    text = study_a.accuracy_finding(apart)
+    assert "overlap): does not hold." in text and "below eager's): does not hold." in text
+    overlapping = _final(summary, "cudnn", 0.69, 0.71)
+    assert "below eager's): no measurable difference at this precision." in study_a.accuracy_finding(overlapping)
+    one_repeat = training_summary.training_summary(training_rows(backends=("eager", "libtorch"), datasets=("digits",),
+                                                                 repeats=1, not_run_backend=None))
+    assert "overlap): no measurable difference at this precision." in study_a.accuracy_finding(one_repeat)
+    assert "Not measured" in study_a.accuracy_finding(summary.filter(pl.col("backend") == "eager"))

@@ -68,3 +68,54 @@ SUMMARY_FORMATS = {
     "eval ms/sample, first epoch": "{:.3f}", "eval ms/sample, steady": "{:.3f}", "epoch time (s)": "{:.2f}",
     "device memory (MiB, NVML)": "{:.0f}", "allocator peak (MiB)": "{:.0f}", "GPU util. train (%)": "{:.0f}",
 }
+
+
+def _accuracy_range(summary: pl.DataFrame, backend: str, dataset: str, init: str) -> dict | None:
+    rows = summary.filter((pl.col("backend") == backend) & (pl.col("dataset") == dataset) & (pl.col("init") == init)
+                          & pl.col("final_accuracy_mean").is_not_null())
+    return rows.row(0, named=True) if rows.height else None
+
+
+def _apart(first: dict, second: dict) -> int:
+    """+1: first's final accuracies all above second's; -1: all below; 0: the ranges overlap, or either backend has
+    one repeat (no spread to judge a difference against)."""
+    if min(first["repeats_ok"], second["repeats_ok"]) < 2:
+        return 0
+    if first["final_accuracy_min"] > second["final_accuracy_max"]:
+        return 1
+    return -1 if first["final_accuracy_max"] < second["final_accuracy_min"] else 0
+
+
+def accuracy_finding(summary: pl.DataFrame) -> str:
+    """The study's accuracy findings, per (dataset, init), from the summary table's final accuracies over repeats:
+    LibTorch ≈ PyTorch (holds where their ranges overlap, does not hold where they are apart), and cuDNN lagging
+    PyTorch (holds where its range lies below eager's, does not hold where above). A backend with one repeat has no
+    spread to judge against: no measurable difference at this precision."""
+    from . import verdicts
+
+    same, lags, parts = [], [], []
+    for (dataset, init), _ in sorted(summary.group_by("dataset", "init"), key=lambda g: str(g[0])):
+        eager = _accuracy_range(summary, "eager", dataset, init)
+        if eager is None:
+            continue
+        for backend, claims in (("libtorch", same), ("cudnn", lags)):
+            other = _accuracy_range(summary, backend, dataset, init)
+            if other is None:
+                continue
+            side = _apart(other, eager)
+            if backend == "libtorch":
+                claims.append(verdicts.NO_DIFFERENCE if min(other["repeats_ok"], eager["repeats_ok"]) < 2
+                              else verdicts.HOLDS if side == 0 else verdicts.DOES_NOT_HOLD)
+            else:
+                claims.append(verdicts.HOLDS if side < 0 else verdicts.DOES_NOT_HOLD if side > 0
+                              else verdicts.NO_DIFFERENCE)
+            parts.append(f"{dataset} ({init}): {backend} {other['final_accuracy_mean']:.3f} against eager "
+                         f"{eager['final_accuracy_mean']:.3f}")
+    if not parts:
+        return "Not measured here: no dataset has eager's accuracy beside libtorch's or cudnn's."
+    text = f"Final eval accuracy, mean over repeats: {'; '.join(parts)}."
+    if same:
+        text += (f" The study's LibTorch ≈ PyTorch (their ranges over repeats overlap): {verdicts.combine(same)}.")
+    if lags:
+        text += (f" Its cuDNN lagging PyTorch (cuDNN's range below eager's): {verdicts.combine(lags)}.")
+    return text
