@@ -258,11 +258,22 @@ def _plan_times(fit: layer_data.PrefixFit, te: np.ndarray, tc: np.ndarray, choic
             "dp": (fit.empty_ms + model.cost(choices["dp"]), fit.eager_ms)}
 
 
-def _bootstrap(s: layer_data.LayerSamples, choices: dict, resamples: int, seed: int) -> np.ndarray:
-    """[oracle, resample, (predicted_ms, reference_ms)]: _plan_times of the fixed choices on resampled rounds."""
-    idx = layer_data.round_resamples(s.timer_eager.shape[1], resamples, seed)
-    times = [_plan_times(*_estimates(s, rounds), choices) for rounds in idx]
+def _bootstrap(s: layer_data.LayerSamples, choices: dict, rounds: np.ndarray, resamples: int,
+               seed: int) -> np.ndarray:
+    """[oracle, resample, (predicted_ms, reference_ms)]: _plan_times of the fixed choices on `rounds` resampled."""
+    idx = rounds[layer_data.round_resamples(len(rounds), resamples, seed)]
+    times = [_plan_times(*_estimates(s, r), choices) for r in idx]
     return np.array([[t[o] for t in times] for o in ORACLES]).reshape(len(ORACLES), resamples, 2)
+
+
+def _halves(n_rounds: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """(rounds the oracles choose on, rounds their choices are predicted on, which): the even rounds and the odd
+    ones, so that a prediction is not judged on the noise its choice was fitted to (a minimum over noisy
+    estimates promises more than it delivers); one round serves both."""
+    if n_rounds < 2:
+        every = np.arange(n_rounds)
+        return every, every, "same"
+    return np.arange(0, n_rounds, 2), np.arange(1, n_rounds, 2), "held-out"
 
 
 def _speedup(reference, predicted) -> np.ndarray:
@@ -274,12 +285,14 @@ def _speedup(reference, predicted) -> np.ndarray:
 def _oracle_columns(s: layer_data.LayerSamples, max_exhaustive: int, resamples: int, confidence: float,
                     seed: int) -> dict[str, dict]:
     """{oracle: the vision_oracles columns that depend on the layer rows}."""
-    point = _estimates(s, None)
-    fit = point[0]
-    decisions, ex = _decide(*point, max_exhaustive)
+    choose, predict, held = _halves(s.timer_eager.shape[1])
+    chosen = _estimates(s, choose)
+    decisions, ex = _decide(*chosen, max_exhaustive)
     choices = {o: d.choice for o, d in decisions.items()}
+    point = _estimates(s, predict)
+    fit = point[0]
     times = _plan_times(*point, choices)
-    boot = _bootstrap(s, choices, resamples, seed)
+    boot = _bootstrap(s, choices, predict, resamples, seed)
     out = {}
     for o, b in zip(ORACLES, boot):
         predicted, reference = times[o]
@@ -293,10 +306,11 @@ def _oracle_columns(s: layer_data.LayerSamples, max_exhaustive: int, resamples: 
                   "predicted_speedup": speedup if np.isfinite(speedup) else None,
                   "predicted_speedup_low": s_lo, "predicted_speedup_high": s_hi,
                   "switch_model_ms": fit.empty_ms + fit.model.cost(choices[o]),
-                  "exhaustive_ms": fit.empty_ms + dp_ex.predicted_ms if dp_ex else None,
+                  "exhaustive_ms": chosen[0].empty_ms + dp_ex.predicted_ms if dp_ex else None,
                   "exhaustive_choice": oracles.choice_string(dp_ex.choice) if dp_ex else None,
                   "dp_matches_exhaustive": (bool(np.isclose(dp_ex.predicted_ms, decisions[o].predicted_ms,
-                                                            rtol=1e-9, atol=1e-12)) if dp_ex else None)}
+                                                            rtol=1e-9, atol=1e-12)) if dp_ex else None),
+                  "prediction_rounds": held}
     return out
 
 
@@ -311,7 +325,7 @@ def oracle_rows(layers: pl.DataFrame, resamples: int, confidence: float, seed: i
                          "predicted_ms_high": None, "predicted_speedup": None, "predicted_speedup_low": None,
                          "predicted_speedup_high": None, "switch_model_ms": None, "exhaustive_ms": None,
                          "exhaustive_choice": None, "dp_matches_exhaustive": None, "study_speedup": None,
-                         "resamples": 0} for o in ORACLES)
+                         "resamples": 0, "prediction_rounds": None} for o in ORACLES)
             continue
         for o, columns in _oracle_columns(s, max_exhaustive, resamples, confidence, seed).items():
             study = STUDY_BTR.get(case["model"]) if o == "btr_timers" and case["pair"] == "gpu" else None

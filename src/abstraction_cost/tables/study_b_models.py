@@ -84,7 +84,10 @@ SCHEMAS = {
                        "compiled_blocks": pl.Int64, "reference_ms": pl.Float64, **_INTERVAL("predicted_ms"),
                        **_INTERVAL("predicted_speedup"), "switch_model_ms": pl.Float64,
                        "exhaustive_ms": pl.Float64, "exhaustive_choice": pl.String,
-                       "dp_matches_exhaustive": pl.Boolean, "study_speedup": pl.Float64, "resamples": pl.Int64},
+                       "dp_matches_exhaustive": pl.Boolean, "study_speedup": pl.Float64, "resamples": pl.Int64,
+                       # held-out: chosen on the even rounds, predicted (point and interval) on the odd ones;
+                       # exhaustive_ms is the optimum on the choosing rounds; same: one round did both
+                       "prediction_rounds": pl.String},
     # Predicted against realised, per selective variant: realised speedup over eager in the same rounds.
     # prediction_error: realised ms / predicted ms = predicted speedup / realised speedup over one baseline.
     "vision_selective_summary": {**_CASE, "variant": pl.String, "choice": pl.String,
