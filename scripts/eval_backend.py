@@ -1,4 +1,5 @@
-"""Rule eval_backend: one implementation of ResNet-50 evaluated on the comparison's batch (backends/eval_job.py)."""
+"""Rule eval_backend: one implementation of ResNet-50 evaluated on the comparison's batch in every numerics of
+study_a.backends.numerics, in one process (backends/eval_job.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
@@ -7,4 +8,4 @@ gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GP
 
 from abstraction_cost.backends import eval_job  # noqa: E402
 
-eval_job.run(snakemake, snakemake.wildcards.implementation, snakemake.wildcards.numerics)
+eval_job.run_job(snakemake)

@@ -224,3 +224,94 @@ def test_numerics_are_labelled_rows_each_compared_with_eager_in_its_own_numerics
 def test_bf16_autocast_is_not_run_in_the_cpp_programs(tmp_path):
     rows = eval_job._measure("libtorch", None, _settings(), 10, {}, _Run("cpu"), {}, tmp_path / "l", "bf16-autocast")
     assert rows[0]["status"] == "not_run" and "autocast" in rows[0]["message"]
+
+
+def _numerics_job(tmp_path, smoke_config, implementation="eager", numerics=("fp32", "tf32", "bf16-autocast")):
+    """Rule eval_backend's job as Snakemake hands it to the script: one implementation, every numerics."""
+    config = copy.deepcopy(smoke_config)
+    config["measure"].update(warmup=0, repeats=2)
+    config["study_a"]["backends"].update(batch_size=2, resolution=32, dataset="synthetic-cifar10",
+                                         numerics=list(numerics))
+    eval_dir = tmp_path / "eval"
+    for n in numerics:   # Snakemake makes its outputs' folders
+        (eval_dir / n).mkdir(parents=True)
+    out = SimpleNamespace(**{key: [str(eval_dir / n / f"{implementation}.{end}") for n in numerics]
+                             for key, end in (("tables", "rows.parquet"), ("envs", "env.parquet"),
+                                              ("logits", "logits.f32"))})
+    return SimpleNamespace(config=config, input=_inputs(tmp_path, config), output=out, rule="eval_backend",
+                           params=SimpleNamespace(numerics=list(numerics)),
+                           wildcards=SimpleNamespace(implementation=implementation))
+
+
+def test_one_job_measures_each_numerics_in_its_own_run_and_a_failed_one_is_only_its_row(tmp_path, smoke_config,
+                                                                                       monkeypatch):
+    job = _numerics_job(tmp_path, smoke_config)
+    monkeypatch.setenv("AC_EVAL_FAULT", "oom@tf32")
+    eval_job.run_job(job)
+    rows = {n: tables.read("backend_eval", t) for n, t in zip(job.params.numerics, job.output.tables)}
+    envs = {n: tables.read("environment", e).row(0, named=True) for n, e in zip(job.params.numerics, job.output.envs)}
+    assert rows["fp32"]["status"].to_list() == ["ok", "ok"] and rows["bf16-autocast"]["status"].to_list() == ["ok"] * 2
+    assert rows["tf32"]["status"].to_list() == ["oom"] and "AC_EVAL_FAULT" in rows["tf32"]["message"][0]
+    assert Path(job.output.logits[1]).read_bytes() == b""   # no logits where the numerics failed
+    assert np.fromfile(job.output.logits[2], "<f4").shape == (2 * 10,)
+    for numerics in job.params.numerics:   # one run per numerics, its rows joining its own environment row
+        assert rows[numerics]["run_id"].unique().to_list() == [envs[numerics]["run_id"]]
+        assert rows[numerics]["numerics"].unique().to_list() == [numerics]
+        assert envs[numerics]["job"] == f"implementation=eager,numerics={numerics}"
+        assert envs[numerics]["tf32_matmul"] is (numerics == "tf32")   # set before the numerics' model was built
+    assert len({e["run_id"] for e in envs.values()}) == 3
+    assert not (tmp_path / "eval" / "eager.kept").exists()   # the job finished: nothing left to resume
+
+
+class _Killed(BaseException):
+    """Stands for the job's SIGKILL inside pytest's process."""
+
+
+def test_a_killed_job_resumes_without_measuring_its_finished_numerics_again(tmp_path, smoke_config, monkeypatch):
+    job = _numerics_job(tmp_path, smoke_config)
+    measured = []
+    measure = eval_job.run
+    monkeypatch.setattr(eval_job, "run", lambda job, impl, numerics, out: (measured.append(numerics),
+                                                                           measure(job, impl, numerics, out)))
+
+    def kill():
+        raise _Killed()
+    monkeypatch.setattr(eval_job.faults, "kill_self", kill)
+    monkeypatch.setenv("AC_EVAL_FAULT", "kill@bf16-autocast")
+    with pytest.raises(_Killed):
+        eval_job.run_job(job)
+    assert measured == ["fp32", "tf32"]
+    kept_run = tables.read("environment", job.output.envs[0])["run_id"][0]
+    for path in (*job.output.tables, *job.output.envs, *job.output.logits):   # Snakemake removes a failed job's outputs
+        Path(path).unlink(missing_ok=True)
+    monkeypatch.delenv("AC_EVAL_FAULT")
+    eval_job.run_job(job)
+    assert measured == ["fp32", "tf32", "bf16-autocast"]   # the rerun measured only the numerics not finished
+    fp32 = tables.read("backend_eval", job.output.tables[0])
+    assert fp32["run_id"].unique().to_list() == [kept_run] and (fp32["status"] == "ok").all()
+    assert tables.read("environment", job.output.envs[0])["run_id"].to_list() == [kept_run]
+    assert np.fromfile(job.output.logits[0], "<f4").shape == (2 * 10,)
+    assert not (tmp_path / "eval" / "eager.kept").exists()
+
+
+def test_kept_numerics_of_another_setting_are_measured_again(tmp_path, smoke_config, monkeypatch):
+    from abstraction_cost.backends import eval_store
+    job = _numerics_job(tmp_path, smoke_config, numerics=("fp32",))
+    key = eval_store.job_key(job.config, "eager", job.input)
+    store = eval_store.NumericsStore(tmp_path / "kept", key)
+    for path, data in zip(job.output.tables + job.output.envs + job.output.logits, (b"t", b"e", b"l")):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+    store.keep("fp32", [job.output.tables[0], job.output.envs[0], job.output.logits[0]])
+    restored = [str(tmp_path / n) for n in ("t", "e", "l")]
+    assert eval_store.NumericsStore(tmp_path / "kept", key).restore("fp32", restored)
+    assert [Path(p).read_bytes() for p in restored] == [b"t", b"e", b"l"]
+    assert not eval_store.NumericsStore(tmp_path / "kept", key).restore("tf32", restored)
+    other = copy.deepcopy(job.config)
+    other["measure"]["repeats"] = 3
+    assert eval_store.job_key(other, "eager", job.input) != key
+    assert eval_store.job_key(job.config, "libtorch", job.input) != key
+    adding = copy.deepcopy(job.config)
+    adding["study_a"]["backends"]["numerics"] = ["fp32", "tf32"]   # another numerics keeps the finished ones
+    assert eval_store.job_key(adding, "eager", job.input) == key
+    assert not eval_store.NumericsStore(tmp_path / "kept", "another-key").restore("fp32", restored)

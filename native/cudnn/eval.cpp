@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "fault.h"
 #include "parameters.h"
 #include "prepared.h"
 #include "program.h"
@@ -83,6 +84,7 @@ int eval_main(const Args& a) {
   }
   const double load_s = monotonic_s() - load_start;
   emit_start(gpu, "eval");
+  fault_point("backend_eval", 0);  // tests/faults: AC_FAULT=segv@backend_eval-0 crashes here
 
   Phase phase;
   for (int64_t i = 0; i < warmup; ++i) call();

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 
+#include "fault.h"
 #include "models.h"
 #include "prepared.h"
 #include "programs.h"
@@ -90,6 +91,7 @@ int eval_main(const Args& a) {
   const double load_s = monotonic_s() - load_start;
   a.reject_unused();
   emit_start(session, "eval");
+  fault_point("backend_eval", 0);  // tests/faults: AC_FAULT=segv@backend_eval-0 crashes here
 
   const torch::Tensor batch = torch::from_blob(images.data(), {batch_size, channels, height, width}, torch::kUInt8);
   torch::NoGradGuard no_grad;

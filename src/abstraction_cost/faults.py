@@ -5,6 +5,10 @@
     AC_FAULT=oom@<phase>             a measured phase (e.g. train-1) raises torch.OutOfMemoryError
     AC_COMPILE_FAULT=error:<mode>    torch.compile in that compile mode fails in the backend at its first call
     AC_COMPILE_FAULT=recompile-limit:<mode>   dynamo's recompile limit is hit at once (it falls back to eager)
+    AC_EVAL_FAULT=<kind>@<numerics>,...       one numerics of every backend-comparison job (backends/eval_job.py):
+        oom   its measuring raises torch.OutOfMemoryError
+        segv  its C++ program crashes with SIGSEGV as it starts timing (AC_FAULT=segv@backend_eval-0, its own)
+        kill  the job is SIGKILLed as that numerics starts, the numerics before it finished and kept
 
 AC_FAULT=segv@<phase>-<epoch> and exit@<phase>-<epoch> crash the C++ programs (native/common/fault.h).
 They exist so that each scenario of docs/faults.md runs end to end in CI, on the pipeline's own code paths.
@@ -43,6 +47,20 @@ def phase(name: str) -> None:
         import torch
         raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate 20.00 GiB (injected by AC_FAULT in "
                                      f"phase {name})")
+
+
+def eval_numerics(numerics: str) -> str | None:
+    """AC_EVAL_FAULT's fault for this numerics of a backend-comparison job: 'oom', 'segv', 'kill' or None."""
+    for item in os.environ.get("AC_EVAL_FAULT", "").split(","):
+        kind, _, target = item.strip().partition("@")
+        if target == numerics and kind in ("oom", "segv", "kill"):
+            return kind
+    return None
+
+
+def kill_self() -> None:
+    """The job dies at once, as under a scheduler's time limit or a lost node."""
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def compiled(fn: Callable, mode: str) -> Callable:

@@ -1,4 +1,5 @@
-"""One job of Study A's backend comparison in evaluation: one implementation of ResNet-50, one batch, timed.
+"""One job of Study A's backend comparison in evaluation: one implementation of ResNet-50, one batch, timed in
+every numerics of study_a.backends.numerics in turn.
 
 Every implementation loads the same init-weights file and evaluates the same uint8 batch (the first batch_size
 images of the test split of results/study_a/backends/input, a prepared directory), normalised on the device,
@@ -6,6 +7,15 @@ in eval mode without gradients. Timing is measure/timing.benchmark()'s, in Pytho
 untimed calls, then `repeats` calls, each synchronised before it starts and timed from the host-to-device copy
 to the logits. The job writes one backend_eval row per timed call (one row with the status when it could not
 run) and the last call's logits (float32, batch × classes; an empty file when there are none) for parity.
+
+One process per implementation (run_job) pays the interpreter's start, torch's import and the CUDA context once
+for all numerics. Each numerics is measured as a job of its own was: its own measured run and environment row,
+its TF32 flags set (measured_run) before its model is built, its own model; a C++ program is launched once per
+numerics, since it reads the TF32 setting from its command line at start. A numerics that fails (an exception,
+out of memory, its C++ program crashing) is its row with that status and the next one runs. Each finished
+numerics' outputs are kept (eval_store.py) until the job ends: a killed job's rerun measures only the rest. An
+interpreter that dies outright (a fault in native code of torch itself) takes the job down; Snakemake says so,
+and the rerun keeps the numerics finished before it.
 
     implementation       backend      runtime  the model
     eager                eager        python   models.resnet.resnet50 (nn.Module)
@@ -22,13 +32,15 @@ import logging
 import os
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from .. import tables
+from .. import faults, tables
 from ..data import prepared
 from ..data.specs import spec
 from ..measure import device as devices
@@ -36,7 +48,7 @@ from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
 from ..measure.timing import benchmark
 from ..models import resnet
-from . import aoti, cudnn, native, torchscript
+from . import aoti, cudnn, eval_store, native, torchscript
 from .eager import Normaliser
 
 log = logging.getLogger(__name__)
@@ -191,9 +203,31 @@ def job_config(config: dict, numerics: str) -> dict:
     return nx.job_config(config, numerics, "study_a.backends.numerics")
 
 
-def run(snakemake, implementation: str, numerics: str = "fp32") -> None:
-    """Rule eval_backend: measure one implementation in one numerics and write its rows and logits."""
-    config, inputs, out = job_config(snakemake.config, numerics), snakemake.input, snakemake.output
+def run_job(snakemake) -> None:
+    """Rule eval_backend: one implementation in each numerics of params.numerics, in turn, in this process; the
+    numerics' outputs are output.tables, output.envs and output.logits in that order."""
+    implementation, out = snakemake.wildcards.implementation, snakemake.output
+    outputs = list(zip(snakemake.params.numerics, out.tables, out.envs, out.logits, strict=True))
+    store = eval_store.NumericsStore(eval_store.kept_dir(out.tables[0], implementation),
+                                     eval_store.job_key(snakemake.config, implementation, snakemake.input))
+    for numerics, *paths in outputs:
+        if store.restore(numerics, paths):
+            log.info("%s/%s: kept from an earlier attempt, not measured again", numerics, implementation)
+            continue
+        if faults.eval_numerics(numerics) == "kill":
+            faults.kill_self()
+        started = time.perf_counter()
+        run(snakemake, implementation, numerics, SimpleNamespace(table=paths[0], env=paths[1], logits=paths[2]))
+        store.keep(numerics, paths)
+        log.info("%s/%s: %.1f s", numerics, implementation, time.perf_counter() - started)
+    store.clear()
+
+
+def run(snakemake, implementation: str, numerics: str = "fp32", out=None) -> None:
+    """Measure one implementation in one numerics and write its rows, environment row and logits to `out`
+    (table, env, logits; the job's output by default)."""
+    config, inputs = job_config(snakemake.config, numerics), snakemake.input
+    out = out if out is not None else snakemake.output
     settings = EvalSettings.from_config(config)
     ds = spec(settings.dataset, config)
     impl = IMPLEMENTATIONS[implementation]
@@ -235,12 +269,16 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
         return failed(artifact["status"], artifact.get("message") or "the artifact could not be made")
     if numerics == "bf16-autocast" and IMPLEMENTATIONS[implementation].runtime != "python":
         return failed("not_run", nx.NO_CPP_AUTOCAST)
+    fault = faults.eval_numerics(numerics)
     try:
+        if fault == "oom":
+            raise torch.OutOfMemoryError(f"CUDA out of memory (injected by AC_EVAL_FAULT in numerics {numerics})")
         if IMPLEMENTATIONS[implementation].runtime == "python":
             timed = eval_python(implementation, inputs, settings, classes, run, numerics)
             _write_logits(logits_path, timed.logits)
         else:
-            timed = eval_native(implementation, inputs, settings, classes, config, run, logits_path)
+            with _program_fault(fault == "segv"):
+                timed = eval_native(implementation, inputs, settings, classes, config, run, logits_path)
     except NativeFailure as err:
         return failed(err.status, str(err))
     except prepared.MissingDataset as err:
@@ -253,6 +291,23 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
     return [{"repeat": i, "status": "ok", "message": None, "time_ms": ms,
              "time_per_sample_ms": ms / settings.batch_size, "load_s": timed.load_s, **timed.measures}
             for i, ms in enumerate(timed.times_ms)]
+
+
+@contextmanager
+def _program_fault(crash: bool):
+    """AC_EVAL_FAULT segv: the C++ program launched inside crashes as it starts timing (native/common/fault.h)."""
+    if not crash:
+        yield
+        return
+    saved = os.environ.get("AC_FAULT")
+    os.environ["AC_FAULT"] = "segv@backend_eval-0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("AC_FAULT", None)
+        else:
+            os.environ["AC_FAULT"] = saved
 
 
 def _write_logits(path: Path, logits: np.ndarray) -> None:
