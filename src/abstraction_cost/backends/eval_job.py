@@ -28,6 +28,7 @@ and the rerun keeps the numerics finished before it.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -219,6 +220,7 @@ def run_job(snakemake) -> None:
         started = time.perf_counter()
         run(snakemake, implementation, numerics, SimpleNamespace(table=paths[0], env=paths[1], logits=paths[2]))
         store.keep(numerics, paths)
+        _release()
         log.info("%s/%s: %.1f s", numerics, implementation, time.perf_counter() - started)
     store.clear()
 
@@ -291,6 +293,14 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
     return [{"repeat": i, "status": "ok", "message": None, "time_ms": ms,
              "time_per_sample_ms": ms / settings.batch_size, "load_s": timed.load_s, **timed.measures}
             for i, ms in enumerate(timed.times_ms)]
+
+
+def _release() -> None:
+    """The numerics' model and tensors freed and the allocator's cache returned, so that the next numerics' device
+    memory (NVML's, the allocator's peak) starts from what a process of its own would see."""
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 @contextmanager
