@@ -1,13 +1,30 @@
-"""Where a pipeline run's wall time went, per rule, read from Snakemake's own log (one file per run in
-`.snakemake/log/`, or what `snakemake` printed): each job's start ("rule NAME:" after a "[date]" line, then its
-"jobid: N") and its end ("Finished jobid: N", or "Error in rule NAME:"), to the second.
+"""Where a pipeline run's wall time went, read from Snakemake's own log (one file per run in `.snakemake/log/`, or
+what `snakemake` printed) and, with --results, the run's environment rows and tables.
 
-Per rule: jobs started, finished and failed, the sum and the longest of their wall times. Timing jobs hold a GPU
-slot (one at a time per GPU), so their sum is the floor of the run's wall time on one GPU; the rest can overlap.
-Several logs (a run interrupted and resumed) add up; each log's job ids are its own. A job still running when its
-log ends counts as unfinished.
+From the log: each job's start ("rule NAME:" after a "[date]" line, then its "jobid: N") and end ("Finished jobid:
+N", or "Error in rule NAME:"), to the second, with its input and output files. Per rule: jobs started, finished
+and failed, the sum and the longest of their wall times. Timing jobs hold a GPU slot (one at a time per GPU), so
+their sum is the floor of the run's wall time on one GPU; the rest can overlap. Several logs (a run interrupted
+and resumed) add up; each log's job ids are its own. A job still running when its log ends counts as unfinished.
 
-    python benchmarks/run_time.py $(ls -t .snakemake/log/*.snakemake.log | head -1) --out run_time.json
+The critical path (the last log's): from the job that ended last, back through the input each job waited for
+longest (the one made last by a job of the same log), so what limits the run is read from its first step; each
+step's `waited_s` is the time between its last input being made and its start (a GPU slot or cores busy).
+
+Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
+added up) is the slot's held time, split into
+    measuring    inside the measured runs of the timing jobs on that slot (their environment rows' started_at
+                 to ended_at), less the compiled builds the sweep tables record inside them (build_s)
+    start_up     from a timing job's start to its first measured run: interpreter, imports, CUDA context
+    builds       compiled builds inside measured runs, and the time no timing job held the slot while a build or
+                 compile job ran (the C++ programs, the compile warm-up, the AOTInductor and TorchScript artifacts)
+    other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
+    idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
+A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. The log's stamps are
+the machine's local time, read as this machine's local time: run this where the run ran (or in its time zone).
+
+    python benchmarks/run_time.py $(ls -t .snakemake/log/*.snakemake.log | head -1) --results results \
+        --out run_time.json
 """
 from __future__ import annotations
 
@@ -15,7 +32,7 @@ import argparse
 import datetime as dt
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from abstraction_cost.measure.gpu_slots import is_timing_rule
@@ -24,7 +41,14 @@ STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 START = re.compile(r"^(?:local)?(?:checkpoint|rule) (\S+):$")
 ERROR = re.compile(r"^Error in rule (\S+):$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
+FILES = re.compile(r"^\s+(input|output|wildcards): (.*)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\S+)\)$")
+# Rules that build or compile for the timing jobs, none of them a timing job itself.
+BUILD_RULES = ("build_native", "build_native_cudnn", "compile_cache", "package_aoti", "package_aoti_sweep",
+               "script_torchscript")
+# A sweep job whose build_s is its own in-job compile time (aoti's is its package's, another job's).
+IN_JOB_BUILDS = "compiled-"
+SLOP_S = 1.0   # the log's stamps are whole seconds: a measured run may start up to this before its job's stamp
 
 
 @dataclass
@@ -33,34 +57,56 @@ class Job:
     start: dt.datetime
     end: dt.datetime | None = None
     failed: bool = False
+    jobid: int = -1
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    wildcards: str = ""
 
     @property
     def seconds(self) -> float | None:
         return None if self.end is None else (self.end - self.start).total_seconds()
 
+    @property
+    def name(self) -> str:
+        return f"{self.rule}[{self.wildcards}]" if self.wildcards else self.rule
+
 
 def jobs_of(lines, log: str = "") -> dict[tuple[str, int], Job]:
-    """The jobs one Snakemake log started, by (log, job id), with their ends."""
+    """The jobs one Snakemake log started, by (log, job id), with their ends and files."""
     jobs: dict[tuple[str, int], Job] = {}
-    stamp, pending = None, None  # pending: ("start" | "error", rule) waiting for its jobid line
+    stamp, pending = None, None  # pending: [kind ("start" | "error"), rule, fields, key once its jobid is read]
     for line in lines:
         line = line.rstrip("\n")
+        if pending is not None and pending[3] is not None and not line.startswith((" ", "\t")):
+            _fill(jobs.get(pending[3]), pending[0], pending[2])   # the job's block ended: its fields are read
+            pending = None
         if match := STAMP.match(line):
             stamp = dt.datetime.strptime(match.group(1), "%a %b %d %H:%M:%S %Y")
         elif (match := START.match(line)) and stamp is not None:
-            pending = ("start", match.group(1))
+            pending = ["start", match.group(1), {}, None]
         elif match := ERROR.match(line):
-            pending = ("error", match.group(1))
+            pending = ["error", match.group(1), {}, None]
+        elif (match := FILES.match(line)) and pending is not None:
+            pending[2][match.group(1)] = match.group(2)
         elif (match := JOBID.match(line)) and pending is not None:
-            key = (log, int(match.group(1)))
+            key = pending[3] = (log, int(match.group(1)))
             if pending[0] == "start":
-                jobs[key] = Job(pending[1], stamp)
+                jobs[key] = Job(pending[1], stamp, jobid=key[1])
             elif key in jobs:
                 jobs[key].end, jobs[key].failed = stamp, True
-            pending = None
         elif (match := FINISHED.match(line)) and (log, int(match.group(1))) in jobs:
             jobs[(log, int(match.group(1)))].end = stamp
+    if pending is not None and pending[3] is not None:
+        _fill(jobs.get(pending[3]), pending[0], pending[2])
     return jobs
+
+
+def _fill(job: Job | None, kind: str, fields: dict) -> None:
+    if job is None or kind != "start":
+        return
+    job.inputs = [f.strip() for f in fields.get("input", "").split(",") if f.strip()]
+    job.outputs = [f.strip() for f in fields.get("output", "").split(",") if f.strip()]
+    job.wildcards = fields.get("wildcards", "").strip()
 
 
 def summary(jobs: dict[tuple[str, int], Job]) -> dict:
@@ -85,15 +131,147 @@ def summary(jobs: dict[tuple[str, int], Job]) -> dict:
             "all_job_s": sum(r["job_s"] for r in rules.values())}
 
 
+# ------------------------------------------------------------------------------------------ critical path
+def critical_path(jobs: dict[tuple[str, int], Job]) -> list[dict]:
+    """The chain that ended last, first step first: from the job that ended last, back through the job of the
+    same log that made its latest-made input."""
+    done = {k: j for k, j in jobs.items() if j.end is not None}
+    if not done:
+        return []
+    key = max(done, key=lambda k: (done[k].end, done[k].start))
+    maker = {(k[0], out): k for k, j in done.items() for out in j.outputs}
+    chain = []
+    while key is not None:
+        job = done[key]
+        made = [maker[(key[0], f)] for f in job.inputs if (key[0], f) in maker and maker[(key[0], f)] != key]
+        before = max(made, key=lambda k: done[k].end, default=None)
+        ready = done[before].end if before is not None else None
+        chain.append({"rule": job.rule, "job": job.name, "jobid": job.jobid, "start": job.start.isoformat(),
+                      "end": job.end.isoformat(), "seconds": job.seconds, "timing": is_timing_rule(job.rule),
+                      "waited_s": max(0.0, (job.start - ready).total_seconds()) if ready is not None else None})
+        key = before
+    return chain[::-1]
+
+
+# ------------------------------------------------------------------------------------- per GPU slot
+def _utc(local: dt.datetime) -> float:
+    return local.astimezone(dt.timezone.utc).timestamp()   # a naive stamp is this machine's local time
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    total, last = 0.0, None
+    for a, b in sorted(intervals):
+        if last is None or a > last:
+            total += b - a
+            last = b
+        elif b > last:
+            total += b - last
+            last = b
+    return total
+
+
+def _clip(intervals, lo: float, hi: float) -> list[tuple[float, float]]:
+    return [(max(a, lo), min(b, hi)) for a, b in intervals if min(b, hi) > max(a, lo)]
+
+
+def _minus(intervals, holes) -> list[tuple[float, float]]:
+    """intervals less every hole."""
+    out = []
+    for a, b in intervals:
+        pieces = [(a, b)]
+        for h0, h1 in holes:
+            pieces = [p for x, y in pieces for p in ((x, min(y, h0)), (max(x, h1), y)) if p[1] > p[0]]
+        out += pieces
+    return out
+
+
+def measured_runs(results: Path) -> list[dict]:
+    """Every measured run's rule, slot, start and end (epoch seconds) and in-job build seconds, from the run's
+    environment rows (results/environment.parquet, or each job's environment file where that is not made)."""
+    import polars as pl
+
+    whole = results / "environment.parquet"
+    files = [whole] if whole.exists() else sorted({*results.rglob("*.env.parquet"),
+                                                   *results.rglob("jobs/**/environment.parquet")})
+    if not files:
+        return []
+    env = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed").unique("run_id", keep="first")
+    builds: dict[str, float] = {}
+    sweep = results / "study_a" / "sweep.parquet"
+    if sweep.exists():
+        df = pl.read_parquet(sweep).filter(pl.col("implementation").str.starts_with(IN_JOB_BUILDS))
+        for run_id, seconds in df.group_by("run_id").agg(pl.col("build_s").fill_null(0).sum()).iter_rows():
+            builds[run_id] = float(seconds)
+    runs = []
+    for r in env.iter_rows(named=True):
+        if not (r.get("started_at") and r.get("ended_at")):
+            continue
+        slot = r.get("gpu_uuid") if r.get("device") == "cuda" and r.get("gpu_uuid") else "cpu"
+        runs.append({"rule": r["rule"], "run_id": r["run_id"], "slot": slot, "build_s": builds.get(r["run_id"], 0.0),
+                     "job": _pairs(r.get("job") or "", ","),
+                     "start": dt.datetime.fromisoformat(r["started_at"]).timestamp(),
+                     "end": dt.datetime.fromisoformat(r["ended_at"]).timestamp()})
+    return runs
+
+
+def _pairs(text: str, separator: str) -> dict[str, str]:
+    """"a=1, b=2" (the log's wildcards) or "a=1,b=2" (an environment row's job) as a dict."""
+    return dict(p.strip().split("=", 1) for p in text.split(separator) if "=" in p)
+
+
+def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[dict]:
+    """Each slot's held time (the logs' spans) split into measuring, start-up, builds, other and idle."""
+    done = [j for j in jobs.values() if j.end is not None]
+    logs = {k[0] for k in jobs}
+    spans = [(min(_utc(j.start) for k, j in jobs.items() if k[0] == log and j.end is not None),
+              max(_utc(j.end) for k, j in jobs.items() if k[0] == log and j.end is not None))
+             for log in logs if any(k[0] == log and j.end is not None for k, j in jobs.items())]
+    held = sum(b - a for a, b in spans)
+    slots = sorted({r["slot"] for r in runs}) or ["cpu"]
+    per = {s: {"slot": s, "held_s": held, "jobs": 0, "measuring_s": 0.0, "start_up_s": 0.0, "builds_s": 0.0,
+               "other_s": 0.0, "idle_s": 0.0} for s in slots}
+    occupied: dict[str, list[tuple[float, float]]] = {s: [] for s in slots}
+    for job in (j for j in done if is_timing_rule(j.rule)):
+        start, end = _utc(job.start), _utc(job.end)
+        wildcards = _pairs(job.wildcards, ",")
+        mine = [r for r in runs if r["rule"] == job.rule and r["start"] >= start - SLOP_S and r["end"] <= end + SLOP_S
+                and all(r["job"][k] == v for k, v in wildcards.items() if k in r["job"])]   # not a job beside it
+        slot = mine[0]["slot"] if mine else (slots[0] if len(slots) == 1 else None)
+        if slot is None:
+            continue   # a timing job with no measured run on a box of several slots: its GPU is not known
+        s = per[slot]
+        inside = _clip([(r["start"], r["end"]) for r in mine], start, end)
+        measured, builds = _union_s(inside), sum(r["build_s"] for r in mine)
+        start_up = max(0.0, min(a for a, _ in inside) - start) if inside else 0.0
+        s["jobs"] += 1
+        s["measuring_s"] += max(0.0, measured - builds)
+        s["builds_s"] += min(builds, measured)
+        s["start_up_s"] += start_up
+        s["other_s"] += max(0.0, (end - start) - measured - start_up)
+        occupied[slot].append((start, end))
+    building = [(_utc(j.start), _utc(j.end)) for j in done if j.rule in BUILD_RULES]
+    for slot, s in per.items():
+        free = _minus(spans, occupied[slot])
+        waiting = _union_s([p for a, b in building for p in _clip(free, a, b)])
+        s["builds_s"] += waiting
+        s["idle_s"] = max(0.0, held - s["measuring_s"] - s["start_up_s"] - s["builds_s"] - s["other_s"])
+        for k in ("measuring", "start_up", "builds", "other", "idle"):
+            s[f"{k}_pct"] = 100.0 * s[f"{k}_s"] / held if held else None
+    return list(per.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logs", nargs="+", type=Path, help="Snakemake logs, in the order the runs happened")
+    parser.add_argument("--results", type=Path, help="the run's results/ folder: per GPU slot, where its time went")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     jobs = {}
     for log in args.logs:
         jobs.update(jobs_of(log.read_text(errors="replace").splitlines(), str(log)))
     result = summary(jobs)
+    result["critical_path"] = critical_path(jobs)
+    result["critical_path_s"] = sum(step["seconds"] for step in result["critical_path"])
     print(f"{'rule':32s} {'timing':>6s} {'jobs':>5s} {'ok':>4s} {'failed':>6s} {'open':>5s} {'job s':>8s} "
           f"{'longest':>8s}")
     for r in result["rules"]:
@@ -101,6 +279,18 @@ def main() -> None:
               f"{r['failed']:6d} {r['unfinished']:5d} {r['job_s']:8.0f} {r['longest_s']:8.0f}")
     print(f"timing jobs {result['timing_job_s']:.0f} s of {result['all_job_s']:.0f} job-seconds; "
           f"first start {result['first_start']}, last end {result['last_end']}")
+    print(f"critical path ({result['critical_path_s']:.0f} s of jobs, waits not counted):")
+    for step in result["critical_path"]:
+        waited = "" if step["waited_s"] is None else f" after waiting {step['waited_s']:.0f} s"
+        print(f"  {step['start'][11:]} {step['seconds']:6.0f} s  {step['job']}{waited}")
+    if args.results is not None:
+        result["slots"] = slot_breakdown(jobs, measured_runs(args.results))
+        print(f"{'slot':24s} {'held s':>7s} {'jobs':>5s} " + " ".join(
+            f"{k:>14s}" for k in ("measuring", "start-up", "builds", "other", "idle")))
+        for s in result["slots"]:
+            print(f"{s['slot'][:24]:24s} {s['held_s']:7.0f} {s['jobs']:5d} " + " ".join(
+                f"{s[k + '_s']:6.0f} s {s[k + '_pct']:4.0f}%" for k in ("measuring", "start_up", "builds", "other",
+                                                                        "idle")))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
 

@@ -133,3 +133,81 @@ def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
     assert sweep["cells"] == 2  # eager and libtorch at the one cell
     assert all(r["ratio"] > 0 and r["covered"] in (True, False) for r in sweep["ratios"])
     assert 0 <= sweep["within_10pct"] <= 1 and sweep["coverage"] is not None
+
+
+def _log_stamp(epoch: float) -> str:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(epoch).strftime("[%a %b %d %H:%M:%S %Y]")   # Snakemake's: local time
+
+
+T0 = 1_800_000_000.0
+
+
+def _run_time_of(tmp_path, jobs, environment: dict, sweep: dict | None = None) -> dict:
+    """run_time.py --results on a Snakemake log of `jobs` (jobid, rule, wildcards, start, end, inputs, outputs;
+    seconds after T0, each started and finished in that order) and the run's environment rows."""
+    import datetime as dt
+
+    import polars as pl
+    lines = ["Building DAG of jobs..."]
+    for jobid, rule, wildcards, start, _, inputs, outputs in jobs:
+        lines += [_log_stamp(T0 + start), f"localrule {rule}:"] + ([f"    input: {inputs}"] if inputs else []) + [
+            f"    output: {outputs}", f"    jobid: {jobid}"] + ([f"    wildcards: {wildcards}"] if wildcards else []) + [
+            "    resources: tmpdir=/tmp", "Select jobs to execute..."]
+    for jobid, rule, *_, end, _, _ in sorted(jobs, key=lambda j: j[4]):
+        lines += [_log_stamp(T0 + end), f"Finished jobid: {jobid} (Rule: {rule})"]
+    log = tmp_path / "run.snakemake.log"
+    log.write_text("\n".join(lines) + "\n")
+    results = tmp_path / "results"
+    (results / "study_a").mkdir(parents=True)
+    iso = lambda s: dt.datetime.fromtimestamp(T0 + s, dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: E731
+    pl.DataFrame({**{k: v for k, v in environment.items() if k not in ("start", "end")},
+                  "started_at": [iso(t) for t in environment["start"]], "ended_at": [iso(t) for t in environment["end"]]}
+                 ).write_parquet(results / "environment.parquet")
+    if sweep is not None:
+        pl.DataFrame(sweep).write_parquet(results / "study_a" / "sweep.parquet")
+    out = tmp_path / "run_time.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_time.py"), str(log), "--results", str(results),
+                    "--out", str(out)], check=True, capture_output=True)
+    return json.loads(out.read_text())
+
+
+def _parts(slot: dict) -> dict:
+    return {k: slot[f"{k}_s"] for k in ("measuring", "start_up", "builds", "other", "idle")}
+
+
+def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_path):
+    """A build, an eval job with two measured runs, a compiled sweep job whose runs record 4 s of builds, a
+    concatenation: each second of the 42 s run is measuring, start-up, builds, other or idle, and the chain that
+    ended last is build -> sweep -> concat, the sweep having waited 12 s for its slot."""
+    program, evals, sweeps = "native/build/ac_libtorch", "eval/fp32/eager.rows.parquet", "sweep/compiled.rows.parquet"
+    result = _run_time_of(tmp_path, [
+        (1, "build_native", "", 0, 10, "", program),
+        (2, "eval_backend", "implementation=eager", 10, 20, program, evals),
+        (3, "sweep", "implementation=compiled-default", 22, 40, program, sweeps),
+        (4, "concat", "", 40, 42, f"{evals}, {sweeps}", "all")],
+        {"run_id": ["r1", "r2", "s1"], "rule": ["eval_backend", "eval_backend", "sweep"], "device": ["cpu"] * 3,
+         "gpu_uuid": [None] * 3, "job": ["implementation=eager,numerics=fp32", "implementation=eager,numerics=tf32",
+                                         "implementation=compiled-default,numerics=fp32"],
+         "start": [13, 16, 24], "end": [15, 19, 38]},
+        sweep={"run_id": ["s1", "s1"], "implementation": ["compiled-default"] * 2, "build_s": [2.0, 2.0]})
+    (slot,) = result["slots"]
+    assert slot["slot"] == "cpu" and slot["held_s"] == 42.0 and slot["jobs"] == 2
+    assert _parts(slot) == {"measuring": 15.0, "start_up": 5.0, "builds": 14.0, "other": 4.0, "idle": 4.0}
+    assert [(s["rule"], s["waited_s"]) for s in result["critical_path"]] == [
+        ("build_native", None), ("sweep", 12.0), ("concat", 0.0)]
+    assert result["critical_path_s"] == 30.0
+
+
+def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
+    """Two eval jobs at once on two GPUs: each job's measured run is found by its wildcards, not by its times
+    alone (the aoti job's run ends within a second of the eager job's end)."""
+    result = _run_time_of(tmp_path, [(1, "eval_backend", "implementation=eager", 0, 10, "", "e"),
+                                     (2, "eval_backend", "implementation=aoti", 2, 12, "", "a")],
+                          {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
+                           "gpu_uuid": ["GPU-a", "GPU-b"], "start": [3, 4], "end": [9, 11],
+                           "job": ["implementation=eager,numerics=fp32", "implementation=aoti,numerics=fp32"]})
+    by_slot = {s["slot"]: s for s in result["slots"]}
+    assert _parts(by_slot["GPU-a"]) == {"measuring": 6.0, "start_up": 3.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
+    assert _parts(by_slot["GPU-b"]) == {"measuring": 7.0, "start_up": 2.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
+    assert by_slot["GPU-a"]["held_s"] == by_slot["GPU-b"]["held_s"] == 12.0

@@ -1,4 +1,5 @@
 """The smoke config end to end through Snakemake: every rule runs, every table has its schema, the report renders."""
+import datetime as dt
 import json
 import re
 import subprocess
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 
 from abstraction_cost import tables
 from abstraction_cost.backends import sweep_summary
@@ -84,3 +86,32 @@ def test_compile_cache_compiles_every_study_b_graph_before_the_jobs(smoke_run):
     log = (smoke_run / "logs" / "study_b" / "blocks" / "conv_blocks-cpu-default.log").read_text()
     lookups = re.findall(r"Inductor cache (\d+) hits (\d+) misses", log)
     assert lookups and all((int(h), int(m)) == (1, 0) for h, m in lookups), log
+
+
+@pytest.mark.slow
+def test_run_time_splits_the_smoke_runs_held_time_and_names_its_critical_path(smoke_run):
+    """benchmarks/run_time.py on the smoke run's own log and results: one slot (the CPU), its held time wholly
+    split, the backend comparison's seven jobs each with a start-up before its measured runs, and a critical path
+    of connected jobs that ends with the run's last job."""
+    (log,) = (smoke_run / ".snakemake" / "log").glob("*.snakemake.log")
+    out = smoke_run / "run_time.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_time.py"), str(log), "--results",
+                    str(smoke_run / "results"), "--out", str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    (slot,) = result["slots"]
+    parts = {k: slot[f"{k}_s"] for k in ("measuring", "start_up", "builds", "other", "idle")}
+    assert slot["slot"] == "cpu" and slot["held_s"] > 0 and all(v >= 0 for v in parts.values()), slot
+    assert sum(parts.values()) == pytest.approx(slot["held_s"], abs=1e-6), slot   # every second somewhere
+    assert parts["measuring"] > 0 and parts["start_up"] > 0 and parts["builds"] > 0, slot   # build_native, warm-up
+    timing_jobs = sum(r["finished"] for r in result["rules"] if r["timing"])
+    assert slot["jobs"] == timing_jobs   # every timing job found its measured runs on the slot
+    evals = next(r for r in result["rules"] if r["rule"] == "eval_backend")
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())["study_a"]["backends"]
+    assert evals["finished"] == len(config["implementations"])   # one job per implementation, every numerics
+    assert len(list((smoke_run / "results/study_a/backends/eval").glob("*.benchmark.tsv"))) == evals["finished"]
+    path = result["critical_path"]
+    assert path and path[-1]["end"] == result["last_end"] and path[-1]["rule"] in ("all", "report")
+    for before, after in zip(path, path[1:]):
+        assert after["start"] >= before["end"], path   # each step started once the one before it ended
+    assert result["critical_path_s"] <= (dt.datetime.fromisoformat(result["last_end"])
+                                         - dt.datetime.fromisoformat(result["first_start"])).total_seconds()
