@@ -4,8 +4,9 @@
 configfile: "config/config.yaml"
 
 
+# common.smk first: it defines every shared name (paths, TABLES, input functions, gpu_slots.smk's resources); the
+# rules files below use only it and their own names, so their order does not matter.
 include: "workflow/rules/common.smk"
-include: "workflow/rules/gpu_slots.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/study_a.smk"
 include: "workflow/rules/study_b_compile_cache.smk"
@@ -22,3 +23,8 @@ rule all:
     input:
         "results/report.html",
     default_target: True
+
+
+# Every rule runs in the project's one environment (envs/environment.yaml: the pins of envs/requirements.txt).
+for _rule in workflow.rules:
+    _rule.conda_env = _rule.conda_env or SOFTWARE

@@ -1,4 +1,7 @@
-# Validation of the config, the registry of tables, and helpers shared by every rules file.
+# What every rules file shares, and the only place it is defined: config validation, wildcard constraints, the
+# paths more than one rules file (or the report) reads, the TABLES registry, and the input functions. A rules file
+# defines names of its own only for itself, so each reads alone beside this one (tests/test_rules.py checks it).
+# Job resources of timing rules come from gpu_slots.smk, included here.
 import sys
 from pathlib import Path
 
@@ -6,10 +9,19 @@ from snakemake.logging import logger
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+import torch as _torch
+
 from abstraction_cost import config as config_module
 from abstraction_cost import run_guard
+from abstraction_cost.backends import cudnn as _cudnn
+from abstraction_cost.backends import native as _native
+from abstraction_cost.backends.eval_job import IMPLEMENTATIONS as EVAL_IMPLEMENTATIONS
+from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
+from abstraction_cost.backends.sweep_conductor import Protocol as _Protocol
+from abstraction_cost.compiler.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
 from abstraction_cost.measure import device as device_check
+from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES
 
 # Before any job: the config, the folders it writes, and one run per directory (run_guard).
 try:
@@ -22,6 +34,9 @@ if _cleared:
     logger.warning(_cleared)
 
 
+include: "gpu_slots.smk"
+
+
 onstart:
     # The device the config names, once jobs are about to run here: not in a dry run, and not where jobs run
     # elsewhere (a cluster's login node has no GPU of its own).
@@ -32,20 +47,168 @@ onstart:
             raise WorkflowError(str(err)) from None
 
 
+# Global, so that they bind in every rules file whatever the include order.
 wildcard_constraints:
     dataset="|".join(dataset_specs.ALL),
     repeat=r"\d+",
     seed=r"\d+",
+    model="|".join(["alexnet", "resnet50", "mobilenet_v2", "googlenet", "squeezenet1_1", "densenet121"]),
+    pair="cpu|gpu",
 
 
-# Every whole table the report reads, by table name (tables.SCHEMAS). Each rules file adds its own; for each
-# table T written by rule `concat_tables`, its jobs' environment rows land beside it as T.env.parquet.
-TABLES = {}
-
-
-def env_sidecar(table_path):
-    return str(table_path).replace(".parquet", ".env.parquet")
+# The software of every rule (the pins of envs/requirements.txt), which the Snakefile gives to each.
+SOFTWARE = f"{workflow.basedir}/envs/environment.yaml"
+TORCH_VERSION = _torch.__version__  # as a param, a different torch reruns what depends on it
 
 
 def seeds(section):
     return [config["seed"] + r for r in range(section["repeats"])]
+
+
+def env_sidecar(table_path):
+    """For each table T written by a concat rule, its jobs' environment rows land beside it as T.env.parquet."""
+    return str(table_path).replace(".parquet", ".env.parquet")
+
+
+# --- data (data.smk): one prepared copy per dataset, init weights per (dataset, init, seed), sample orders ---
+DATA_ROOT = config["data"]["root"]
+PREPARED = "results/data/prepared/{dataset}"
+INIT_WEIGHTS = "results/data/init/{dataset}/{init}-seed{seed}.weights"
+SAMPLE_ORDER = "results/data/order/{dataset}/seed{seed}-epochs{epochs}.i32"
+
+# --- Study A ---
+TRAINING = config["study_a"]["training"]
+TRAINING_ORDER = SAMPLE_ORDER.replace("{epochs}", str(TRAINING["epochs"]))  # every training job's sample order
+BACKENDS = config["study_a"]["backends"]
+BACKENDS_DIR = "results/study_a/backends"
+BACKENDS_WEIGHTS = INIT_WEIGHTS.format(dataset=BACKENDS["dataset"], init=BACKENDS["init"], seed=config["seed"])
+TORCHSCRIPT_MODULE = f"{BACKENDS_DIR}/torchscript/model.pt"
+TORCHSCRIPT_META = f"{BACKENDS_DIR}/torchscript/meta.json"
+SWEEP = _SweepSettings.from_config(config)  # refuses a bad grid, transfer or implementation, naming the key
+SWEEP_PROTOCOL = _Protocol.from_config(config["study_a"]["sweep"])
+SWEEP_DIR = "results/study_a/sweep"
+SWEEP_JOBS = SWEEP.jobs()
+# The C++ programs, built in the repository's native/build/ (git-ignored) whatever the working directory.
+LIBTORCH_PROGRAM = str(_native.program_path("libtorch"))
+CUDNN_PROGRAM = str(_native.program_path("cudnn"))
+NATIVE_SOURCES = {program: [str(p) for p in _native.sources(program)] for program in ("libtorch", "cudnn")}
+
+# --- Study B ---
+STUDY_B_CACHE_DIR = None if config["study_b"]["fresh_compile_cache"] else "results/study_b/compile-cache/"
+STUDY_B_CACHE_MANIFEST = "results/study_b/compile-cache.json"
+BLOCK_DIR = "results/study_b/blocks"
+VISION_DIR = "results/study_b/models"
+VISION_SUMMARIES = ("vision_speedups", "vision_timing_summary", "vision_layer_summary", "vision_selective_summary",
+                    "vision_eager_baselines")
+
+# Every whole table the report reads, by table name (tables.SCHEMAS): measured tables, whose jobs' environment
+# rows sit beside them (env_sidecar), and SUMMARIES, computed from them by a rule without measuring.
+TABLES = {"training": "results/study_a/training.parquet"}
+for _name in (*VISION_JOB_TABLES, *VISION_SUMMARIES):
+    TABLES[_name] = f"{VISION_DIR}/{_name}.parquet"
+for _name, _exp in BLOCK_EXPERIMENTS.items():
+    TABLES[_exp.table] = f"{BLOCK_DIR}/{_name}.parquet"
+    if _exp.speedup_table is not None:
+        TABLES[_exp.speedup_table] = f"{BLOCK_DIR}/{_name}.speedups.parquet"
+TABLES["study_b_resnet50_conv_speedups"] = f"{BLOCK_DIR}/resnet50_convs.speedups.parquet"
+TABLES.update(backend_eval="results/study_a/backend_eval.parquet",
+              backend_comparison="results/study_a/backend_comparison.parquet",
+              sweep="results/study_a/sweep.parquet", sweep_kernels="results/study_a/sweep_kernels.parquet")
+
+SUMMARIES = {
+    "training_curve": "results/study_a/training_curve.parquet",
+    "training_summary": "results/study_a/training_summary.parquet",
+    "sweep_h2d": "results/study_a/sweep_h2d.parquet",
+}
+if SWEEP_PROTOCOL.mode == "interleaved":  # run_ids: the sweep's
+    SUMMARIES.update(sweep_blocks="results/study_a/sweep_blocks.parquet",
+                     sweep_speedups="results/study_a/sweep_speedups.parquet")
+ENVIRONMENT = "results/environment.parquet"
+# Every table the report reads: passed to it as JSON (report/page.py), named only here.
+REPORT_TABLES = {**TABLES, **SUMMARIES, "environment": ENVIRONMENT}
+
+
+# --- input functions ---
+def download_record(wildcards):
+    """A real dataset's download status as prepare_dataset's input; none for one made offline."""
+    if dataset_specs.spec(wildcards.dataset, config).downloads:
+        return f"{DATA_ROOT}/{wildcards.dataset}/download.json"
+    return []
+
+
+def training_parts(kind):
+    """Every training job's part (kind rows or env) of the training table."""
+    return expand(
+        "results/study_a/train/{backend}/{dataset}/{init}/seed{seed}.{kind}.parquet",
+        backend=TRAINING["backends"], dataset=TRAINING["datasets"], init=TRAINING["inits"],
+        seed=seeds(TRAINING), kind=kind,
+    )
+
+
+def native_program(implementation):
+    """The C++ program that runs an implementation of Study A, or None for one that runs in Python."""
+    if implementation in _cudnn.IMPLEMENTATIONS:
+        return CUDNN_PROGRAM
+    known = EVAL_IMPLEMENTATIONS.get(implementation)
+    return LIBTORCH_PROGRAM if known is not None and known.runtime == "cpp" else None
+
+
+def inputs_of(implementation, images, aoti_package, torchscript_meta):
+    """What a job that runs `implementation` of Study A on `images` (a dict of named inputs) reads: the init
+    weights, the TorchScript module, the AOTInductor package and the program it needs."""
+    found = {**images, "weights": BACKENDS_WEIGHTS}
+    if implementation.startswith("torchscript"):
+        found["module"] = TORCHSCRIPT_MODULE
+        if torchscript_meta:
+            found["meta"] = TORCHSCRIPT_META
+    if implementation == "aoti":
+        found["package"] = aoti_package
+    program = native_program(implementation)
+    if program is not None:
+        found["program"] = program
+    return found
+
+
+def backend_eval_inputs(wildcards):
+    return inputs_of(wildcards.implementation, {"input": f"{BACKENDS_DIR}/input"}, f"{BACKENDS_DIR}/aoti", True)
+
+
+def sweep_inputs_of(implementation):
+    return inputs_of(implementation, {"inputs": f"{SWEEP_DIR}/inputs"}, f"{SWEEP_DIR}/aoti", False)
+
+
+def sweep_job_inputs(wildcards):
+    return sweep_inputs_of(wildcards.implementation)
+
+
+def sweep_interleaved_inputs():
+    """Every sweep implementation's inputs, for the one interleaved job of a numerics; the programs as
+    program_libtorch and program_cudnn."""
+    inputs = {}
+    for implementation in SWEEP_JOBS:
+        for key, path in sweep_inputs_of(implementation).items():
+            inputs[f"program_{Path(path).parent.name}" if key == "program" else key] = path
+    return inputs
+
+
+def compile_cache_input():
+    """The warm-up's manifest as a Study B timing job's input, or none with fresh_compile_cache. ancient: the
+    warm-up only orders the jobs; refilling the cache (a model added) reruns no job."""
+    return [] if STUDY_B_CACHE_DIR is None else ancient(STUDY_B_CACHE_MANIFEST)
+
+
+def block_parts(experiment, kind):
+    """Every timing job's part (kind rows or env) of one building-block experiment's table."""
+    section = config["study_b"]["blocks"][BLOCK_EXPERIMENTS[experiment].config_key]
+    return expand(f"{BLOCK_DIR}/{experiment}/{{pair}}-{{mode}}.{kind}.parquet",
+                  pair=section["pairs"], mode=section["modes"])
+
+
+def vision_cases():
+    return [(model, pair) for pair, models in config["study_b"]["models"]["models"].items() for model in models]
+
+
+def vision_parts(table):
+    """Every vision_model job's part of one vision table, and the jobs' environment rows."""
+    return dict(tables=[f"{VISION_DIR}/jobs/{pair}/{model}/{table}.parquet" for model, pair in vision_cases()],
+                envs=[f"{VISION_DIR}/jobs/{pair}/{model}/environment.parquet" for model, pair in vision_cases()])

@@ -1,12 +1,5 @@
 # Datasets: download (real datasets, through torchvision), prepare (every source, into the prepared format),
 # init weights per (dataset, scheme, seed), and one sample order per (dataset, seed) for every backend.
-DATA_ROOT = config["data"]["root"]
-
-
-def download_record(wildcards):
-    if dataset_specs.spec(wildcards.dataset, config).downloads:
-        return f"{DATA_ROOT}/{wildcards.dataset}/download.json"
-    return []
 
 
 rule download_dataset:
@@ -26,7 +19,7 @@ rule prepare_dataset:
     input:
         download_record,
     output:
-        directory("results/data/prepared/{dataset}"),
+        directory(PREPARED),
     log:
         "logs/data/prepare-{dataset}.log",
     params:
@@ -37,7 +30,7 @@ rule prepare_dataset:
 
 rule init_weights:
     output:
-        "results/data/init/{dataset}/{init}-seed{seed}.weights",
+        INIT_WEIGHTS,
     log:
         "logs/data/init-{dataset}-{init}-{seed}.log",
     script:
@@ -46,9 +39,9 @@ rule init_weights:
 
 rule sample_order:
     input:
-        "results/data/prepared/{dataset}",
+        PREPARED,
     output:
-        "results/data/order/{dataset}/seed{seed}-epochs{epochs}.i32",
+        SAMPLE_ORDER,
     log:
         "logs/data/order-{dataset}-{seed}-{epochs}.log",
     script:

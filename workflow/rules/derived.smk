@@ -1,25 +1,15 @@
 # Tables the report draws that are computed from measured tables (src/abstraction_cost/derived/, schemas in
 # tables/derived.py): precision per experiment, energy per sample, compile break-even, Study B's per-layer oracle
 # curve (Fig. 5.9) and the convolution speedup predictor (Fig. 5.4). Each rule reads whole tables and measures
-# nothing, so it needs no GPU and no env sidecar. Included before report.smk, which passes DERIVED to the report.
-DERIVED = {
-    "precision": "results/derived/precision.parquet",
-    "energy": "results/derived/energy.parquet",
-    "compile_breakeven": "results/derived/compile_breakeven.parquet",
-    "vision_oracle_curve": "results/derived/vision_oracle_curve.parquet",
-    "conv_predictor": "results/derived/conv_predictor.parquet",
-    "conv_predictor_summary": "results/derived/conv_predictor_summary.parquet",
-}
-
-
-def _derived_inputs(*names):
-    return {name: {**TABLES, **SWEEP_SUMMARIES}[name] for name in names}
+# nothing, so it needs no GPU and no env sidecar. The report reads them through REPORT_TABLES (common.smk).
+# DERIVED (the tables' paths) and derived_inputs() are in common.smk.
+localrules: precision, energy, compile_breakeven, vision_oracle_curve, conv_predictor  # seconds
 
 
 rule precision:
     input:
-        **_derived_inputs(*(["sweep_speedups"] if "sweep_speedups" in SWEEP_SUMMARIES else [])),
-        **_derived_inputs("sweep", "backend_comparison", "backend_eval", "vision_speedups", "vision_selective_summary",
+        **derived_inputs(*(["sweep_speedups"] if "sweep_speedups" in SUMMARIES else [])),
+        **derived_inputs("sweep", "backend_comparison", "backend_eval", "vision_speedups", "vision_selective_summary",
                           "vision_layer_summary", "vision_eager_baselines", "study_b_matmul_speedups",
                           "study_b_conv_ablation_speedups", "study_b_conv_blocks_speedups"),
     output:
@@ -32,7 +22,7 @@ rule precision:
 
 rule energy:
     input:
-        **_derived_inputs("sweep", "backend_comparison", "backend_eval"),
+        **derived_inputs("sweep", "backend_comparison", "backend_eval"),
     output:
         energy=DERIVED["energy"],
     log:
@@ -43,7 +33,7 @@ rule energy:
 
 rule compile_breakeven:
     input:
-        **_derived_inputs("sweep", "backend_comparison", "vision_speedups", "vision_builds", "study_b_matmul_speedups",
+        **derived_inputs("sweep", "backend_comparison", "vision_speedups", "vision_builds", "study_b_matmul_speedups",
                           "study_b_conv_ablation_speedups", "study_b_conv_blocks_speedups"),
     output:
         compile_breakeven=DERIVED["compile_breakeven"],
@@ -55,7 +45,7 @@ rule compile_breakeven:
 
 rule vision_oracle_curve:
     input:
-        **_derived_inputs("vision_layer_summary"),
+        **derived_inputs("vision_layer_summary"),
     output:
         vision_oracle_curve=DERIVED["vision_oracle_curve"],
     log:
@@ -66,7 +56,7 @@ rule vision_oracle_curve:
 
 rule conv_predictor:
     input:
-        **_derived_inputs("study_b_resnet50_conv_speedups"),
+        **derived_inputs("study_b_resnet50_conv_speedups"),
     output:
         conv_predictor=DERIVED["conv_predictor"],
         conv_predictor_summary=DERIVED["conv_predictor_summary"],
@@ -80,8 +70,8 @@ rule conv_predictor:
 # own, so it is a table of TABLES like a measured one.
 rule flops:
     output:
-        table="results/derived/flops.parquet",
-        env=env_sidecar("results/derived/flops.parquet"),
+        table=TABLES["flops"],
+        env=env_sidecar(TABLES["flops"]),
     log:
         "logs/derived/flops.log",
     params:
@@ -90,6 +80,3 @@ rule flops:
               config["study_b"]["models"]["resolution"]),
     script:
         "../../scripts/flops.py"
-
-
-TABLES["flops"] = "results/derived/flops.parquet"

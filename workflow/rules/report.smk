@@ -1,20 +1,5 @@
 # The report: the environment of every measuring job, the tables the report derives, and results/report.html.
-# Included last in the Snakefile, so that every rules file has registered its tables in TABLES by now.
-import glob
-
-ENVIRONMENT = "results/environment.parquet"
-
-# Tables computed from measured tables for the report (no measuring job of their own, so no env sidecar).
-SUMMARIES = {
-    "training_curve": "results/study_a/training_curve.parquet",
-    "training_summary": "results/study_a/training_summary.parquet",
-    **SWEEP_SUMMARIES,
-    **DERIVED,
-}
-
-# Every table the report reads, by table name: passed to it as JSON (report/page.py), named only here.
-REPORT_TABLES = {**TABLES, **SUMMARIES, "environment": ENVIRONMENT}
-
+# Every table it reads is named in common.smk (TABLES, SUMMARIES, REPORT_TABLES).
 
 rule environment:
     input:
@@ -42,7 +27,7 @@ rule summarise_training:
 rule report:
     input:
         qmd=f"{workflow.basedir}/report/report.qmd",
-        partials=sorted(glob.glob(f"{workflow.basedir}/report/_*.qmd")),
+        partials=sorted(Path(workflow.basedir, "report").glob("_*.qmd")),
         tables=list(REPORT_TABLES.values()),
     output:
         "results/report.html",

@@ -12,19 +12,12 @@
 #   (torch.profiler; the C++ programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
-from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
-from abstraction_cost.backends.sweep_conductor import Protocol as _Protocol
-
-SWEEP = _SweepSettings.from_config(config)  # refuses a bad grid, transfer or implementation, naming the key
-SWEEP_PROTOCOL = _Protocol.from_config(config["study_a"]["sweep"])
-SWEEP_DIR = "results/study_a/sweep"
-SWEEP_JOBS = SWEEP.jobs()
-SWEEP_SUMMARIES = {"sweep_h2d": "results/study_a/sweep_h2d.parquet"}
+# SWEEP (the settings), SWEEP_PROTOCOL, SWEEP_JOBS and the jobs' input functions are in common.smk.
 
 
 rule sweep_inputs:
     input:
-        data=f"results/data/prepared/{BACKENDS['dataset']}",
+        data=PREPARED.format(dataset=BACKENDS["dataset"]),
     output:
         directory(f"{SWEEP_DIR}/inputs"),
     log:
@@ -49,32 +42,6 @@ rule package_aoti_sweep:
         **cluster_gpu(config["device"] == "cuda"),
     script:
         "../../scripts/package_aoti_sweep.py"
-
-
-def sweep_inputs_of(implementation):
-    inputs = {"inputs": f"{SWEEP_DIR}/inputs", "weights": BACKENDS_WEIGHTS}
-    if implementation.startswith("torchscript"):
-        inputs["module"] = f"{BACKENDS_DIR}/torchscript/model.pt"
-    if implementation == "aoti":
-        inputs["package"] = f"{SWEEP_DIR}/aoti"
-    if implementation in ("torchscript-cpp", "libtorch", "aoti"):
-        inputs["program"] = LIBTORCH_PROGRAM
-    if implementation in ("cudnn", "cudnn-graphs"):
-        inputs["program"] = CUDNN_PROGRAM
-    return inputs
-
-
-def sweep_job_inputs(wildcards):
-    return sweep_inputs_of(wildcards.implementation)
-
-
-def sweep_interleaved_inputs():
-    """Every implementation's inputs; the programs as program_libtorch and program_cudnn."""
-    inputs = {}
-    for impl in SWEEP_JOBS:
-        for key, path in sweep_inputs_of(impl).items():
-            inputs[f"program_{Path(path).parent.name}" if key == "program" else key] = path
-    return inputs
 
 
 SWEEP_GRID = (SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, SWEEP.cell_budget_s,
@@ -113,7 +80,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
         input:
             tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}.blocks.parquet", numerics=SWEEP.numerics),
         output:
-            table="results/study_a/sweep_blocks.parquet",
+            table=SUMMARIES["sweep_blocks"],
         log:
             "logs/study_a/concat-sweep-blocks.log",
         params:
@@ -123,17 +90,15 @@ if SWEEP_PROTOCOL.mode == "interleaved":
 
     rule sweep_speedups:
         input:
-            sweep="results/study_a/sweep.parquet",
-            blocks="results/study_a/sweep_blocks.parquet",
+            sweep=TABLES["sweep"],
+            blocks=SUMMARIES["sweep_blocks"],
         output:
-            "results/study_a/sweep_speedups.parquet",
+            SUMMARIES["sweep_speedups"],
         log:
             "logs/study_a/sweep-speedups.log",
         script:
             "../../scripts/sweep_speedups.py"
 
-    SWEEP_SUMMARIES["sweep_blocks"] = "results/study_a/sweep_blocks.parquet"  # run_ids: the sweep's
-    SWEEP_SUMMARIES["sweep_speedups"] = "results/study_a/sweep_speedups.parquet"
 
 else:
 
@@ -171,8 +136,8 @@ rule concat_sweep:
     input:
         **SWEEP_JOB_OUTPUTS,
     output:
-        table="results/study_a/sweep.parquet",
-        env=env_sidecar("results/study_a/sweep.parquet"),
+        table=TABLES["sweep"],
+        env=env_sidecar(TABLES["sweep"]),
     log:
         "logs/study_a/concat-sweep.log",
     params:
@@ -183,9 +148,9 @@ rule concat_sweep:
 
 rule sweep_h2d:
     input:
-        sweep="results/study_a/sweep.parquet",
+        sweep=TABLES["sweep"],
     output:
-        SWEEP_SUMMARIES["sweep_h2d"],
+        SUMMARIES["sweep_h2d"],
     log:
         "logs/study_a/sweep-h2d.log",
     params:
@@ -218,13 +183,9 @@ rule concat_sweep_kernels:
         envs=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.env.parquet",
                     numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
     output:
-        table="results/study_a/sweep_kernels.parquet",
-        env=env_sidecar("results/study_a/sweep_kernels.parquet"),
+        table=TABLES["sweep_kernels"],
+        env=env_sidecar(TABLES["sweep_kernels"]),
     log:
         "logs/study_a/concat-sweep-kernels.log",
     script:
         "../../scripts/concat_sweep_kernels.py"
-
-
-TABLES["sweep"] = "results/study_a/sweep.parquet"
-TABLES["sweep_kernels"] = "results/study_a/sweep_kernels.parquet"

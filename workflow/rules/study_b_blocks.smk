@@ -1,21 +1,12 @@
 # Study B building blocks (Goldfarb 2024, Fig. 5.1, 5.3, 5.4, 5.5): matmul, convolution ablation, ResNet-50's
 # convolutions (isolated and inside the model) and convolution blocks, eager against torch.compile.
 # One timing job per experiment × device pair (cpu: interp vs cpp, gpu: cuda vs triton) × compile mode.
-from abstraction_cost.compiler.configurations import COMPILE_MODES
-from abstraction_cost.compiler.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
+from abstraction_cost.compiler.configurations import COMPILE_MODES as _COMPILE_MODES
 
-BLOCKS = config["study_b"]["blocks"]
-BLOCK_DIR = "results/study_b/blocks"
 # wildcard patterns, written into every output of a rule (an inline constraint binds only where it is written)
-MODE_PATTERN = "|".join(COMPILE_MODES)
+MODE_PATTERN = "|".join(_COMPILE_MODES)
 EXPERIMENT_PATTERN = "|".join(BLOCK_EXPERIMENTS)
 SPEEDUP_PATTERN = "|".join(n for n, e in BLOCK_EXPERIMENTS.items() if e.speedup_table)
-
-
-def block_parts(experiment, kind):
-    section = BLOCKS[BLOCK_EXPERIMENTS[experiment].config_key]
-    return expand(f"{BLOCK_DIR}/{experiment}/{{pair}}-{{mode}}.{kind}.parquet",
-                  pair=section["pairs"], mode=section["modes"])
 
 
 rule study_b_block_timing:
@@ -78,13 +69,6 @@ rule study_b_resnet50_conv_speedups:
         experiment="resnet50_convs",
     script:
         "../../scripts/study_b_block_speedups.py"
-
-
-for _name, _exp in BLOCK_EXPERIMENTS.items():
-    TABLES[_exp.table] = f"{BLOCK_DIR}/{_name}.parquet"
-    if _exp.speedup_table is not None:
-        TABLES[_exp.speedup_table] = f"{BLOCK_DIR}/{_name}.speedups.parquet"
-TABLES["study_b_resnet50_conv_speedups"] = f"{BLOCK_DIR}/resnet50_convs.speedups.parquet"
 
 
 # Target: every building-block table (`snakemake study_b_blocks`).

@@ -2,17 +2,6 @@
 # compiles every graph the building-block and vision-model jobs will compile, in parallel processes, into the
 # pipeline's own Inductor cache; those jobs then compile warm from it. Skipped with study_b.fresh_compile_cache
 # (every job compiles cold into an empty cache of its own).
-import torch as _torch
-
-STUDY_B_CACHE_DIR = None if config["study_b"]["fresh_compile_cache"] else "results/study_b/compile-cache"
-STUDY_B_CACHE_MANIFEST = "results/study_b/compile-cache.json"
-
-
-def compile_cache_input():
-    """The warm-up's manifest as a Study B timing job's input, or none with fresh_compile_cache. ancient: the
-    warm-up only orders the jobs; refilling the cache (a model added) reruns no job."""
-    return [] if STUDY_B_CACHE_DIR is None else ancient(STUDY_B_CACHE_MANIFEST)
-
 
 rule compile_cache:
     output:
@@ -23,7 +12,7 @@ rule compile_cache:
         cache_dir=STUDY_B_CACHE_DIR,
         # what it compiles: a change of these compiles again (a params change is a rerun trigger)
         cases=(config["study_b"]["models"], config["study_b"]["blocks"], config["numerics"], config["seed"],
-               _torch.__version__),
+               TORCH_VERSION),
     threads: 16 if ON_CLUSTER else workflow.cores  # every core; a cluster has no --cores: profiles/slurm's 16 CPUs
     priority: 50  # first among the timing jobs: every Study B job waits for it
     resources:

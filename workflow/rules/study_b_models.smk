@@ -1,21 +1,6 @@
 # Study B, vision models (Goldfarb 2024, sec. 5.5): end to end, timing methods, per-layer times, oracles and
 # selective compilation, all in one job per (model, pair) (compiler/vision_job.py); pair cpu = interp/cpp,
 # gpu = cuda/triton. Config: study_b.models.
-from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES
-
-VISION = config["study_b"]["models"]
-VISION_DIR = "results/study_b/models"
-
-
-wildcard_constraints:
-    model="|".join(["alexnet", "resnet50", "mobilenet_v2", "googlenet", "squeezenet1_1", "densenet121"]),
-    pair="cpu|gpu",
-
-
-def vision_cases():
-    return [(model, pair) for pair, models in VISION["models"].items() for model in models]
-
-
 VISION_JOB_DIR = f"{VISION_DIR}/jobs/{{pair}}/{{model}}"
 
 
@@ -36,19 +21,9 @@ rule vision_model:
 
 
 # Whole tables: per-job parts joined with their jobs' environment rows (scripts/concat_table.py).
-VISION_TABLES = {
-    name: ([f"{VISION_DIR}/jobs/{pair}/{model}/{name}.parquet" for model, pair in vision_cases()],
-           [f"{VISION_DIR}/jobs/{pair}/{model}/environment.parquet" for model, pair in vision_cases()])
-    for name in VISION_JOB_TABLES
-}
-for _name in VISION_TABLES:
-    TABLES[_name] = f"{VISION_DIR}/{_name}.parquet"
-
-
 rule concat_vision_table:
     input:
-        tables=lambda w: VISION_TABLES[w.vision_table][0],
-        envs=lambda w: VISION_TABLES[w.vision_table][1],
+        unpack(lambda w: vision_parts(w.vision_table)),
     output:
         table=f"{VISION_DIR}/{{vision_table}}.parquet",
         env=f"{VISION_DIR}/{{vision_table}}.env.parquet",
@@ -57,13 +32,9 @@ rule concat_vision_table:
     params:
         table=lambda w: w.vision_table,
     wildcard_constraints:
-        vision_table="|".join(VISION_TABLES),
+        vision_table="|".join(VISION_JOB_TABLES),
     script:
         "../../scripts/concat_table.py"
-
-
-VISION_SUMMARIES = ["vision_speedups", "vision_timing_summary", "vision_layer_summary", "vision_selective_summary",
-                    "vision_eager_baselines"]
 
 
 rule vision_summaries:
@@ -78,18 +49,14 @@ rule vision_summaries:
         selective=TABLES["vision_selective"],
         selective_env=env_sidecar(TABLES["vision_selective"]),
     output:
-        **{name: f"{VISION_DIR}/{name}.parquet" for name in VISION_SUMMARIES},
-        **{f"{name}_env": env_sidecar(f"{VISION_DIR}/{name}.parquet") for name in VISION_SUMMARIES},
+        **{name: TABLES[name] for name in VISION_SUMMARIES},
+        **{f"{name}_env": env_sidecar(TABLES[name]) for name in VISION_SUMMARIES},
     log:
         "logs/study_b/models/summaries.log",
     script:
         "../../scripts/vision_summaries.py"
 
 
-for _name in VISION_SUMMARIES:
-    TABLES[_name] = f"{VISION_DIR}/{_name}.parquet"
-
-
 rule vision_models:
     input:
-        [TABLES[name] for name in [*VISION_TABLES, *VISION_SUMMARIES]],
+        [TABLES[name] for name in [*VISION_JOB_TABLES, *VISION_SUMMARIES]],
