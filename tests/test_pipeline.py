@@ -73,13 +73,14 @@ def test_report_is_one_self_contained_file(smoke_run):
 @pytest.mark.slow
 def test_compile_cache_compiles_every_study_b_graph_before_the_jobs(smoke_run):
     study_b = smoke_run / "results" / "study_b"
-    manifest = json.loads((study_b / "compile-cache.json").read_text())
-    done = {(t["name"], t["pair"], t["mode"], t["what"]): t["status"] for t in manifest["tasks"]}
+    # one warm-up per timing job that compiles anything (none for the gpu pair and reduce-overhead on the CPU)
+    manifests = [json.loads(p.read_text()) for p in sorted((study_b / "compile-cache-manifests").rglob("*.json"))]
+    assert len(manifests) == 7
+    done = {(t["name"], t["pair"], t["mode"], t["what"]): t["status"] for m in manifests for t in m["tasks"]}
     assert done == {**{(m, "cpu", "default", w): "ok" for m in ("squeezenet1_1", "alexnet") for w in ("whole", "blocks")},
                     **{(e, "cpu", "default", "cases"): "ok" for e in
                        ("matmul", "conv_ablation", "resnet50_convs", "resnet50_in_model", "conv_blocks")}}
-    assert {(t["pair"], t["mode"]) for t in manifest["skipped"]} <= {
-        ("gpu", "default"), ("gpu", "reduce-overhead"), ("cpu", "reduce-overhead")}
+    assert not any(m["skipped"] for m in manifests)
     assert any((study_b / "compile-cache").rglob("*.py")), "no generated code in the pipeline's Inductor cache"
     # every job reports its first calls' Inductor cache hits and misses, one lookup per compiled graph; the jobs hit
     # the warm-up's entries (compiler/cache_key.py: before it, every lookup of a Snakemake job missed)

@@ -123,6 +123,26 @@ def test_the_warm_up_probes_and_skips_itself_where_a_job_would_miss(tmp_path, mo
                                                if t["reason"].startswith("the warm-up"))
 
 
+def test_a_warm_up_of_one_timing_job_compiles_only_that_jobs_graphs(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    calls = []
+
+    def worker(config, task, env):
+        calls.append((task["study"], task["name"], task["pair"], task["mode"], task["what"]))
+        return {**task, "status": "ok", "message": None, "seconds": 0.1, "cache_hits": 1, "cache_misses": 0}
+
+    monkeypatch.setattr(compile_cache, "_in_worker", worker)
+    job = {"study": "blocks", "name": "matmul", "pair": "cpu", "mode": "default"}
+    manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=2, job=job)
+    assert calls == [("blocks", "matmul", "cpu", "default", "cases")]   # one task: compiled once, not probed
+    assert manifest["usable"] is None and [t["name"] for t in manifest["tasks"]] == ["matmul"]
+    calls.clear()
+    manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=2,
+                                  job={"study": "models", "name": "alexnet", "pair": "cpu"})
+    assert sorted({c[1] for c in calls}) == ["alexnet"] and len(calls) == 3   # two tasks: the probe's two, one
+    assert manifest["usable"] is True
+
+
 def test_compile_cache_tasks_cover_every_setting(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     config = smoke_config(models={"cpu": ["alexnet"], "gpu": []}, batch_size=[1, 8], numerics=["fp32", "tf32"])

@@ -2,6 +2,7 @@
 # paths more than one rules file (or the report) reads, the TABLES registry, and the input functions. A rules file
 # defines names of its own only for itself, so each reads alone beside this one (tests/test_rules.py checks it).
 # Job resources of timing rules come from gpu_slots.smk, included here.
+import json
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from abstraction_cost.backends import native as _native
 from abstraction_cost.backends.eval_job import IMPLEMENTATIONS as EVAL_IMPLEMENTATIONS
 from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
 from abstraction_cost.backends.sweep_conductor import Protocol as _Protocol
+from abstraction_cost.compiler import experiments as _experiments
 from abstraction_cost.compiler.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
 from abstraction_cost.measure import device as device_check
@@ -61,6 +63,32 @@ SOFTWARE = f"{workflow.basedir}/envs/environment.yaml"
 TORCH_VERSION = _torch.__version__  # as a param, a different torch reruns what depends on it
 
 
+# What measure.run.measured_run reads for every measuring job: the device, its numerics flags, the NVML interval
+# (and a job's warm-up and repeats), and the seed.
+MEASURED = ("device", "seed", "numerics", "measure")
+
+
+def reads(*keys, but=()):
+    """The config a rule's jobs read (dotted keys), as one param: params are a rerun trigger, so a change of any
+    of them reruns exactly those jobs. `but`: keys under them that say which jobs exist (lists of datasets,
+    implementations, pairs), not what one job does. Sorted JSON, so that a config's key order does not matter."""
+    found = {}
+    for key in keys:
+        value = config
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        found[key] = value
+    found = json.loads(json.dumps(found))  # a copy to drop keys from
+    for key in but:
+        section = next(k for k in keys if key.startswith(f"{k}."))
+        value = found[section]
+        *path, last = key.removeprefix(f"{section}.").split(".")
+        for part in path:
+            value = value.get(part, {})
+        value.pop(last, None)
+    return json.dumps(found, sort_keys=True)
+
+
 def seeds(section):
     return [config["seed"] + r for r in range(section["repeats"])]
 
@@ -95,7 +123,7 @@ NATIVE_SOURCES = {program: [str(p) for p in _native.sources(program)] for progra
 
 # --- Study B ---
 STUDY_B_CACHE_DIR = None if config["study_b"]["fresh_compile_cache"] else "results/study_b/compile-cache/"
-STUDY_B_CACHE_MANIFEST = "results/study_b/compile-cache.json"
+STUDY_B_WARM_UPS = "results/study_b/compile-cache-manifests"  # one warm-up manifest per Study B timing job
 BLOCK_DIR = "results/study_b/blocks"
 VISION_DIR = "results/study_b/models"
 VISION_SUMMARIES = ("vision_speedups", "vision_timing_summary", "vision_layer_summary", "vision_selective_summary",
@@ -191,10 +219,22 @@ def sweep_interleaved_inputs():
     return inputs
 
 
-def compile_cache_input():
-    """The warm-up's manifest as a Study B timing job's input, or none with fresh_compile_cache. ancient: the
-    warm-up only orders the jobs; refilling the cache (a model added) reruns no job."""
-    return [] if STUDY_B_CACHE_DIR is None else ancient(STUDY_B_CACHE_MANIFEST)
+def block_warm_up(wildcards):
+    """A building-block timing job's own compile warm-up (its manifest); none with fresh_compile_cache, or for a
+    job that certainly compiles nothing (device cpu: the gpu pair, a mode the CPU lacks)."""
+    w = wildcards
+    if STUDY_B_CACHE_DIR is None or (DEVICE == "cpu" and _experiments.job_not_run_reason(config, w.pair, w.mode,
+                                                                                       False, False)):
+        return []
+    return f"{STUDY_B_WARM_UPS}/blocks/{w.experiment}/{w.pair}-{w.mode}.json"
+
+
+def vision_warm_up(wildcards):
+    """A vision_model job's own compile warm-up (its manifest); none with fresh_compile_cache or for the gpu
+    pair of device cpu."""
+    if STUDY_B_CACHE_DIR is None or (DEVICE == "cpu" and wildcards.pair == "gpu"):
+        return []
+    return f"{STUDY_B_WARM_UPS}/models/{wildcards.pair}/{wildcards.model}.json"
 
 
 def block_parts(experiment, kind):
@@ -202,6 +242,17 @@ def block_parts(experiment, kind):
     section = config["study_b"]["blocks"][BLOCK_EXPERIMENTS[experiment].config_key]
     return expand(f"{BLOCK_DIR}/{experiment}/{{pair}}-{{mode}}.{kind}.parquet",
                   pair=section["pairs"], mode=section["modes"])
+
+
+def block_config(experiment):
+    """What one building-block experiment's timing jobs read: its own section, the blocks' timing settings."""
+    key = f"study_b.blocks.{BLOCK_EXPERIMENTS[experiment].config_key}"
+    return reads(*MEASURED, "study_b.blocks.require_gpu", "study_b.blocks.timing", key,
+                 but=(f"{key}.pairs", f"{key}.modes"))
+
+
+# What a vision_model job reads (and its warm-up, which compiles the same graphs).
+VISION_CONFIG = reads(*MEASURED, "study_b.models", but=("study_b.models.models", "study_b.models.bootstrap"))
 
 
 def vision_cases():

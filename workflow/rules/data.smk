@@ -9,6 +9,7 @@ rule download_dataset:
         "logs/data/download-{dataset}.log",
     params:
         root=lambda w: f"{DATA_ROOT}/{w.dataset}",
+        config=reads("data.mirror"),
     resources:
         network=1,
     script:
@@ -24,6 +25,7 @@ rule prepare_dataset:
         "logs/data/prepare-{dataset}.log",
     params:
         root=lambda w: f"{DATA_ROOT}/{w.dataset}",
+        config=reads("seed", "data", but=("data.mirror", "data.root")),
     script:
         "../../scripts/prepare_dataset.py"
 

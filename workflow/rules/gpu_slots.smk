@@ -1,41 +1,63 @@
 # GPU slots (src/abstraction_cost/measure/gpu_slots.py): on a box with N GPUs, up to N timing jobs at once, each
 # on a GPU of its own. Snakemake counts (resource `gpu`, total N found by NVML, limited by config gpus.slots); each
 # job's script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before torch starts. A CPU
-# timing job asks for every slot of `timing`, so it keeps the CPU to itself. On a cluster (profiles/slurm) there
-# are no totals: every job gets an allocation of its own, with a GPU (`gpu`) where it times on one, and the whole
-# node (--exclusive) where it times on the CPU.
+# timing job asks for every slot of `timing`, so it keeps the CPU to itself, and every unit of `compile`, of which
+# a compile warm-up takes one, so that no compile runs beside it. On a cluster (profiles/slurm) there are no
+# totals: every job gets an allocation of its own, with a GPU (`gpu`) where it times on one, and the whole node
+# (--exclusive) where it times on the CPU.
 from abstraction_cost.measure import gpu_slots
 
 # A cluster run is one with --jobs (nodes) for a remote executor: Snakemake's own test for not limiting cores
 # locally (scheduling/job_scheduler.py); the executor itself is not known yet while the Snakefile is read.
 ON_CLUSTER = workflow.resource_settings.nodes is not None
+# The device timing jobs ask for: config `device`, where on a cluster `auto` means the GPU if the cluster has
+# any (sinfo), since the login node that reads this has none of its own.
+DEVICE = config["device"]
+if workflow.is_main_process and ON_CLUSTER and DEVICE == "auto":
+    try:
+        DEVICE = gpu_slots.resolve_on_cluster(DEVICE)
+    except gpu_slots.GpuSlotsError as err:
+        raise WorkflowError(str(err)) from None
 if workflow.is_main_process and not ON_CLUSTER:
     try:
         GPU_SLOTS = gpu_slots.slots(config)
     except gpu_slots.GpuSlotsError as err:
         raise WorkflowError(str(err)) from None
-    for _name, _total in (("gpu", GPU_SLOTS), ("timing", max(GPU_SLOTS, 1))):
+    _totals = (("gpu", GPU_SLOTS), ("timing", max(GPU_SLOTS, 1)), ("compile", max(workflow.cores or 1, 1)))
+    for _name, _total in _totals:
         if _name not in workflow.global_resources.keys():  # --resources on the command line wins
             workflow.register_resource(_name, _total)
 else:
     GPU_SLOTS = None  # a cluster's jobs, or a job's own process: no box-wide totals here
 
+# A compile warm-up (Study B's compile cache): a few threads, ahead of the timing jobs that wait for it.
+WARM_UP_THREADS = 2
+WARM_UP_PRIORITY = 50
+
 
 def every_timing_slot(wildcards=None):
-    """What a job asks for that may run beside no timing job (a CPU timing job, the compile-cache warm-up)."""
+    """What a job asks for that may run beside no timing job (a CPU timing job)."""
     return max(GPU_SLOTS or 1, 1)
 
 
+def every_compile_unit(wildcards=None):
+    """What a CPU timing job asks for of `compile`: all of it, so no compile warm-up runs beside it."""
+    return max(workflow.cores or 1, 1)
+
+
 def timing_job(rule):
-    """A timing rule's resources: on the GPU one GPU slot; on the CPU every timing slot (locally) or a whole
-    node (SLURM). `rule` must be in gpu_slots.DEVICE_RULES or PAIR_RULES, which say what its device is."""
+    """A timing rule's resources: on the GPU one GPU slot; on the CPU every timing slot and every compile unit
+    (locally) or a whole node (SLURM). `rule` must be in gpu_slots.DEVICE_RULES or PAIR_RULES, which say what its
+    device is."""
+    device_config = {**config, "device": DEVICE}
 
     def gpu(wildcards):
-        return int(gpu_slots.on_gpu(rule, wildcards, config, GPU_SLOTS))
+        return int(gpu_slots.on_gpu(rule, wildcards, device_config, GPU_SLOTS))
 
     return dict(
         gpu=gpu,
         timing=lambda wildcards: 1 if gpu(wildcards) else every_timing_slot(),
+        compile=lambda wildcards: 0 if gpu(wildcards) else every_compile_unit(),
         slurm_extra=lambda wildcards: "" if gpu(wildcards) else "--exclusive",
     )
 
@@ -44,3 +66,10 @@ def cluster_gpu(needed):
     """A job that is no timing job but needs a GPU where it runs on a cluster (compiling for the GPU); locally
     it runs beside the timing jobs and takes no slot."""
     return dict(gpu=lambda wildcards: int(needed and GPU_SLOTS is None))
+
+
+def warm_up_job():
+    """A compile warm-up's resources: no timing slot, so it runs beside GPU timing jobs on the cores they leave,
+    and one compile unit, so never beside a CPU timing job; on a cluster a GPU where it compiles for its job's
+    `pair` gpu."""
+    return dict(compile=1, gpu=lambda w: int(GPU_SLOTS is None and w.pair == "gpu" and DEVICE != "cpu"))

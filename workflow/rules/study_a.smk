@@ -11,6 +11,8 @@ rule train_eager:
         env="results/study_a/train/eager/{dataset}/{init}/seed{seed}.env.parquet",
     log:
         "logs/study_a/train-eager-{dataset}-{init}-{seed}.log",
+    params:
+        config=reads(*MEASURED, "study_a.training", but=("study_a.training.backends", "study_a.training.datasets", "study_a.training.inits", "study_a.training.repeats")),
     resources:
         **timing_job("train_eager"),
     script:

@@ -39,13 +39,14 @@ rule package_aoti_sweep:
         grid=(SWEEP.batches, SWEEP.resolutions, config["device"], config["numerics"]),
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
     resources:
-        **cluster_gpu(config["device"] == "cuda"),
+        **cluster_gpu(DEVICE == "cuda"),
     script:
         "../../scripts/package_aoti_sweep.py"
 
 
 SWEEP_GRID = (SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, SWEEP.cell_budget_s,
-              SWEEP.compile_shapes, config["numerics"], config["study_a"]["sweep"].get("protocol"))
+              SWEEP.compile_shapes, config["numerics"], config["study_a"]["sweep"].get("protocol"),
+              reads(*MEASURED, "study_a.sweep.require_gpu", "study_a.cudnn"))  # and what a measuring job reads
 
 if SWEEP_PROTOCOL.mode == "interleaved":
 
@@ -168,8 +169,12 @@ rule sweep_kernels_job:
     log:
         "logs/study_a/sweep/kernels-{numerics}-{implementation}.log",
     params:
-        point=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_top, SWEEP.compile_shapes,
-               config["numerics"]),
+        # the kernel point, and what a measuring job reads; not the grid, which is the sweep's
+        config=reads(*MEASURED, "study_a.sweep", "study_a.cudnn",
+                     but=("study_a.sweep.implementations", "study_a.sweep.numerics", "study_a.sweep.batches",
+                          "study_a.sweep.resolutions", "study_a.sweep.transfers", "study_a.sweep.pool",
+                          "study_a.sweep.cell_budget_s", "study_a.sweep.kernels.numerics",
+                          "study_a.sweep.protocol")),
     resources:
         **timing_job("sweep_kernels_job"),
     script:

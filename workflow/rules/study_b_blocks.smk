@@ -11,7 +11,7 @@ SPEEDUP_PATTERN = "|".join(n for n, e in BLOCK_EXPERIMENTS.items() if e.speedup_
 
 rule study_b_block_timing:
     input:
-        cache=compile_cache_input(),
+        cache=block_warm_up,
     output:
         table=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}/{{pair,cpu|gpu}}-{{mode,{MODE_PATTERN}}}.rows.parquet",
         env=f"{BLOCK_DIR}/{{experiment,{EXPERIMENT_PATTERN}}}/{{pair,cpu|gpu}}-{{mode,{MODE_PATTERN}}}.env.parquet",
@@ -19,6 +19,7 @@ rule study_b_block_timing:
         "logs/study_b/blocks/{experiment}-{pair}-{mode}.log",
     params:
         cache_dir=STUDY_B_CACHE_DIR,
+        config=lambda w: block_config(w.experiment),
     resources:
         **timing_job("study_b_block_timing"),
     script:
@@ -51,6 +52,7 @@ rule study_b_block_speedups:
         "logs/study_b/blocks/speedups-{experiment}.log",
     params:
         experiment=lambda w: w.experiment,
+        config=reads("seed", "study_b.blocks.bootstrap"),
     script:
         "../../scripts/study_b_block_speedups.py"
 
@@ -67,6 +69,7 @@ rule study_b_resnet50_conv_speedups:
         "logs/study_b/blocks/speedups-resnet50_convs.log",
     params:
         experiment="resnet50_convs",
+        config=reads("seed", "study_b.blocks.bootstrap"),
     script:
         "../../scripts/study_b_block_speedups.py"
 

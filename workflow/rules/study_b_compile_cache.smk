@@ -1,22 +1,43 @@
-# Study B's compile cache (compiler/compile_cache.py): before any Study B job times anything, rule compile_cache
-# compiles every graph the building-block and vision-model jobs will compile, in parallel processes, into the
-# pipeline's own Inductor cache; those jobs then compile warm from it. Skipped with study_b.fresh_compile_cache
-# (every job compiles cold into an empty cache of its own).
+# Study B's compile cache (compiler/compile_cache.py): before a Study B timing job times anything, its own warm-up
+# job compiles every graph it will compile, in parallel processes, into the pipeline's Inductor cache; the timing
+# job then compiles warm from it. One warm-up per timing job, with that job's config as params, so a config change
+# reruns the warm-ups and timing jobs of what it changes and no other, and only a job's own warm-up delays it.
+# The warm-ups take no timing slot and few threads: they run beside Study A's timing jobs on the cores those do
+# not use, though never beside a job that times on the CPU (resource `compile`, gpu_slots.smk). Skipped with
+# study_b.fresh_compile_cache (every job compiles cold into an empty cache of its own).
 
-rule compile_cache:
+
+rule compile_cache_blocks:
     output:
-        manifest=STUDY_B_CACHE_MANIFEST,
+        manifest=f"{STUDY_B_WARM_UPS}/blocks/{{experiment}}/{{pair}}-{{mode}}.json",
     log:
-        "logs/study_b/compile-cache.log",
+        "logs/study_b/compile-cache/blocks-{experiment}-{pair}-{mode}.log",
     params:
         cache_dir=STUDY_B_CACHE_DIR,
-        # what it compiles: a change of these compiles again (a params change is a rerun trigger)
-        cases=(config["study_b"]["models"], config["study_b"]["blocks"], config["numerics"], config["seed"],
-               TORCH_VERSION),
-    threads: 16 if ON_CLUSTER else workflow.cores  # every core; a cluster has no --cores: profiles/slurm's 16 CPUs
-    priority: 50  # first among the timing jobs: every Study B job waits for it
+        job=lambda w: {"study": "blocks", "name": w.experiment, "pair": w.pair, "mode": w.mode},
+        config=lambda w: block_config(w.experiment),  # the timing job's: a change compiles again
+        torch_version=TORCH_VERSION,
+    threads: WARM_UP_THREADS
+    priority: WARM_UP_PRIORITY
     resources:
-        timing=every_timing_slot,  # its load on every core would disturb anything timed beside it
-        **cluster_gpu(config["device"] == "cuda"),
+        **warm_up_job(),
+    script:
+        "../../scripts/compile_cache.py"
+
+
+rule compile_cache_model:
+    output:
+        manifest=f"{STUDY_B_WARM_UPS}/models/{{pair}}/{{model}}.json",
+    log:
+        "logs/study_b/compile-cache/models-{pair}-{model}.log",
+    params:
+        cache_dir=STUDY_B_CACHE_DIR,
+        job=lambda w: {"study": "models", "name": w.model, "pair": w.pair},
+        config=VISION_CONFIG,  # the vision_model job's
+        torch_version=TORCH_VERSION,
+    threads: WARM_UP_THREADS
+    priority: WARM_UP_PRIORITY
+    resources:
+        **warm_up_job(),
     script:
         "../../scripts/compile_cache.py"

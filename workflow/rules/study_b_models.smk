@@ -6,7 +6,7 @@ VISION_JOB_DIR = f"{VISION_DIR}/jobs/{{pair}}/{{model}}"
 
 rule vision_model:
     input:
-        cache=compile_cache_input(),
+        cache=vision_warm_up,
     output:
         **{name: f"{VISION_JOB_DIR}/{name}.parquet" for name in VISION_JOB_TABLES},
         env=f"{VISION_JOB_DIR}/environment.parquet",
@@ -14,6 +14,7 @@ rule vision_model:
         "logs/study_b/models/{pair}-{model}.log",
     params:
         cache_dir=STUDY_B_CACHE_DIR,
+        config=VISION_CONFIG,
     resources:
         **timing_job("vision_model"),
     script:
@@ -53,6 +54,8 @@ rule vision_summaries:
         **{f"{name}_env": env_sidecar(TABLES[name]) for name in VISION_SUMMARIES},
     log:
         "logs/study_b/models/summaries.log",
+    params:
+        config=reads("seed", "study_b.models.bootstrap"),
     script:
         "../../scripts/vision_summaries.py"
 

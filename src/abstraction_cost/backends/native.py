@@ -30,7 +30,8 @@ from ..measure import gpu_slots
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE_DIR = REPO / "native"
-BUILD_DIR = SOURCE_DIR / "build"
+# one build for every run, whatever its working directory; tests that must not touch it name another
+BUILD_DIR = Path(os.environ.get("ABSTRACTION_COST_NATIVE_BUILD", SOURCE_DIR / "build"))
 # program name -> (CMake project under native/, executable); the build dir of each is native/build/<project>
 PROGRAMS = {"libtorch": ("libtorch", "ac_libtorch"), "cudnn": ("cudnn", "ac_cudnn")}
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cu", ".cuh", ".txt", ".cmake")

@@ -2,9 +2,9 @@
 anything; every Study B timing job then compiles from it (inductor_env.configure).
 
 Compilation is mostly single-threaded Python (dynamo, AOT autograd, Inductor's lowering) and dominates the
-jobs' wall time, while their timing must run one job at a time. So this one job, which holds the timing slot
-(nothing is timed beside its CPU load) and every core, compiles what the jobs will compile, one task per
-(study, name, pair, mode, what) spread over worker processes:
+jobs' wall time, while their timing must run one job at a time. So one warm-up job per timing job (`job`:
+of_job), on cores no timing job uses and never beside a job that times on the CPU, compiles what that timing job
+will compile, one task per (study, name, pair, mode, what) spread over worker processes:
 
     study    name                 what     compiles
     models   a vision model       whole    the model compiled whole (vision_models.prepare_whole), each mode
@@ -16,10 +16,11 @@ arguments) and pickles memory formats as they do (cache_key.py: else each proces
 so their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation depend on
 the oracles' choice and are compiled by their job.
 
-Whether the jobs can hit the warm-up's entries is measured, not assumed: before the other tasks the cheapest
-one is compiled by a warm-up worker and then again by a process set up as a timing job is (one compile thread,
-the job's thread count). If that second compile misses the cache (the same graph got another key in the job),
-the rest of the warm-up is skipped, since it would cost minutes and save nothing; the
+Whether the jobs can hit the warm-up's entries is measured, not assumed: where a warm-up has more than one
+task, before the others the cheapest one is compiled by a warm-up worker and then again by a process set up as
+a timing job is (one compile thread, the job's thread count). If that second compile misses the cache (the same
+graph got another key in the job), the rest of the warm-up is skipped, since it would cost minutes and save
+nothing; the
 manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
 
 Each task runs in a fresh `python -m abstraction_cost.compiler.compile_cache` process (CUDA cannot be
@@ -90,10 +91,16 @@ def _block_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
                                                            torch.cuda.is_available())
 
 
-def warm(config: dict, cache_dir: str, threads: int) -> dict:
-    """Compile every task into `cache_dir` with up to threads // 2 worker processes, unless the probe shows
-    that the jobs cannot hit the entries; the manifest to write."""
-    todo, skipped = tasks(config)
+def of_job(found: list[dict], job: dict | None) -> list[dict]:
+    """The tasks of one timing job, named by the items its tasks share ({"study": "blocks", "name": experiment,
+    "pair": ..., "mode": ...} or {"study": "models", "name": model, "pair": ...}); all of them for None."""
+    return found if job is None else [t for t in found if all(t.get(k) == v for k, v in job.items())]
+
+
+def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) -> dict:
+    """Compile every task (of one timing job: of_job) into `cache_dir` with up to threads // 2 worker
+    processes, unless the probe shows that the jobs cannot hit the entries; the manifest to write."""
+    todo, skipped = (of_job(found, job) for found in tasks(config))
     workers = max(1, min(len(todo), threads // 2))
     compile_threads = max(1, threads // workers)
     start = time.perf_counter()
@@ -103,10 +110,13 @@ def warm(config: dict, cache_dir: str, threads: int) -> dict:
     # and the jobs' own torch thread count (Inductor's cache key includes it)
     env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, compile_threads)}
     job_env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, 1)}
-    probe, usable, reason = [], True, None
-    if todo:
+    # usable: whether a job-like process hits the warm-up's entries; None where not probed (one task: the probe
+    # saves the rest of a warm-up, and there is no rest)
+    probe, usable, reason = [], None, None
+    if len(todo) > 1:
         probe = [_in_worker(config, todo[-1], env), _in_worker(config, todo[-1], job_env)]
         warmed, again = probe
+        usable = True
         if warmed["status"] == "ok" and again["status"] == "ok" and not again["cache_hits"] and again["cache_misses"]:
             usable = False
             reason = (f"a job-like process compiling {again['name']} again after the warm-up missed the cache "
@@ -115,7 +125,7 @@ def warm(config: dict, cache_dir: str, threads: int) -> dict:
             log.warning("%s", reason)
         todo = todo[:-1]
     done = probe[:1]
-    if usable:
+    if usable is not False:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             done += list(pool.map(lambda task: _in_worker(config, task, env), todo))
     else:

@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -117,6 +118,31 @@ def slots(config: Mapping, gpus: list[Gpu] | None = None) -> int:
         raise GpuSlotsError("config key 'gpus.slots' is 0 but config key 'device' is 'cuda': a GPU config needs "
                             "at least one GPU slot (leave gpus.slots out to use every GPU)")
     return wanted
+
+
+def cluster_has_gpus() -> bool | None:
+    """Whether any node of the SLURM cluster this host submits to has a GPU GRES (sinfo); None without sinfo."""
+    try:
+        out = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return any(g.strip().startswith("gpu") for line in out.stdout.splitlines() for g in line.split(","))
+
+
+def resolve_on_cluster(device: str, has_gpus: bool | None = None) -> str:
+    """config `device` as a cluster's timing jobs ask for it: `auto` is the GPU where the cluster has GPU nodes
+    (the login node that reads the config has none of its own); refused where that cannot be told."""
+    if device != "auto":
+        return device
+    has_gpus = cluster_has_gpus() if has_gpus is None else has_gpus
+    if has_gpus:
+        return "cuda"
+    seen = "no node of the cluster has a GPU GRES (sinfo)" if has_gpus is False else "sinfo did not answer"
+    raise GpuSlotsError(f"config key 'device' is 'auto', but on a cluster the jobs' device cannot be told from the "
+                        f"login node, and {seen}: set device: cuda (each timing job asks SLURM for one GPU) or "
+                        f"device: cpu (no job asks for a GPU)")
 
 
 def is_timing_rule(rule: str) -> bool:
