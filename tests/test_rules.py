@@ -55,7 +55,8 @@ def test_a_rules_file_uses_no_name_that_another_rules_file_defines():
 
 
 def test_the_name_check_sees_a_name_borrowed_from_another_rules_file():
-    assert {"SWEEP", "SWEEP_JOBS", "_SweepSettings"} <= defined_names((RULES / "study_a_sweep.smk").read_text())
+    assert {"SWEEP_GRID"} <= defined_names((RULES / "study_a_sweep.smk").read_text())
+    assert {"MODE_PATTERN", "_COMPILE_MODES"} <= defined_names((RULES / "study_b_blocks.smk").read_text())
     assert "TRAINING" in defined_names("TRAINING = config['study_a']['training']\n")
     assert "helper" in defined_names("def helper(w):\n    return 1\n")
 
