@@ -19,6 +19,9 @@ include: "workflow/rules/derived.smk"
 include: "workflow/rules/report.smk"
 
 
+localrules: all
+
+
 rule all:
     input:
         "results/report.html",

@@ -2,6 +2,10 @@
 # init weights per (dataset, scheme, seed), and one sample order per (dataset, seed) for every backend.
 
 
+# jobs of seconds (and the downloads, which want the login node's network) run where Snakemake runs
+localrules: download_dataset, init_weights, sample_order
+
+
 rule download_dataset:
     output:
         f"{DATA_ROOT}/{{dataset}}/download.json",

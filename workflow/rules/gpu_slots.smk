@@ -30,9 +30,13 @@ if workflow.is_main_process and not ON_CLUSTER:
 else:
     GPU_SLOTS = None  # a cluster's jobs, or a job's own process: no box-wide totals here
 
-# A compile warm-up (Study B's compile cache): a few threads, ahead of the timing jobs that wait for it.
-WARM_UP_THREADS = 2
+# Priorities, highest first among the jobs ready to run: tables and summaries (seconds, so the report is made as
+# soon as its inputs exist), a compile warm-up (a few threads; its timing job waits for it), the longest timing
+# jobs (so no long job starts last), then every other job (0).
+SUMMARY_PRIORITY = 60
 WARM_UP_PRIORITY = 50
+LONG_JOB_PRIORITY = 40
+WARM_UP_THREADS = 2
 
 
 def every_timing_slot(wildcards=None):

@@ -1,6 +1,9 @@
 # The report: the environment of every measuring job, the tables the report derives, and results/report.html.
 # Every table it reads is named in common.smk (TABLES, SUMMARIES, REPORT_TABLES).
 
+localrules: environment, summarise_training, report  # seconds: run where Snakemake runs
+
+
 rule environment:
     input:
         [env_sidecar(path) for path in TABLES.values()],
@@ -8,6 +11,7 @@ rule environment:
         ENVIRONMENT,
     log:
         "logs/report/environment.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_environment.py"
 
@@ -20,6 +24,7 @@ rule summarise_training:
         summary=SUMMARIES["training_summary"],
     log:
         "logs/report/summarise-training.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/summarise_training.py"
 
@@ -36,5 +41,6 @@ rule report:
     params:
         tables=REPORT_TABLES,
         renderer=config["report"]["renderer"],
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/render_report.py"

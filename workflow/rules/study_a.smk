@@ -1,6 +1,9 @@
 # Study A: ResNet-50 trained and evaluated per (backend, dataset, init, repeat).
 
 
+localrules: concat_training  # seconds: run where Snakemake runs, not as cluster jobs
+
+
 rule train_eager:
     input:
         data=PREPARED,
@@ -30,5 +33,6 @@ rule concat_training:
         "logs/study_a/concat-training.log",
     params:
         table="training",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_table.py"

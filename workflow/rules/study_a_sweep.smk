@@ -15,6 +15,9 @@
 # SWEEP (the settings), SWEEP_PROTOCOL, SWEEP_JOBS and the jobs' input functions are in common.smk.
 
 
+localrules: concat_sweep, sweep_h2d, concat_sweep_kernels  # seconds: run where Snakemake runs
+
+
 rule sweep_inputs:
     input:
         data=PREPARED.format(dataset=BACKENDS["dataset"]),
@@ -77,6 +80,8 @@ if SWEEP_PROTOCOL.mode == "interleaved":
         "envs": expand(f"{SWEEP_DIR}/jobs/{{numerics}}.env.parquet", numerics=SWEEP.numerics),
     }
 
+    localrules: concat_sweep_blocks, sweep_speedups
+
     rule concat_sweep_blocks:
         input:
             tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}.blocks.parquet", numerics=SWEEP.numerics),
@@ -86,6 +91,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             "logs/study_a/concat-sweep-blocks.log",
         params:
             table="sweep_blocks",
+        priority: SUMMARY_PRIORITY
         script:
             "../../scripts/concat_table.py"
 
@@ -97,6 +103,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             SUMMARIES["sweep_speedups"],
         log:
             "logs/study_a/sweep-speedups.log",
+        priority: SUMMARY_PRIORITY
         script:
             "../../scripts/sweep_speedups.py"
 
@@ -143,6 +150,7 @@ rule concat_sweep:
         "logs/study_a/concat-sweep.log",
     params:
         table="sweep",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_table.py"
 
@@ -156,6 +164,7 @@ rule sweep_h2d:
         "logs/study_a/sweep-h2d.log",
     params:
         point=(SWEEP.kernel_batch, SWEEP.kernel_resolution),
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/sweep_h2d.py"
 
@@ -192,5 +201,6 @@ rule concat_sweep_kernels:
         env=env_sidecar(TABLES["sweep_kernels"]),
     log:
         "logs/study_a/concat-sweep-kernels.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_sweep_kernels.py"

@@ -9,6 +9,10 @@ EXPERIMENT_PATTERN = "|".join(BLOCK_EXPERIMENTS)
 SPEEDUP_PATTERN = "|".join(n for n, e in BLOCK_EXPERIMENTS.items() if e.speedup_table)
 
 
+# seconds: run where Snakemake runs, not as cluster jobs
+localrules: concat_study_b_blocks, study_b_block_speedups, study_b_resnet50_conv_speedups, study_b_blocks
+
+
 rule study_b_block_timing:
     input:
         cache=block_warm_up,
@@ -37,6 +41,7 @@ rule concat_study_b_blocks:
         "logs/study_b/blocks/concat-{experiment}.log",
     params:
         table=lambda w: BLOCK_EXPERIMENTS[w.experiment].table,
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_table.py"
 
@@ -53,6 +58,7 @@ rule study_b_block_speedups:
     params:
         experiment=lambda w: w.experiment,
         config=reads("seed", "study_b.blocks.bootstrap"),
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/study_b_block_speedups.py"
 
@@ -70,6 +76,7 @@ rule study_b_resnet50_conv_speedups:
     params:
         experiment="resnet50_convs",
         config=reads("seed", "study_b.blocks.bootstrap"),
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/study_b_block_speedups.py"
 

@@ -4,6 +4,9 @@
 VISION_JOB_DIR = f"{VISION_DIR}/jobs/{{pair}}/{{model}}"
 
 
+localrules: concat_vision_table, vision_summaries, vision_models  # seconds: run where Snakemake runs
+
+
 rule vision_model:
     input:
         cache=vision_warm_up,
@@ -17,6 +20,7 @@ rule vision_model:
         config=VISION_CONFIG,
     resources:
         **timing_job("vision_model"),
+    priority: LONG_JOB_PRIORITY
     script:
         "../../scripts/vision_model.py"
 
@@ -34,6 +38,7 @@ rule concat_vision_table:
         table=lambda w: w.vision_table,
     wildcard_constraints:
         vision_table="|".join(VISION_JOB_TABLES),
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_table.py"
 
@@ -56,6 +61,7 @@ rule vision_summaries:
         "logs/study_b/models/summaries.log",
     params:
         config=reads("seed", "study_b.models.bootstrap"),
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/vision_summaries.py"
 
