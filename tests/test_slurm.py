@@ -1,6 +1,8 @@
-"""profiles/slurm against a real SLURM controller and node on this machine (tests/slurm_cluster.py): a small target
-of config/smoke.yaml runs through snakemake-executor-plugin-slurm; its jobs are submitted with the profile's
-resources, finish, and leave the same tables (schema and status) as a local run of the same target."""
+"""profiles/slurm against a real SLURM controller and node on this machine (tests/slurm_cluster.py; the node has one
+GPU GRES backed by no GPU): a small target of config/smoke.yaml runs through snakemake-executor-plugin-slurm; its
+jobs are submitted with the profile's resources, finish, and leave the same tables (schema and status) as a local
+run of the same target. A paper-shaped config (device auto) resolves to the GPU on this cluster: each of its GPU
+timing jobs is allocated gres/gpu:1, and no other job of it, nor any job of the CPU config, is."""
 import os
 import re
 import subprocess
@@ -23,6 +25,10 @@ SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 TABLE = "training"
 TARGET = "results/study_a/train/eager/digits/kaiming-normal-fan-out/seed0.rows.parquet"
 TIMING_RULES = {"train_eager"}
+# A paper-shaped config: device auto, as config/paper.yaml; one training job and the building-block jobs of both
+# pairs, each a timing job (the gpu pair and the training on the GPU, the cpu pair on a whole node)
+GPU_SHAPED_TARGETS = [TARGET, "results/study_b/blocks/matmul/gpu-default.rows.parquet",
+                      "results/study_b/blocks/matmul/cpu-default.rows.parquet"]
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +41,11 @@ def cluster(tmp_path_factory):
     c.stop()
 
 
-def run_target(workdir: Path, profile: str, env: dict) -> subprocess.CompletedProcess:
+def run_target(workdir: Path, profile: str, env: dict, config: str = "config/smoke.yaml",
+               targets: tuple[str, ...] = (TARGET,)) -> subprocess.CompletedProcess:
     workdir.mkdir(parents=True, exist_ok=True)
-    command = [str(SNAKEMAKE), "--workflow-profile", profile, "--configfile", "config/smoke.yaml",
-               "-s", "Snakefile", "-d", str(workdir), TARGET]
+    command = [str(SNAKEMAKE), "--workflow-profile", profile, "--configfile", config,
+               "-s", "Snakefile", "-d", str(workdir), *targets]
     if profile == "profiles/default":
         command += ["--cores", "2"]
     return subprocess.run(command, cwd=REPO, env={**env, "PYTHONPATH": str(REPO / "src")}, capture_output=True,
@@ -52,6 +59,31 @@ def slurm_run(cluster, tmp_path_factory):
     assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-5000:] + cluster.log("slurmctld")[-2000:])
     scontrol = cluster.run("scontrol", "show", "jobs", "-o", "-d")
     (workdir / "scontrol-jobs.txt").write_text(scontrol)  # for a person reading a failure
+    return workdir, done, scontrol
+
+
+def paper_shaped_config(path: Path) -> Path:
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["device"] = "auto"  # as config/paper.yaml
+    config["study_a"]["training"]["datasets"] = ["digits"]
+    config["study_b"]["fresh_compile_cache"] = True  # as config/paper.yaml: no warm-up jobs
+    config["study_b"]["blocks"]["matmul"].update(pairs=["cpu", "gpu"], modes=["default"])
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def gpu_shaped_run(cluster, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("slurm-gpu-run")
+    config = paper_shaped_config(workdir / "paper-shaped.yaml")
+    before = set(re.findall(r"^JobId=(\d+)", cluster.run("scontrol", "show", "jobs", "-o"), re.M))
+    done = run_target(workdir, "profiles/slurm", cluster.env, str(config), tuple(GPU_SHAPED_TARGETS))
+    # this run's jobs only (another run's stay listed for MinJobAge)
+    scontrol = "\n".join(line for line in cluster.run("scontrol", "show", "jobs", "-o", "-d").splitlines()
+                         if re.match(r"JobId=(\d+)", line) and re.match(r"JobId=(\d+)", line).group(1) not in before)
+    (workdir / "scontrol-jobs.txt").write_text(scontrol)
+    # the jobs run on no real GPU: a GPU job may end not_run or failed; its request is what is checked
+    assert "config key 'device'" not in done.stdout + done.stderr, done.stderr[-3000:]
     return workdir, done, scontrol
 
 
@@ -90,7 +122,8 @@ def test_jobs_are_submitted_with_the_profiles_resources_and_finish(slurm_run):
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
     defaults = dict(item.split("=") for item in profile["default-resources"])
     jobs = jobs_by_rule(scontrol)
-    assert TIMING_RULES <= set(jobs) and {"prepare_dataset", "init_weights"} <= set(jobs), sorted(jobs)
+    assert TIMING_RULES <= set(jobs) and "prepare_dataset" in set(jobs), sorted(jobs)
+    assert not {"init_weights", "sample_order"} & set(jobs), sorted(jobs)  # localrules: on the login node
     for rule, submitted in jobs.items():
         wanted = {**defaults, **{k: str(v) for k, v in profile["set-resources"].get(rule, {}).items()}}
         for job in submitted:
@@ -138,3 +171,24 @@ def test_the_controller_accepts_a_gpu_timing_jobs_request(cluster):
     more = subprocess.run(["sbatch", "--test-only", "--gpus=2", "-p", slurm_cluster.PARTITION, "--wrap", "true"],
                           env=cluster.env, capture_output=True, text=True, timeout=60)
     assert more.returncode != 0  # the node has one GPU: a request it cannot meet is refused, not queued forever
+
+
+def wildcard_values(job: dict) -> list[str]:
+    """The job's wildcard values, from the plugin's comment rule_<rule>_wildcards_<values joined by _>."""
+    _, _, values = job.get("Comment", "").partition("_wildcards_")
+    return values.split("_") if values else []
+
+
+def test_every_gpu_timing_job_of_a_gpu_config_gets_one_gpu_and_no_other_job_does(gpu_shaped_run):
+    _, _, scontrol = gpu_shaped_run
+    jobs = jobs_by_rule(scontrol)
+    assert {"train_eager", "study_b_block_timing", "prepare_dataset"} <= set(jobs), sorted(jobs)
+    gpu_jobs = 0
+    for rule, submitted in jobs.items():
+        for job in submitted:
+            on_gpu = rule == "train_eager" or (rule == "study_b_block_timing" and "gpu" in wildcard_values(job))
+            tres = job.get("TRES", "")
+            assert ("gres/gpu=1" in tres) == on_gpu, (rule, wildcard_values(job), tres)
+            assert (job["OverSubscribe"] == "NO") == (rule in {"train_eager", "study_b_block_timing"} and not on_gpu)
+            gpu_jobs += on_gpu
+    assert gpu_jobs == 2  # train_eager and matmul's gpu pair

@@ -1,7 +1,7 @@
 """What each job asks SLURM for under profiles/slurm, read from dry runs (no cluster needed; tests/test_slurm.py
 submits to a real one): a GPU config's timing jobs one GPU each, a CPU config no GPU anywhere (the profile's
-overrides included), `device: auto` resolved on a cluster or refused, jobs of seconds on the login node, and the
-job counts docs/running.md states."""
+overrides included), jobs of seconds on the login node, and the job counts docs/running.md states
+(`device: auto` on a cluster: tests/faults/test_cluster_device.py)."""
 import os
 import re
 import subprocess
@@ -65,14 +65,11 @@ def declared_localrules() -> set[str]:
 def dry_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("slurm-requests")
     configs = {"smoke-cuda": with_device("smoke", "cuda", tmp), "smoke-cpu": with_device("smoke", "cpu", tmp),
-               "paper-cuda": with_device("paper", "cuda", tmp), "paper-auto": REPO / "config" / "paper.yaml"}
-    # paper-auto: SLURM_CONF names no file, so sinfo cannot answer (as on a machine with no cluster)
-    extra = {"paper-auto": {"SLURM_CONF": str(tmp / "no-slurm.conf")}}
+               "paper-cuda": with_device("paper", "cuda", tmp)}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = dict(zip(configs, pool.map(lambda n: slurm_dry_run(configs[n], tmp / n, **extra.get(n, {})), configs)))
+        runs = dict(zip(configs, pool.map(lambda n: slurm_dry_run(configs[n], tmp / n), configs)))
     for name, run in runs.items():
-        if name != "paper-auto":
-            assert run.returncode == 0, f"{name}: {(run.stdout + run.stderr)[-3000:]}"
+        assert run.returncode == 0, f"{name}: {(run.stdout + run.stderr)[-3000:]}"
     return runs
 
 
@@ -93,17 +90,6 @@ def test_a_cpu_config_asks_slurm_for_no_gpu_anywhere(dry_runs):
     assert asking == []
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     assert not any("gpu" in resources for resources in profile["set-resources"].values())
-
-
-def test_device_auto_on_a_cluster_is_the_gpu_where_the_cluster_has_one_else_refused(dry_runs):
-    assert gpu_slots.resolve_on_cluster("auto", has_gpus=True) == "cuda"
-    assert gpu_slots.resolve_on_cluster("cpu", has_gpus=True) == "cpu"
-    with pytest.raises(gpu_slots.GpuSlotsError, match="config key 'device' is 'auto'.*set device: cuda"):
-        gpu_slots.resolve_on_cluster("auto", has_gpus=False)
-    refused = dry_runs["paper-auto"]
-    assert refused.returncode != 0
-    assert "config key 'device' is 'auto'" in refused.stdout + refused.stderr
-    assert "set device: cuda" in refused.stdout + refused.stderr
 
 
 def test_jobs_of_seconds_run_on_the_login_node_and_no_timing_job_does(dry_runs):

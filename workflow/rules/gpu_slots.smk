@@ -15,7 +15,7 @@ ON_CLUSTER = workflow.resource_settings.nodes is not None
 DEVICE = config["device"]
 if workflow.is_main_process and ON_CLUSTER and DEVICE == "auto":
     try:
-        DEVICE = gpu_slots.resolve_on_cluster(DEVICE)
+        DEVICE = gpu_slots.resolve_on_cluster(DEVICE, gpu_slots.cluster_has_gpus())
     except gpu_slots.GpuSlotsError as err:
         raise WorkflowError(str(err)) from None
 if workflow.is_main_process and not ON_CLUSTER:
@@ -23,12 +23,14 @@ if workflow.is_main_process and not ON_CLUSTER:
         GPU_SLOTS = gpu_slots.slots(config)
     except gpu_slots.GpuSlotsError as err:
         raise WorkflowError(str(err)) from None
-    _totals = (("gpu", GPU_SLOTS), ("timing", max(GPU_SLOTS, 1)), ("compile", max(workflow.cores or 1, 1)))
+    COMPILE_UNITS = max(workflow.cores or 1, 1)  # a compile warm-up takes one, a CPU timing job all
+    _totals = (("gpu", GPU_SLOTS), ("timing", max(GPU_SLOTS, 1)), ("compile", COMPILE_UNITS))
     for _name, _total in _totals:
         if _name not in workflow.global_resources.keys():  # --resources on the command line wins
             workflow.register_resource(_name, _total)
 else:
     GPU_SLOTS = None  # a cluster's jobs, or a job's own process: no box-wide totals here
+    COMPILE_UNITS = 1  # (a cluster run has no --cores)
 
 # Priorities, highest first among the jobs ready to run: tables and summaries (seconds, so the report is made as
 # soon as its inputs exist), a compile warm-up (a few threads; its timing job waits for it), the longest timing
@@ -46,7 +48,7 @@ def every_timing_slot(wildcards=None):
 
 def every_compile_unit(wildcards=None):
     """What a CPU timing job asks for of `compile`: all of it, so no compile warm-up runs beside it."""
-    return max(workflow.cores or 1, 1)
+    return COMPILE_UNITS
 
 
 def timing_job(rule):

@@ -131,12 +131,12 @@ def cluster_has_gpus() -> bool | None:
     return any(g.strip().startswith("gpu") for line in out.stdout.splitlines() for g in line.split(","))
 
 
-def resolve_on_cluster(device: str, has_gpus: bool | None = None) -> str:
-    """config `device` as a cluster's timing jobs ask for it: `auto` is the GPU where the cluster has GPU nodes
-    (the login node that reads the config has none of its own); refused where that cannot be told."""
+def resolve_on_cluster(device: str, has_gpus: bool | None) -> str:
+    """config `device` as a cluster's timing jobs ask for it, given cluster_has_gpus(): `auto` is the GPU where the
+    cluster has GPU nodes (the login node that reads the config has none of its own); refused where it has none
+    or that cannot be told."""
     if device != "auto":
         return device
-    has_gpus = cluster_has_gpus() if has_gpus is None else has_gpus
     if has_gpus:
         return "cuda"
     seen = "no node of the cluster has a GPU GRES (sinfo)" if has_gpus is False else "sinfo did not answer"

@@ -1,0 +1,131 @@
+"""Nothing serial that need not be, read from the DAG of a dry run (no job runs): Study B's compile warm-ups take
+no timing slot and a bounded share of the cores, so Study A's timing jobs run beside them, and only a warm-up's
+own timing job waits for it; no compile runs beside a CPU timing job; summaries and the report come first among
+ready jobs, the longest timing jobs before the other timing jobs."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from abstraction_cost.measure import gpu_slots
+
+REPO = Path(__file__).resolve().parents[1]
+CORES = 16
+GPUS = 2
+WARM_UPS = {"compile_cache_blocks", "compile_cache_model"}
+STUDY_A_TIMING = set(gpu_slots.DEVICE_RULES)
+STUDY_B_TIMING = set(gpu_slots.PAIR_RULES)
+SUMMARIES = {"concat_training", "concat_backend_eval", "compare_backends", "concat_sweep", "sweep_h2d",
+             "concat_sweep_kernels", "concat_sweep_blocks", "sweep_speedups", "concat_study_b_blocks",
+             "study_b_block_speedups", "study_b_resnet50_conv_speedups", "concat_vision_table", "vision_summaries",
+             "environment", "summarise_training", "report"}
+
+
+def dry_run(config: dict, workdir: Path) -> list[dict]:
+    """Each job of a local dry run on CORES cores and GPUS (fake) GPUs: rule, inputs, outputs, wildcards,
+    threads, priority, resources."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, gpu_slots.FAKE_GPUS_ENV: str(GPUS)}
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+                          "--workflow-profile", "none", "--configfile", str(workdir / "config.yaml"),
+                          "--cores", str(CORES)], capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    jobs = []
+    for line in run.stdout.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):$", line):
+            jobs.append({"rule": m.group(1), "input": [], "output": [], "wildcards": {}, "resources": {},
+                         "threads": 1, "priority": 0})
+        elif jobs and (m := re.match(r"^    (input|output): (.*)$", line)):
+            jobs[-1][m.group(1)] = [p.strip() for p in m.group(2).split(", ")]
+        elif jobs and (m := re.match(r"^    (wildcards|resources): (.*)$", line)):
+            jobs[-1][m.group(1)] = dict(i.split("=", 1) for i in m.group(2).split(", ") if "=" in i)
+        elif jobs and (m := re.match(r"^    (threads|priority): (\d+)$", line)):
+            jobs[-1][m.group(1)] = int(m.group(2))
+    return jobs
+
+
+def upstream(jobs: list[dict], job: dict) -> list[dict]:
+    by_output = {path: j for j in jobs for path in j["output"]}
+    found, todo, seen = [], list(job["input"]), set()
+    while todo:
+        path = todo.pop()
+        producer = by_output.get(path)
+        if producer is not None and id(producer) not in seen:
+            seen.add(id(producer))
+            found.append(producer)
+            todo += producer["input"]
+    return found
+
+
+def amount(job: dict, resource: str) -> int:
+    return int(job["resources"].get(resource, 0))
+
+
+@pytest.fixture(scope="module")
+def gpu_dag(tmp_path_factory):
+    config = yaml.safe_load((REPO / "config" / "gpu-smoke.yaml").read_text())
+    assert config["device"] == "cuda" and not config["study_b"]["fresh_compile_cache"]
+    return dry_run(config, tmp_path_factory.mktemp("gpu-dag"))
+
+
+@pytest.fixture(scope="module")
+def cpu_dag(tmp_path_factory):
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    assert config["device"] == "cpu"
+    return dry_run(config, tmp_path_factory.mktemp("cpu-dag"))
+
+
+def test_study_a_timing_jobs_can_run_while_the_compile_warm_ups_do(gpu_dag):
+    warm_ups = [j for j in gpu_dag if j["rule"] in WARM_UPS]
+    study_a = [j for j in gpu_dag if j["rule"] in STUDY_A_TIMING]
+    assert warm_ups and study_a
+    for warm in warm_ups:
+        assert amount(warm, "timing") == 0 and amount(warm, "gpu") == 0, warm["resources"]
+        assert amount(warm, "compile") == 1 and warm["threads"] < CORES
+    for job in study_a:
+        assert not any(u["rule"] in WARM_UPS for u in upstream(gpu_dag, job)), job["output"]
+        assert amount(job, "gpu") == 1 and amount(job, "timing") == 1 and amount(job, "compile") == 0
+    # one Study A timing job per GPU and a warm-up fit the cores at once (the totals of gpu and timing are GPUS,
+    # of which a warm-up takes none)
+    most = max(j["threads"] for j in study_a)
+    assert GPUS * most + max(w["threads"] for w in warm_ups) <= CORES
+
+
+def test_only_a_warm_ups_own_timing_job_waits_for_it(gpu_dag):
+    study_b = [j for j in gpu_dag if j["rule"] in STUDY_B_TIMING]
+    waited = {}
+    for job in study_b:
+        manifests = [p for p in job["input"] if "compile-cache-manifests" in p]
+        assert len(manifests) <= 1, job["input"]
+        for path in manifests:
+            w = job["wildcards"]
+            mine = (f"/blocks/{w['experiment']}/{w['pair']}-{w['mode']}.json" if job["rule"] == "study_b_block_timing"
+                    else f"/models/{w['pair']}/{w['model']}.json")
+            assert path.endswith(mine), (job["wildcards"], path)
+            waited[path] = waited.get(path, 0) + 1
+    warm_outputs = [p for j in gpu_dag if j["rule"] in WARM_UPS for p in j["output"]]
+    assert warm_outputs and all(waited.get(p) == 1 for p in warm_outputs)
+
+
+def test_warm_ups_and_summaries_go_first_and_long_jobs_before_other_timing_jobs(gpu_dag):
+    by_rule = {}
+    for job in gpu_dag:
+        by_rule.setdefault(job["rule"], set()).add(job["priority"])
+    summaries = set().union(*(by_rule[r] for r in SUMMARIES if r in by_rule))
+    warm = set().union(*(by_rule[r] for r in WARM_UPS))
+    timing = set().union(*(by_rule[r] for r in STUDY_A_TIMING | STUDY_B_TIMING if r in by_rule))
+    assert min(summaries) > max(warm) > max(timing)
+    assert by_rule["vision_model"] == {max(timing)} and max(timing) > min(by_rule["train_eager"])
+
+
+def test_no_compile_warm_up_runs_beside_a_cpu_timing_job(cpu_dag):
+    cpu_timing = [j for j in cpu_dag if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING and amount(j, "gpu") == 0]
+    warm_ups = [j for j in cpu_dag if j["rule"] in WARM_UPS]
+    assert cpu_timing and warm_ups
+    for job in cpu_timing:  # every unit of `compile`: a warm-up's one does not fit beside it
+        assert amount(job, "compile") == CORES and amount(job, "timing") == max(GPUS, 1)
