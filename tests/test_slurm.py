@@ -2,7 +2,7 @@
 GPU GRES backed by no GPU): a small target of config/smoke.yaml runs through snakemake-executor-plugin-slurm; its
 jobs are submitted with the profile's resources, finish, and leave the same tables (schema and status) as a local
 run of the same target. A paper-shaped config (device auto) resolves to the GPU on this cluster: each of its GPU
-timing jobs is allocated gres/gpu:1, and no other job of it, nor any job of the CPU config, is."""
+timing jobs asks for and runs on gres/gpu:1, and no other job of it, nor any job of the CPU config, asks for one."""
 import os
 import re
 import subprocess
@@ -133,7 +133,7 @@ def test_jobs_are_submitted_with_the_profiles_resources_and_finish(slurm_run):
             assert minutes(job["TimeLimit"]) == int(wanted["runtime"]), rule
             # a CPU timing job has the node to itself; no job of this CPU config asks for a GPU
             assert (job["OverSubscribe"] == "NO") == (rule in TIMING_RULES), (rule, job["OverSubscribe"])
-            assert "gres/gpu" not in job.get("TRES", ""), (rule, job.get("TRES"))
+            assert "gres/gpu" not in job.get("TRES", "") + job.get("TresPerJob", ""), (rule, job.get("TRES"))
             if rule not in TIMING_RULES:  # an --exclusive job gets every CPU of the node
                 assert int(job["NumCPUs"]) == int(wanted["cpus_per_task"]), rule
 
@@ -187,8 +187,11 @@ def test_every_gpu_timing_job_of_a_gpu_config_gets_one_gpu_and_no_other_job_does
     for rule, submitted in jobs.items():
         for job in submitted:
             on_gpu = rule == "train_eager" or (rule == "study_b_block_timing" and "gpu" in wildcard_values(job))
-            tres = job.get("TRES", "")
-            assert ("gres/gpu=1" in tres) == on_gpu, (rule, wildcard_values(job), tres)
+            # requested gres/gpu:1 (TRES shows no gres without slurmdbd); a job that asks for the node's one GPU
+            # GRES runs only once allocated it, and every job here ran
+            asked = job.get("TresPerJob", "") + job.get("TresPerNode", "")
+            assert (asked == "gres:gpu:1") == on_gpu, (rule, wildcard_values(job), asked)
+            assert job["JobState"] in ("COMPLETED", "FAILED"), (rule, job["JobState"], job.get("Reason"))
             assert (job["OverSubscribe"] == "NO") == (rule in {"train_eager", "study_b_block_timing"} and not on_gpu)
             gpu_jobs += on_gpu
     assert gpu_jobs == 2  # train_eager and matmul's gpu pair
