@@ -22,7 +22,8 @@ STUDY_B_TIMING = set(gpu_slots.PAIR_RULES)
 SUMMARIES = {"concat_training", "concat_backend_eval", "compare_backends", "concat_sweep", "sweep_h2d",
              "concat_sweep_kernels", "concat_sweep_blocks", "sweep_speedups", "concat_study_b_blocks",
              "study_b_block_speedups", "study_b_resnet50_conv_speedups", "concat_vision_table", "vision_summaries",
-             "environment", "summarise_training", "report"}
+             "environment", "summarise_training", "report", "precision", "energy", "compile_breakeven",
+             "vision_oracle_curve", "conv_predictor"}
 
 
 def dry_run(config: dict, workdir: Path) -> list[dict]:

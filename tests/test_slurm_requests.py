@@ -21,7 +21,8 @@ LOCAL_RULES = {"download_dataset", "init_weights", "sample_order", "concat_train
                "concat_backend_eval", "compare_backends", "concat_sweep", "sweep_h2d", "concat_sweep_kernels",
                "concat_sweep_blocks", "sweep_speedups", "concat_study_b_blocks", "study_b_block_speedups",
                "study_b_resnet50_conv_speedups", "concat_vision_table", "vision_summaries", "environment",
-               "summarise_training", "report", "all", "study_b_blocks", "vision_models"}
+               "summarise_training", "report", "all", "study_b_blocks", "vision_models", "precision", "energy",
+               "compile_breakeven", "vision_oracle_curve", "conv_predictor"}
 
 
 def with_device(name: str, device: str, tmp_path: Path) -> Path:
@@ -36,7 +37,9 @@ def slurm_dry_run(config: Path, workdir: Path, **env: str) -> subprocess.Complet
     workdir.mkdir(parents=True, exist_ok=True)
     return subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
                            "--workflow-profile", str(REPO / "profiles" / "slurm"), "--configfile", str(config)],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+                          capture_output=True, text=True, timeout=600,
+                          # a build folder of its own: the C++ builds are counted whether or not this checkout built them
+                          env={**os.environ, "ABSTRACTION_COST_NATIVE_BUILD": str(workdir / "native-build"), **env})
 
 
 def jobs_of(dry_run: str) -> list[dict]:

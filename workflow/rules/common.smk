@@ -143,6 +143,8 @@ TABLES.update(backend_eval="results/study_a/backend_eval.parquet",
               backend_comparison="results/study_a/backend_comparison.parquet",
               sweep="results/study_a/sweep.parquet", sweep_kernels="results/study_a/sweep_kernels.parquet")
 
+TABLES["flops"] = "results/derived/flops.parquet"  # counted, not timed, but with an environment row of its own
+
 SUMMARIES = {
     "training_curve": "results/study_a/training_curve.parquet",
     "training_summary": "results/study_a/training_summary.parquet",
@@ -151,9 +153,18 @@ SUMMARIES = {
 if SWEEP_PROTOCOL.mode == "interleaved":  # run_ids: the sweep's
     SUMMARIES.update(sweep_blocks="results/study_a/sweep_blocks.parquet",
                      sweep_speedups="results/study_a/sweep_speedups.parquet")
+# computed from whole tables for the report's figures (derived.smk)
+DERIVED = {
+    "precision": "results/derived/precision.parquet",
+    "energy": "results/derived/energy.parquet",
+    "compile_breakeven": "results/derived/compile_breakeven.parquet",
+    "vision_oracle_curve": "results/derived/vision_oracle_curve.parquet",
+    "conv_predictor": "results/derived/conv_predictor.parquet",
+    "conv_predictor_summary": "results/derived/conv_predictor_summary.parquet",
+}
 ENVIRONMENT = "results/environment.parquet"
 # Every table the report reads: passed to it as JSON (report/page.py), named only here.
-REPORT_TABLES = {**TABLES, **SUMMARIES, "environment": ENVIRONMENT}
+REPORT_TABLES = {**TABLES, **SUMMARIES, **DERIVED, "environment": ENVIRONMENT}
 
 
 # --- input functions ---
@@ -217,6 +228,11 @@ def sweep_interleaved_inputs():
         for key, path in sweep_inputs_of(implementation).items():
             inputs[f"program_{Path(path).parent.name}" if key == "program" else key] = path
     return inputs
+
+
+def derived_inputs(*names):
+    """Whole tables (TABLES or SUMMARIES) by name, as a derived table's named inputs."""
+    return {name: {**TABLES, **SUMMARIES}[name] for name in names}
 
 
 def block_warm_up(wildcards):

@@ -16,6 +16,7 @@ rule precision:
         precision=DERIVED["precision"],
     log:
         "logs/derived/precision.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/derived_tables.py"
 
@@ -27,6 +28,7 @@ rule energy:
         energy=DERIVED["energy"],
     log:
         "logs/derived/energy.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/derived_tables.py"
 
@@ -39,6 +41,7 @@ rule compile_breakeven:
         compile_breakeven=DERIVED["compile_breakeven"],
     log:
         "logs/derived/compile-breakeven.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/derived_tables.py"
 
@@ -50,6 +53,7 @@ rule vision_oracle_curve:
         vision_oracle_curve=DERIVED["vision_oracle_curve"],
     log:
         "logs/derived/vision-oracle-curve.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/derived_tables.py"
 
@@ -62,6 +66,7 @@ rule conv_predictor:
         conv_predictor_summary=DERIVED["conv_predictor_summary"],
     log:
         "logs/derived/conv-predictor.log",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/derived_tables.py"
 
