@@ -18,14 +18,14 @@ REPO = Path(__file__).resolve().parents[2]
 # (dotted key, new value, the rules whose jobs read it, a path part that narrows those jobs or None)
 CHANGES = [
     ("study_a.training.optimizer.lr", 0.02, {"train_eager", "train_libtorch", "train_cudnn"}, None),
-    ("study_a.backends.batch_size", 3, {"backend_eval_input", "package_aoti", "eval_backend"}, None),
+    ("study_a.backends.batch_size", 3, {"backend_eval_input", "package_aoti", "eval_backend", "flops"}, None),
     ("study_a.backends.logit_tolerance", 1.0e-3, {"compare_backends"}, None),
-    ("study_a.sweep.batches", [1, 4], {"sweep"}, None),
+    ("study_a.sweep.batches", [1, 4], {"sweep", "flops"}, None),
     ("study_a.sweep.kernels.top", 6, {"sweep_kernels_job"}, None),
     ("study_b.blocks.matmul.sizes", {"cpu": [32, 64], "gpu": [1024]}, {"study_b_block_timing", "compile_cache_blocks"},
      "/matmul/"),
     ("study_b.blocks.bootstrap.resamples", 300, {"study_b_block_speedups", "study_b_resnet50_conv_speedups"}, None),
-    ("study_b.models.resolution", 96, {"vision_model", "compile_cache_model"}, None),
+    ("study_b.models.resolution", 96, {"vision_model", "compile_cache_model", "flops"}, None),
     ("study_b.models.bootstrap.resamples", 300, {"vision_summaries"}, None),
 ]
 
