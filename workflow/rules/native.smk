@@ -5,26 +5,18 @@
 #   build_native_cudnn: the same for native/cudnn (ac_cudnn: ResNet-50 on cuDNN and cuBLAS, no framework).
 # - train_libtorch, train_cudnn: rows of the training table beside train_eager's.
 # The backend comparison in evaluation that also runs these programs is study_a_backends.smk.
-import torch as _torch
-
-from abstraction_cost.backends import native as native_backend
-
-NATIVE_BUILD = native_backend.BUILD_DIR
-LIBTORCH_PROGRAM = str(native_backend.program_path("libtorch"))
-CUDNN_PROGRAM = str(native_backend.program_path("cudnn"))
-
 
 rule build_native:
     input:
-        [str(p) for p in native_backend.sources("libtorch")],
+        NATIVE_SOURCES["libtorch"],
     output:
         LIBTORCH_PROGRAM,
     log:
         "logs/native/build-libtorch.log",
     params:
         program="libtorch",
-        build_dir=str(NATIVE_BUILD),
-        torch_version=_torch.__version__,  # a different torch means a rebuild (params are a rerun trigger)
+        build_dir=lambda w, output: str(Path(output[0]).parents[1]),  # native/build/<project>/<program>
+        torch_version=TORCH_VERSION,  # a different torch means a rebuild (params are a rerun trigger)
     threads: 4  # four translation units; capped at --cores
     script:
         "../../scripts/build_native.py"
@@ -32,15 +24,15 @@ rule build_native:
 
 rule build_native_cudnn:
     input:
-        [str(p) for p in native_backend.sources("cudnn")],
+        NATIVE_SOURCES["cudnn"],
     output:
         CUDNN_PROGRAM,
     log:
         "logs/native/build-cudnn.log",
     params:
         program="cudnn",
-        build_dir=str(NATIVE_BUILD),
-        torch_version=_torch.__version__,  # the cuDNN and cuBLAS wheels come with torch
+        build_dir=lambda w, output: str(Path(output[0]).parents[1]),
+        torch_version=TORCH_VERSION,  # the cuDNN and cuBLAS wheels come with torch
     threads: 4
     script:
         "../../scripts/build_native.py"
@@ -48,15 +40,17 @@ rule build_native_cudnn:
 
 rule train_libtorch:
     input:
-        data="results/data/prepared/{dataset}",
-        weights="results/data/init/{dataset}/{init}-seed{seed}.weights",
-        order=f"results/data/order/{{dataset}}/seed{{seed}}-epochs{TRAINING['epochs']}.i32",
+        data=PREPARED,
+        weights=INIT_WEIGHTS,
+        order=TRAINING_ORDER,
         program=LIBTORCH_PROGRAM,
     output:
         table="results/study_a/train/libtorch/{dataset}/{init}/seed{seed}.rows.parquet",
         env="results/study_a/train/libtorch/{dataset}/{init}/seed{seed}.env.parquet",
     log:
         "logs/study_a/train-libtorch-{dataset}-{init}-{seed}.log",
+    params:
+        config=reads(*MEASURED, "study_a.training", but=("study_a.training.backends", "study_a.training.datasets", "study_a.training.inits", "study_a.training.repeats")),
     resources:
         **timing_job("train_libtorch"),
     script:
@@ -65,15 +59,17 @@ rule train_libtorch:
 
 rule train_cudnn:
     input:
-        data="results/data/prepared/{dataset}",
-        weights="results/data/init/{dataset}/{init}-seed{seed}.weights",
-        order=f"results/data/order/{{dataset}}/seed{{seed}}-epochs{TRAINING['epochs']}.i32",
+        data=PREPARED,
+        weights=INIT_WEIGHTS,
+        order=TRAINING_ORDER,
         program=CUDNN_PROGRAM,
     output:
         table="results/study_a/train/cudnn/{dataset}/{init}/seed{seed}.rows.parquet",
         env="results/study_a/train/cudnn/{dataset}/{init}/seed{seed}.env.parquet",
     log:
         "logs/study_a/train-cudnn-{dataset}-{init}-{seed}.log",
+    params:
+        config=reads(*MEASURED, "study_a.training", "study_a.cudnn", but=("study_a.training.backends", "study_a.training.datasets", "study_a.training.inits", "study_a.training.repeats")),
     resources:
         **timing_job("train_cudnn"),
     script:

@@ -3,11 +3,7 @@
 # study_a.backends.numerics in turn (start-up paid once per implementation; backends/eval_job.py), then
 # compare_backends (medians, speedups, memory, parity against eager in each numerics). The C++ programs it runs
 # are built by native.smk.
-from abstraction_cost.backends.eval_job import IMPLEMENTATIONS
-
-BACKENDS = config["study_a"]["backends"]
-BACKENDS_DIR = "results/study_a/backends"
-BACKENDS_WEIGHTS = f"results/data/init/{BACKENDS['dataset']}/{BACKENDS['init']}-seed{config['seed']}.weights"
+localrules: backend_eval_input, concat_backend_eval, compare_backends  # seconds: run where Snakemake runs
 
 
 rule backend_eval_input:
@@ -25,8 +21,8 @@ rule script_torchscript:
     input:
         weights=BACKENDS_WEIGHTS,
     output:
-        module=f"{BACKENDS_DIR}/torchscript/model.pt",
-        meta=f"{BACKENDS_DIR}/torchscript/meta.json",
+        module=TORCHSCRIPT_MODULE,
+        meta=TORCHSCRIPT_META,
     log:
         "logs/study_a/backends/script-torchscript.log",
     script:
@@ -44,22 +40,9 @@ rule package_aoti:
         shape=(BACKENDS["batch_size"], BACKENDS["resolution"], config["device"], config["numerics"]),
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
     resources:
-        **cluster_gpu(config["device"] == "cuda"),
+        **cluster_gpu(DEVICE == "cuda"),
     script:
         "../../scripts/package_aoti.py"
-
-
-def backend_eval_inputs(wildcards):
-    inputs = {"input": f"{BACKENDS_DIR}/input", "weights": BACKENDS_WEIGHTS}
-    if wildcards.implementation.startswith("torchscript"):
-        inputs.update(module=f"{BACKENDS_DIR}/torchscript/model.pt", meta=f"{BACKENDS_DIR}/torchscript/meta.json")
-    if wildcards.implementation == "aoti":
-        inputs["package"] = f"{BACKENDS_DIR}/aoti"
-    if wildcards.implementation in ("torchscript-cpp", "libtorch", "aoti"):
-        inputs["program"] = LIBTORCH_PROGRAM
-    if wildcards.implementation in ("cudnn", "cudnn-graphs"):
-        inputs["program"] = CUDNN_PROGRAM
-    return inputs
 
 
 rule eval_backend:
@@ -73,15 +56,16 @@ rule eval_backend:
         logits=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{{{implementation}}}}.logits.f32",
                       numerics=BACKENDS["numerics"]),
     wildcard_constraints:
-        implementation="|".join(IMPLEMENTATIONS),
+        implementation="|".join(EVAL_IMPLEMENTATIONS),
     log:
         "logs/study_a/backends/eval-{implementation}.log",
     benchmark:  # the job's wall time, start-up included: benchmarks/run_time.py
         f"{BACKENDS_DIR}/eval/{{implementation}}.benchmark.tsv"
     params:
         numerics=BACKENDS["numerics"],
-        settings=(BACKENDS["batch_size"], BACKENDS["resolution"], config["measure"]["warmup"],
-                  config["measure"]["repeats"], config["numerics"]),
+        config=reads(*MEASURED, "study_a.backends", "study_a.cudnn",
+                     but=("study_a.backends.implementations", "study_a.backends.numerics",
+                          "study_a.backends.logit_tolerance")),
     resources:
         **timing_job("eval_backend"),
     script:
@@ -95,34 +79,33 @@ rule concat_backend_eval:
         envs=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.env.parquet",
                     numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
     output:
-        table="results/study_a/backend_eval.parquet",
-        env=env_sidecar("results/study_a/backend_eval.parquet"),
+        table=TABLES["backend_eval"],
+        env=env_sidecar(TABLES["backend_eval"]),
     log:
         "logs/study_a/concat-backend-eval.log",
     params:
         table="backend_eval",
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_table.py"
 
 
 rule compare_backends:
     input:
-        table="results/study_a/backend_eval.parquet",
-        env=env_sidecar("results/study_a/backend_eval.parquet"),
+        table=TABLES["backend_eval"],
+        env=env_sidecar(TABLES["backend_eval"]),
         logits=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.logits.f32",
                       numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
     output:
-        table="results/study_a/backend_comparison.parquet",
-        env=env_sidecar("results/study_a/backend_comparison.parquet"),
+        table=TABLES["backend_comparison"],
+        env=env_sidecar(TABLES["backend_comparison"]),
     log:
         "logs/study_a/compare-backends.log",
     params:
         implementations=BACKENDS["implementations"],
         numerics=BACKENDS["numerics"],
         tolerance=BACKENDS["logit_tolerance"],
+        seed=config["seed"],
+    priority: SUMMARY_PRIORITY
     script:
         "../../scripts/compare_backends.py"
-
-
-TABLES["backend_eval"] = "results/study_a/backend_eval.parquet"
-TABLES["backend_comparison"] = "results/study_a/backend_comparison.parquet"
