@@ -14,6 +14,9 @@ SUMMARIES = {
 
 # Every table the report reads, by table name: passed to it as JSON (report/page.py), named only here.
 REPORT_TABLES = {**TABLES, **SUMMARIES, "environment": ENVIRONMENT}
+# Every prepared dataset the run reads (training's, and the sweep's images): the report lists failed downloads.
+REPORT_DATASETS = {name: f"{PREPARED_DIR}/{name}"
+                   for name in sorted({*config["study_a"]["training"]["datasets"], BACKENDS["dataset"]})}
 
 
 rule environment:
@@ -44,12 +47,14 @@ rule report:
         qmd=f"{workflow.basedir}/report/report.qmd",
         partials=sorted(glob.glob(f"{workflow.basedir}/report/_*.qmd")),
         tables=list(REPORT_TABLES.values()),
+        datasets=list(REPORT_DATASETS.values()),
     output:
         "results/report.html",
     log:
         "logs/report/report.log",
     params:
         tables=REPORT_TABLES,
+        datasets=REPORT_DATASETS,
         renderer=config["report"]["renderer"],
     script:
         "../../scripts/render_report.py"
