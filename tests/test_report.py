@@ -178,8 +178,9 @@ def test_report_without_a_gpu_says_what_it_measured_and_points_to_smoke():
     banner = sections.without_gpu(cpu, frames, datasets)
     assert banner.startswith("No job of this run had a GPU (every job's device: cpu).")
     assert "Measured here (ok): 48 rows (training)." in banner
-    assert "require_gpu) or what needs one: 2 rows (training)." in banner
-    assert "missing, their datasets (voc2012) not obtained: 2 rows (training)." in banner
+    assert "Not measured, not_run (the config runs them only on a GPU, require_gpu, or they need one): 2 rows " \
+           "(training)." in banner
+    assert "Not measured, missing (their datasets voc2012 not obtained): 2 rows (training)." in banner
     assert sections.SMOKE_COMMAND in banner
     study = pl.DataFrame({"run_id": [sweep_summary.STUDY_RUN_ID], "status": ["ok"]})   # no row of this run
     assert "Measured here (ok): nothing." in sections.without_gpu(cpu, {"sweep_kernels": study})

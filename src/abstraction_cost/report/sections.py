@@ -109,11 +109,11 @@ def without_gpu(env: pl.DataFrame, frames: dict[str, pl.DataFrame], datasets: di
     failed = {s: t for s, t in counts.items() if s not in ("ok", "not_run", "missing")}
     parts = [f"No job of this run had a GPU (every job's device: {', '.join(sorted(set(env['device'])))}).",
              f"Measured here (ok): {rows('ok')}.",
-             f"Not measured: not_run, what the config runs only on a GPU (require_gpu) or what needs one: "
+             f"Not measured, not_run (the config runs them only on a GPU, require_gpu, or they need one): "
              f"{rows('not_run')}."]
     if counts.get("missing"):
-        parts.append("missing, " + (f"their datasets ({', '.join(missing)}) not obtained" if missing
-                                    else "an input not obtained") + f": {rows('missing')}.")
+        parts.append("Not measured, missing (" + (f"their datasets {', '.join(missing)} not obtained" if missing
+                                                  else "an input not obtained") + f"): {rows('missing')}.")
     if failed:
         parts.append("Failed: " + ", ".join(f"{sum(t.values())} {s}" for s, t in sorted(failed.items())) + ".")
     parts.append("Missing or failed results, at the end, lists each with why and what to do. To see every "
