@@ -1,7 +1,9 @@
 # What abstraction costs in the PyTorch ecosystem: Study A (Levental & Orlova 2021) and Study B (Goldfarb 2024).
 # Run:  snakemake --cores all            (profiles/default is picked up through workflow-profile)
 # Scale is config: config/smoke.yaml (CI), config/gpu-smoke.yaml, config/config.yaml (default), config/paper.yaml.
-configfile: "config/config.yaml"
+# The default config is found beside this file, so `-s PATH/Snakefile` and `-d DIR` work from any directory;
+# results/, logs/ and data.root are relative to the working directory.
+configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 # common.smk first: it defines every shared name (paths, TABLES, input functions, gpu_slots.smk's resources); the

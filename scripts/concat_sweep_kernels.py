@@ -2,11 +2,12 @@
 import polars as pl
 
 from abstraction_cost import tables
-from abstraction_cost.backends import sweep_summary
+from abstraction_cost.backends import sweep_summary, transfer
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
 measured = pl.concat([tables.read("sweep_kernels", p) for p in snakemake.input.tables], how="vertical")
+measured = transfer.with_missing_inputs(measured, snakemake.input.inputs)
 study = tables.frame("sweep_kernels", sweep_summary.study_kernel_rows())
 df = tables.write("sweep_kernels", pl.concat([measured, study]), snakemake.output.table)
 env = tables.concat("environment", snakemake.input.envs, snakemake.output.env)

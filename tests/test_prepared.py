@@ -1,4 +1,5 @@
 import json
+import os
 
 import numpy as np
 import pytest
@@ -91,3 +92,67 @@ def test_sample_orders_are_permutations_per_epoch(tmp_path):
     np.testing.assert_array_equal(rows, order.permutations(50, 3, 4))
     with pytest.raises(ValueError, match="expected 5×50"):
         order.read(tmp_path / "o.i32", 50, 5)
+
+
+def test_manifest_records_every_files_size_and_checksum(tmp_path):
+    manifest = prepared.write(tmp_path / "ds", "toy", _splits(), ["a", "b", "c"], [])
+    assert manifest["format"] == prepared.FORMAT == 2
+    assert sorted(manifest["files"]) == ["test-images.u8", "test-labels.i64", "train-images.u8", "train-labels.i64"]
+    record = manifest["files"]["train-images.u8"]
+    assert record["bytes"] == 6 * 3 * 4 * 5 and len(record["sha256"]) == 64
+    assert prepared.verify(tmp_path / "ds")["dataset"] == "toy" and prepared.check(tmp_path / "ds") is None
+
+
+def test_truncated_file_is_an_error_naming_it_and_how_to_rebuild(tmp_path):
+    splits = _splits(n=4000)
+    prepared.write(tmp_path / "ds", "toy", splits, ["a", "b", "c"], [])
+    damaged = tmp_path / "ds" / "train-images.u8"
+    os.truncate(damaged, 100000)   # as `truncate -s 100000`
+    for call in (prepared.load, prepared.verify, prepared.check):
+        try:
+            message = call(tmp_path / "ds")
+        except prepared.DamagedDataset as err:
+            message = str(err)
+        assert f"{damaged}: 100000 bytes, but {4000 * 60} were written" in message, message
+        assert "rebuild it by rerunning snakemake" in message
+
+
+def test_changed_contents_of_the_same_size_are_found_by_the_checksum(tmp_path):
+    prepared.write(tmp_path / "ds", "toy", _splits(), ["a", "b", "c"], [])
+    labels = tmp_path / "ds" / "test-labels.i64"
+    stat = labels.stat()
+    data = bytearray(labels.read_bytes())
+    data[0] ^= 1
+    labels.write_bytes(bytes(data))
+    with pytest.raises(prepared.DamagedDataset, match=r"test-labels.i64: sha256 \w+, but \w+ was written"):
+        prepared.load(tmp_path / "ds")
+    # the cheap check of every Snakemake start trusts a file whose size and mtime are the recorded ones
+    os.utime(labels, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert prepared.check(tmp_path / "ds") is None
+    with pytest.raises(prepared.DamagedDataset):
+        prepared.verify(tmp_path / "ds")
+
+
+def test_a_dataset_of_the_older_format_is_verified_by_its_sizes(tmp_path):
+    prepared.write(tmp_path / "ds", "toy", _splits(), ["a", "b", "c"], [])
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    del manifest["files"]
+    manifest["format"] = 1
+    (tmp_path / "ds" / "manifest.json").write_text(json.dumps(manifest))
+    assert prepared.check(tmp_path / "ds") is None and prepared.load(tmp_path / "ds").train.images.shape[0] == 6
+    os.truncate(tmp_path / "ds" / "test-labels.i64", 8)
+    assert "test-labels.i64: 8 bytes, but 24 were written" in prepared.check(tmp_path / "ds")
+    manifest["format"] = 7
+    (tmp_path / "ds" / "manifest.json").write_text(json.dumps(manifest))
+    assert "prepared format 7 is unknown" in prepared.check(tmp_path / "ds")
+    assert "unreadable manifest" in prepared.check(tmp_path / "nothing")
+
+
+def test_a_missing_dataset_verifies_and_says_both_reasons_when_not_run_too(tmp_path):
+    prepared.write_missing(tmp_path / "ds", "voc2012", "download failed; to retry: ...")
+    assert prepared.check(tmp_path / "ds") is None
+    missing = prepared.missing_reason(tmp_path / "ds")
+    assert missing == "voc2012: download failed; to retry: ..."
+    status, message = prepared.also_missing("not_run", "no CUDA GPU on this machine", missing)
+    assert status == "missing" and message.startswith(missing) and message.endswith("no CUDA GPU on this machine")
+    assert prepared.also_missing("error", "MissingDataset: x", missing) == ("missing", missing)

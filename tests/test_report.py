@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import training_summary
+from abstraction_cost.backends import sweep_summary, training_summary
 from abstraction_cost.report import page, sections, study_a
 from tests.report_fixtures import NOT_RUN_MESSAGE, environment_rows, training_rows
 
@@ -49,7 +49,8 @@ def test_training_summary_per_backend_dataset_init():
     assert summary.columns == list(tables.schema("training_summary"))
     assert summary.height == 6                               # 3 backends (one not run) × 2 datasets
     eager = row(summary, backend="eager", dataset="digits")
-    assert (eager["repeats_ok"], eager["repeats_failed"], eager["epochs"]) == (2, 0, 3)
+    assert (eager["repeats_ok"], eager["repeats_not_run"], eager["repeats_missing"], eager["repeats_failed"],
+            eager["epochs"]) == (2, 0, 0, 0, 3)
     assert eager["final_accuracy_mean"] == pytest.approx(0.705)
     assert (eager["final_accuracy_min"], eager["final_accuracy_max"]) == pytest.approx((0.7, 0.71))
     # 20, 40, 60 ms per epoch in each repeat: the cold first epoch apart from the steady state's median
@@ -63,7 +64,7 @@ def test_training_summary_per_backend_dataset_init():
     assert eager["mem_used_mib_max"] == 1200.0 and eager["alloc_peak_mib_max"] == 501.0
     assert eager["gpu_util_train_mean_pct"] == 90.0           # train phases only, not the eval's 50
     cudnn = row(summary, backend="cudnn", dataset="digits")
-    assert (cudnn["repeats_ok"], cudnn["repeats_failed"]) == (0, 1)
+    assert (cudnn["repeats_ok"], cudnn["repeats_not_run"], cudnn["repeats_failed"]) == (0, 1, 0)  # not a failure
     assert cudnn["final_accuracy_mean"] is None and cudnn["epochs"] is None
 
 
@@ -79,7 +80,7 @@ def test_summaries_of_empty_or_failed_training_are_empty_or_failed():
     assert training_summary.training_curve(empty).is_empty() and training_summary.training_summary(empty).is_empty()
     only_failed = training_rows(backends=(), not_run_backend="eager")
     assert training_summary.training_curve(only_failed).is_empty()
-    assert training_summary.training_summary(only_failed)["repeats_failed"].to_list() == [1, 1]
+    assert training_summary.training_summary(only_failed)["repeats_not_run"].to_list() == [1, 1]
 
 
 def test_training_figure_panels_lines_bands():
@@ -105,7 +106,8 @@ def test_summary_display_shows_accuracy_range():
     shown = study_a.summary_display(training_summary.training_summary(training_rows()))
     eager = row(shown, backend="eager", dataset="digits")
     assert eager["final eval accuracy"] == "0.705 [0.700–0.710]"
-    assert eager["repeats"] == "2 ok / 0 failed"
+    assert eager["repeats"] == "2 ok"
+    assert row(shown, backend="cudnn", dataset="digits")["repeats"] == "0 ok, 1 not_run"
     assert row(shown, backend="cudnn", dataset="digits")["final eval accuracy"] is None
 
 
@@ -141,6 +143,56 @@ def test_failures_groups_not_ok_rows_with_message():
     assert "backend=cudnn" in not_run["where"] and "dataset" not in not_run["where"]
     assert not_run["which"] == ["dataset=digits", "dataset=synthetic-cifar10"]
     assert row(failed, status="oom")["rows"] == 1
+
+
+def test_failures_list_failed_downloads_first_with_what_to_do():
+    retry = "cifar10: download failed; to retry: fix the source, then rerun with `--forcerun x/download.json`"
+    datasets = {"cifar10": {"dataset": "cifar10", "status": "missing", "message": retry},
+                "digits": {"dataset": "digits", "status": "ok", "message": None}}
+    failed = sections.failures({"training": training_rows()}, {}, datasets)
+    assert failed["table"].to_list()[0] == sections.DATASETS
+    first = failed.row(0, named=True)
+    assert (first["status"], first["message"], first["where"]) == ("missing", retry, "dataset=cifar10")
+    assert failed.filter(pl.col("table") == sections.DATASETS).height == 1   # digits was obtained
+
+
+def test_repeats_count_each_status_apart():
+    training = training_rows(not_run_backend=None, repeats=3)
+    statuses = {0: "error", 1: "missing", 2: "not_run"}
+    failing = (training.filter(pl.col("backend") == "eager")
+               .group_by("dataset", "repeat").first()
+               .with_columns(status=pl.col("repeat").replace_strict(statuses), epoch=pl.lit(None, pl.Int64)))
+    summary = training_summary.training_summary(pl.concat([training.filter(pl.col("backend") != "eager"),
+                                                           tables.frame("training", failing)]))
+    eager = row(summary, backend="eager", dataset="digits")
+    assert [eager[c] for c in study_a.REPEAT_COUNTS] == [0, 1, 1, 1]
+    shown = row(study_a.summary_display(summary), backend="eager", dataset="digits")
+    assert shown["repeats"] == "0 ok, 1 not_run, 1 missing, 1 failed"
+
+
+def test_report_without_a_gpu_says_what_it_measured_and_points_to_smoke():
+    cpu = environment_rows(["a", "b"]).with_columns(device=pl.lit("cpu"))
+    missing = training_rows(backends=(), not_run_backend="eager").with_columns(status=pl.lit("missing"))
+    frames = {"training": pl.concat([training_rows(), missing]), "environment": cpu}
+    datasets = {"voc2012": {"status": "missing", "message": "download failed"}}
+    banner = sections.without_gpu(cpu, frames, datasets)
+    assert banner.startswith("No job of this run had a GPU (every job's device: cpu).")
+    assert "Measured here (ok): 48 rows (training)." in banner
+    assert "Not measured, not_run (the config runs them only on a GPU, require_gpu, or they need one): 2 rows " \
+           "(training)." in banner
+    assert "Not measured, missing (their datasets voc2012 not obtained): 2 rows (training)." in banner
+    assert sections.SMOKE_COMMAND in banner
+    study = pl.DataFrame({"run_id": [sweep_summary.STUDY_RUN_ID], "status": ["ok"]})   # no row of this run
+    assert "Measured here (ok): nothing." in sections.without_gpu(cpu, {"sweep_kernels": study})
+    assert sections.without_gpu(environment_rows(["a"]), frames) is None     # a GPU run says nothing
+    assert sections.without_gpu(cpu.clear(), frames) is None
+
+
+def test_a_wide_table_shows_its_status_first_in_a_scrolling_box():
+    df = pl.DataFrame({f"c{i}": [1] for i in range(30)}).with_columns(status=pl.lit("not_run"))
+    text = page.table_html(df)
+    assert text.startswith('<div class="ac-table-wrap"><table') and "<thead><tr><th>status</th><th>c0</th>" in text
+    assert ".ac-table-wrap { overflow-x: auto" in page.CSS
 
 
 def test_failures_none_when_all_ok_and_null_status_counts():

@@ -32,13 +32,29 @@ def _never(*args):
     raise AssertionError("the trainer must not run")
 
 
-def test_required_gpu_missing_is_not_run(tmp_path, smoke_config, monkeypatch):
+def _without_gpu(smoke_config, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # a machine without a GPU, even on one
     smoke_config["study_a"]["training"]["require_gpu"] = True
     smoke_config["device"] = "auto"
-    rows = _run(tmp_path, smoke_config, _never)
+
+
+def test_required_gpu_missing_is_not_run(tmp_path, smoke_config, monkeypatch):
+    from abstraction_cost.data import offline
+
+    _without_gpu(smoke_config, monkeypatch)
+    prepared.write(tmp_path / "digits", "digits", offline.digits(8), [str(d) for d in range(10)], [])
+    rows = _run(tmp_path, smoke_config, _never, tmp_path / "digits")
     assert rows.select("status", "backend", "dataset", "seed").row(0) == ("not_run", "eager", "digits", 0)
-    assert "require_gpu" in rows["message"][0]
+    assert rows["message"][0] == "no CUDA GPU on this machine and study_a.training.require_gpu is true"
+
+
+def test_no_gpu_and_no_dataset_is_missing_and_says_both(tmp_path, smoke_config, monkeypatch):
+    _without_gpu(smoke_config, monkeypatch)
+    rows = _run(tmp_path, smoke_config, _never)
+    assert rows["status"].to_list() == ["missing"]
+    message = rows["message"][0]
+    assert message.startswith("digits: no network: mnist.gz, expected md5 0123; and not_run"), message
+    assert message.endswith("no CUDA GPU on this machine and study_a.training.require_gpu is true"), message
 
 
 def test_missing_dataset_rows_carry_the_reason(tmp_path, smoke_config):

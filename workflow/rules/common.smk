@@ -100,7 +100,8 @@ def env_sidecar(table_path):
 
 # --- data (data.smk): one prepared copy per dataset, init weights per (dataset, init, seed), sample orders ---
 DATA_ROOT = config["data"]["root"]
-PREPARED = "results/data/prepared/{dataset}"
+PREPARED_DIR = "results/data/prepared"
+PREPARED = f"{PREPARED_DIR}/{{dataset}}"
 INIT_WEIGHTS = "results/data/init/{dataset}/{init}-seed{seed}.weights"
 SAMPLE_ORDER = "results/data/order/{dataset}/seed{seed}-epochs{epochs}.i32"
 
@@ -165,14 +166,18 @@ DERIVED = {
 ENVIRONMENT = "results/environment.parquet"
 # Every table the report reads: passed to it as JSON (report/page.py), named only here.
 REPORT_TABLES = {**TABLES, **SUMMARIES, **DERIVED, "environment": ENVIRONMENT}
+# Every prepared dataset the run reads (training's, and the sweep's images): the report lists failed downloads.
+REPORT_DATASETS = {name: f"{PREPARED_DIR}/{name}"
+                   for name in sorted({*config["study_a"]["training"]["datasets"], BACKENDS["dataset"]})}
 
 
 # --- input functions ---
-def download_record(wildcards):
-    """A real dataset's download status as prepare_dataset's input; none for one made offline."""
+def prepare_source(wildcards):
+    """What a prepared dataset is made from: its download record, or the code that generates an offline one (an
+    input either way, so that a damaged prepared dataset made older than it is prepared again)."""
     if dataset_specs.spec(wildcards.dataset, config).downloads:
         return f"{DATA_ROOT}/{wildcards.dataset}/download.json"
-    return []
+    return str(Path(workflow.basedir) / "src" / "abstraction_cost" / "data" / "offline.py")
 
 
 def training_parts(kind):

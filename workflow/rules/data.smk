@@ -1,9 +1,25 @@
 # Datasets: download (real datasets, through torchvision), prepare (every source, into the prepared format),
 # init weights per (dataset, scheme, seed), and one sample order per (dataset, seed) for every backend.
+import os
 
+from abstraction_cost.data import prepared as prepared_data
 
 # jobs of seconds (and the downloads, which want the login node's network) run where Snakemake runs
 localrules: download_dataset, init_weights, sample_order
+
+
+# A damaged prepared dataset (a file whose size or sha256 is not the recorded one, data/prepared.py) is found when
+# Snakemake starts (main process, dry runs too) and made out of date: its mtime (.snakemake_timestamp, Snakemake's
+# for a directory output) set to 1970, older than its input, so that this run prepares it again and reruns what
+# reads it. (Removing it would not do: Snakemake does not remake a missing input of jobs whose outputs exist.)
+if workflow.is_main_process:
+    for _dir in sorted(Path(PREPARED_DIR).glob("*/")):
+        if _dir.name.startswith(".") or not (_damage := prepared_data.check(_dir)):
+            continue
+        for _path in (_dir / ".snakemake_timestamp", _dir):
+            if _path.exists():
+                os.utime(_path, (0, 0))
+        logger.warning(f"{_damage.split('; rebuild it')[0]}: this run prepares {_dir} again")
 
 
 rule download_dataset:
@@ -22,7 +38,7 @@ rule download_dataset:
 
 rule prepare_dataset:
     input:
-        download_record,
+        prepare_source,
     output:
         directory(PREPARED),
     log:

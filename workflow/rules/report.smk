@@ -34,12 +34,14 @@ rule report:
         qmd=f"{workflow.basedir}/report/report.qmd",
         partials=sorted(Path(workflow.basedir, "report").glob("_*.qmd")),
         tables=list(REPORT_TABLES.values()),
+        datasets=list(REPORT_DATASETS.values()),
     output:
         "results/report.html",
     log:
         "logs/report/report.log",
     params:
         tables=REPORT_TABLES,
+        datasets=REPORT_DATASETS,
         renderer=config["report"]["renderer"],
     priority: SUMMARY_PRIORITY
     script:

@@ -142,6 +142,7 @@ else:
 
 rule concat_sweep:
     input:
+        inputs=f"{SWEEP_DIR}/inputs",  # a missing dataset marks the rows (transfer.with_missing_inputs)
         **SWEEP_JOB_OUTPUTS,
     output:
         table=TABLES["sweep"],
@@ -192,6 +193,7 @@ rule sweep_kernels_job:
 
 rule concat_sweep_kernels:
     input:
+        inputs=f"{SWEEP_DIR}/inputs",
         tables=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.rows.parquet",
                       numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
         envs=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.env.parquet",

@@ -143,7 +143,7 @@ def eval_python(implementation: str, inputs, settings: EvalSettings, classes: in
 
 def eval_native(implementation: str, inputs, settings: EvalSettings, classes: int, config: dict, run: Run,
                 logits_path: Path) -> Timed:
-    manifest = prepared.read_manifest(inputs.input)
+    manifest = prepared.verify(inputs.input)  # the programs check sizes only; checksums here
     if implementation in cudnn.IMPLEMENTATIONS:
         command = cudnn.eval_command(inputs.program, implementation, inputs.input, manifest, settings.batch_size,
                                      settings.warmup, settings.repeats, config, run.device, weights=inputs.weights,

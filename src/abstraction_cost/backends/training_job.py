@@ -2,7 +2,8 @@
 
 A job is (backend, dataset, init, seed). It writes rows of the `training` table in every case:
 - not_run: the config requires a GPU (study_a.training.require_gpu) and this machine has none;
-- missing: the dataset could not be obtained (the prepared manifest says why);
+- missing: the dataset could not be obtained (the prepared manifest says why), with the not_run reason too
+  when both apply;
 - oom / error: the backend ran out of device memory or failed; the message says how;
 - ok: one row per (epoch, phase) from the backend.
 """
@@ -44,6 +45,8 @@ def run(snakemake, backend: str, trainer: Trainer) -> None:
                       device=device) as measured:
         if requires_gpu and device.type != "cuda":
             rows = _skipped("not_run", "no CUDA GPU on this machine and study_a.training.require_gpu is true")
+            if missing := prepared.missing_reason(snakemake.input.data):
+                rows = _skipped(*prepared.also_missing("not_run", rows[0]["message"], missing))
         else:
             try:
                 data = prepared.load(snakemake.input.data)

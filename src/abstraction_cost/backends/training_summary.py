@@ -58,13 +58,12 @@ def training_summary(training: pl.DataFrame) -> pl.DataFrame:
         pl.col("time_per_sample_ms").filter(steady).median().alias("eval_time_per_sample_ms_steady"))
     peaks = ok.group_by(KEYS).agg(pl.col("mem_used_mib_max").max(),
                                   pl.col("alloc_peak_mib").max().alias("alloc_peak_mib_max"))
-    failed = training.filter(pl.col("status").fill_null("") != "ok")
-    groups = training.group_by(KEYS).agg(
-        _run_ids(),
-        pl.col("repeat").filter(pl.col("status") == "ok").n_unique().cast(pl.Int64).alias("repeats_ok"))
-    groups = groups.join(failed.group_by(KEYS).agg(pl.col("repeat").n_unique().cast(pl.Int64)
-                                                   .alias("repeats_failed")), on=KEYS, how="left")
-    summary = groups.with_columns(pl.col("repeats_failed").fill_null(0))
+    status = pl.col("status").fill_null("")
+    summary = training.group_by(KEYS).agg(
+        _run_ids(), *(pl.col("repeat").filter(kind).n_unique().cast(pl.Int64).alias(column)
+                      for column, kind in (("repeats_ok", status == "ok"), ("repeats_not_run", status == "not_run"),
+                                           ("repeats_missing", status == "missing"),
+                                           ("repeats_failed", ~status.is_in(["ok", "not_run", "missing"])))))
     for part in (final, train, evals, peaks):
         summary = summary.join(part, on=KEYS, how="left")
     summary = summary.sort(KEYS)

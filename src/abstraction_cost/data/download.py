@@ -154,15 +154,22 @@ def _write_json(path: Path, obj: dict) -> None:
     os.replace(tmp, path)
 
 
+def retry_advice(root: str | os.PathLike, record_path: str | os.PathLike) -> str:
+    """How to try a failed download again: one command. Forcing the record's rule reruns the download and every
+    job downstream of it (prepare, sample orders, the dataset's training rows), and nothing else; deleting the
+    record alone would not (Snakemake does not remake an input of a job whose outputs exist)."""
+    return (f"to retry: fix the source (data.mirror, the network, or the right file placed in {root}), then "
+            f"rerun with `--forcerun {record_path}` (e.g. `snakemake --cores all --forcerun {record_path}`)")
+
+
 def record(dataset: str, root: str | os.PathLike, mirror: str | None, record_path: str | os.PathLike) -> dict:
     """Fetch `dataset` and write download.json; a failed download is logged and recorded, not raised."""
     try:
         result = {"status": "ok", "message": None, "files": fetch(dataset, root, mirror)}
     except (DownloadError, archives.ArchiveError) as err:
         log.error("%s: %s", dataset, err)
-        log.error("%s is recorded as failed in %s; delete that file to try again", dataset, record_path)
-        retry = (f"to retry: fix the source (data.mirror, the network, or the right file placed in {root}), "
-                 f"delete {record_path} and rerun")
+        retry = retry_advice(root, record_path)
+        log.error("%s is recorded as failed in %s; %s", dataset, record_path, retry)
         result = {"status": "failed", "message": f"{err}; {retry}", "files": []}
     _write_json(Path(record_path), result)
     return result

@@ -2,10 +2,11 @@
 
 A prepared dataset is a directory:
 
-    manifest.json          {"format": 1, "dataset", "status": "ok" | "missing", "message",
+    manifest.json          {"format": 2, "dataset", "status": "ok" | "missing", "message",
                             "channels", "height", "width", "class_names",
                             "mean", "std",            # per channel, of the train split's pixels / 255
                             "splits": {"train": {"count", "images", "labels"}, "test": {...}},
+                            "files": {"<file>": {"bytes", "sha256", "mtime_ns"}},   # every data file
                             "sources": [{"file", "md5"}]}
     train-images.u8        uint8, count × channels × height × width, C order
     train-labels.i64       int64 little-endian, count
@@ -18,6 +19,7 @@ name and renamed, so a half-written one never looks prepared.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -26,12 +28,18 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2
 SPLITS = ("train", "test")
+REBUILD = ("rebuild it by rerunning snakemake (e.g. `snakemake --cores all`): each run finds a damaged prepared "
+           "dataset when it starts and prepares it again")
 
 
 class MissingDataset(RuntimeError):
     """The dataset could not be obtained; the message says why."""
+
+
+class DamagedDataset(RuntimeError):
+    """A prepared file is not what its manifest records; the message names the file and how to rebuild it."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,8 @@ def write(out_dir: str | os.PathLike, dataset: str, splits: dict[str, tuple[np.n
         np.ascontiguousarray(images).tofile(tmp / files["images"])
         np.ascontiguousarray(labels, dtype="<i8").tofile(tmp / files["labels"])
         manifest["splits"][name] = {"count": int(images.shape[0]), **files}
+    manifest["files"] = {name: _record(tmp / name) for split in manifest["splits"].values()
+                         for name in (split["images"], split["labels"])}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     _publish(tmp, out_dir)
     return manifest
@@ -132,12 +142,95 @@ def read_manifest(prepared_dir: str | os.PathLike) -> dict:
     return json.loads(path.read_text())
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _record(path: Path) -> dict:
+    st = path.stat()
+    return {"bytes": st.st_size, "sha256": _sha256(path), "mtime_ns": st.st_mtime_ns}
+
+
+def _recorded(manifest: dict) -> dict[str, dict]:
+    """{file: {bytes, sha256, mtime_ns}}; a format-1 dataset (before checksums) has its sizes from its shapes only,
+    so that upgrading does not make every prepared dataset, and every result read from it, be made again."""
+    if manifest.get("format") == FORMAT:
+        return manifest["files"]
+    if manifest.get("format") != 1:
+        raise DamagedDataset(f"prepared format {manifest.get('format')!r} is unknown (this code writes "
+                             f"{FORMAT}); {REBUILD}")
+    pixels = manifest["channels"] * manifest["height"] * manifest["width"]
+    files = {}
+    for split in manifest["splits"].values():
+        files[split["images"]] = {"bytes": split["count"] * pixels, "sha256": None, "mtime_ns": None}
+        files[split["labels"]] = {"bytes": split["count"] * 8, "sha256": None, "mtime_ns": None}
+    return files
+
+
+def verify(prepared_dir: str | os.PathLike, manifest: dict | None = None, trust_mtime: bool = False) -> dict:
+    """The manifest of a prepared dataset whose every data file has its recorded size and sha256; else
+    DamagedDataset naming the file. trust_mtime: a file with its recorded size and mtime is not hashed again.
+    A 'missing' dataset has no files to verify; one of format 1 only sizes (_recorded)."""
+    prepared_dir = Path(prepared_dir)
+    manifest = read_manifest(prepared_dir) if manifest is None else manifest
+    if manifest.get("status") != "ok":
+        return manifest
+    for name, want in _recorded(manifest).items():
+        path = prepared_dir / name
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise DamagedDataset(f"{path}: the file is gone; {REBUILD}") from None
+        if st.st_size != want["bytes"]:
+            raise DamagedDataset(f"{path}: {st.st_size} bytes, but {want['bytes']} were written (truncated or "
+                                 f"overwritten); {REBUILD}")
+        if want["sha256"] is None or trust_mtime and st.st_mtime_ns == want["mtime_ns"]:
+            continue
+        if (actual := _sha256(path)) != want["sha256"]:
+            raise DamagedDataset(f"{path}: sha256 {actual}, but {want['sha256']} was written (its contents "
+                                 f"changed); {REBUILD}")
+    return manifest
+
+
+def check(prepared_dir: str | os.PathLike) -> str | None:
+    """Why an existing prepared dataset cannot be used (damaged, unreadable manifest), or None: verify() with
+    trusted mtimes, for every Snakemake start."""
+    try:
+        verify(prepared_dir, trust_mtime=True)
+    except DamagedDataset as err:
+        return str(err)
+    except (OSError, ValueError, KeyError, TypeError) as err:  # no or an unreadable manifest.json
+        return f"{prepared_dir}: unreadable manifest ({type(err).__name__}: {err}); {REBUILD}"
+    return None
+
+
+def missing_reason(prepared_dir: str | os.PathLike) -> str | None:
+    """MissingDataset's message for a dataset that could not be obtained ('<dataset>: <why>; to retry: ...'),
+    or None when it was prepared."""
+    manifest = read_manifest(prepared_dir)
+    return None if manifest["status"] == "ok" else f"{manifest['dataset']}: {manifest['message']}"
+
+
+def also_missing(status: str, message: str | None, missing: str) -> tuple[str, str]:
+    """(status, message) of a row whose dataset is missing (`missing`, MissingDataset's message): 'missing', and
+    a row not run for a reason of its own (no GPU) says both, so neither is lost from the report."""
+    if status == "not_run":
+        return "missing", f"{missing}; and not_run on this machine even with it: {message}"
+    return "missing", missing
+
+
 def load(prepared_dir: str | os.PathLike) -> Prepared:
-    """Memory-map a prepared dataset; raises MissingDataset when it could not be obtained."""
+    """Memory-map a verified prepared dataset; raises MissingDataset when it could not be obtained and
+    DamagedDataset when a file is not the one written."""
     prepared_dir = Path(prepared_dir)
     manifest = read_manifest(prepared_dir)
     if manifest["status"] != "ok":
         raise MissingDataset(f"{manifest['dataset']}: {manifest['message']}")
+    verify(prepared_dir, manifest)
     shape = (manifest["channels"], manifest["height"], manifest["width"])
     splits = {}
     for name in SPLITS:

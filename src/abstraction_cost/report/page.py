@@ -12,6 +12,8 @@ network; each chart is a <div class="ac-chart"> and a short script that draws it
     from abstraction_cost.report import page
     df = page.load("training_summary")
     page.show(chart) / page.show_table(df, formats={...}) / page.note("...")
+
+The datasets the run read reach it the same way (DATASETS_ENV, {dataset: prepared folder}): `datasets()`.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import polars as pl
 from .. import tables
 
 TABLES_ENV = "ABSTRACTION_COST_TABLES"
+DATASETS_ENV = "ABSTRACTION_COST_DATASETS"  # {dataset: prepared folder}, JSON, of the datasets the run read
 
 # Every table the page asked for, and why those whose file exists could not be read as their schema.
 _requested: set[str] = set()
@@ -40,6 +43,8 @@ _page_token = secrets.token_hex(3)
 
 CSS = """
 .ac-chart { margin: 0.5em 0 1.5em 0; overflow-x: auto; }
+/* a table wider than the page scrolls in its own box; its status column comes first (table_html), in view */
+.ac-table-wrap { overflow-x: auto; max-width: 100%; }
 table.ac-table { border-collapse: collapse; margin: 0.5em 0 1.5em 0; font-size: 0.85em; }
 /* !important: the renderers' own table styles are more specific (nbconvert's lab CSS right-aligns cells) */
 table.ac-table th, table.ac-table td { border-bottom: 1px solid #ddd; padding: 0.2em 0.6em;
@@ -119,6 +124,19 @@ def absent(names: list[str] | None = None) -> dict[str, str]:
         elif name in _unreadable:
             reasons[name] = f"unreadable: {_unreadable[name]}"
     return reasons
+
+
+def datasets() -> dict[str, dict]:
+    """{dataset: its prepared manifest} for the datasets the pipeline passed (data/prepared.py); a folder without a
+    readable manifest is a 'missing' manifest saying so."""
+    raw = os.environ.get(DATASETS_ENV)
+    found = {}
+    for name, folder in (json.loads(raw) if raw else {}).items():
+        try:
+            found[name] = json.loads((Path(folder) / "manifest.json").read_text())
+        except (OSError, ValueError) as err:
+            found[name] = {"dataset": name, "status": "missing", "message": f"{folder}: no readable manifest: {err}"}
+    return found
 
 
 def load_all() -> dict[str, pl.DataFrame]:
@@ -236,8 +254,11 @@ def table_html(df: pl.DataFrame, formats: Mapping[str, str | Callable] | None = 
     """An HTML table of df; formats maps a column to a format string ("{:.2f}") or a function.
 
     Columns named in raw_html hold HTML already (escaped by whoever built it) and are inserted as they are. A long
-    message that several rows share is a numbered note under the table (shared_messages)."""
+    message that several rows share is a numbered note under the table (shared_messages). A `status` column is
+    shown first, and a table wider than the page scrolls in its own box."""
     formats = formats or {}
+    if "status" in df.columns:  # first: a wide table's status must not be the column scrolled out of view
+        df = df.select("status", pl.exclude("status"))
     notes = shared_messages(df)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     rows = []
@@ -255,8 +276,8 @@ def table_html(df: pl.DataFrame, formats: Mapping[str, str | Callable] | None = 
         rows.append("<tr>" + "".join(cells) + "</tr>")
     caption_html = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     notes_html = "".join(f'<li value="{i}">{html.escape(message)}</li>' for message, i in notes.items())
-    return (f'<table class="ac-table">{caption_html}<thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>'
+    return (f'<div class="ac-table-wrap"><table class="ac-table">{caption_html}<thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>'
             + (f'<ol class="ac-table-notes">{notes_html}</ol>' if notes else ""))
 
 

@@ -26,7 +26,7 @@ from typing import Mapping
 
 import yaml
 
-from .page import TABLES_ENV
+from .page import DATASETS_ENV, TABLES_ENV
 
 log = logging.getLogger(__name__)
 
@@ -240,25 +240,30 @@ def render_quarto(qmd: Path, out: Path, env: Mapping[str, str], quarto: str, tim
         _write_atomic(rendered.read_text(), out)
 
 
-def environment(tables: Mapping[str, str | os.PathLike]) -> dict[str, str]:
-    """This process's environment plus the table registry, the package on PYTHONPATH and Quarto's Python."""
+def environment(tables: Mapping[str, str | os.PathLike],
+                datasets: Mapping[str, str | os.PathLike] | None = None) -> dict[str, str]:
+    """This process's environment plus the table registry, the prepared datasets' folders, the package on
+    PYTHONPATH and Quarto's Python."""
     env = dict(os.environ)
     env[TABLES_ENV] = json.dumps({name: str(Path(p).resolve()) for name, p in tables.items()})
+    env[DATASETS_ENV] = json.dumps({name: str(Path(p).resolve()) for name, p in (datasets or {}).items()})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
     env["QUARTO_PYTHON"] = sys.executable
     return env
 
 
 def render(qmd: str | os.PathLike, out: str | os.PathLike, tables: Mapping[str, str | os.PathLike],
-           renderer: str = "auto", timeout_s: int = 1800) -> str:
-    """Render qmd to the self-contained HTML file out; returns the renderer that ran."""
+           renderer: str = "auto", timeout_s: int = 1800,
+           datasets: Mapping[str, str | os.PathLike] | None = None) -> str:
+    """Render qmd to the self-contained HTML file out; returns the renderer that ran. datasets: {name: prepared
+    folder} of the datasets the run used (a failed download is listed with how to retry)."""
     qmd, out = Path(qmd).resolve(), Path(out).resolve()
     if not qmd.is_file():
         raise RenderError(f"report source {qmd} not found")
     quarto = find_quarto()
     chosen, why = choose(renderer, quarto or "")
     log.info("rendering %s with the %s renderer: %s", qmd, chosen, why)
-    env = environment(tables)
+    env = environment(tables, datasets)
     if chosen == "quarto":
         render_quarto(qmd, out, env, quarto, timeout_s)
     else:

@@ -5,6 +5,8 @@ import html
 
 import polars as pl
 
+from ..backends.sweep_summary import STUDY_RUN_ID
+
 # Environment columns that identify a configuration; rows that agree on all of them are one environment.
 _STATIC = [
     ("device", "device"), ("GPU", "gpu_name"), ("GPU memory (MiB)", "gpu_memory_total_mib"),
@@ -73,6 +75,52 @@ def environment_summary(env: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(columns)
 
 
+DATASETS = "(datasets)"  # failures()' table name for the datasets themselves: sorts before every table
+SMOKE_COMMAND = "snakemake --cores all --configfile config/smoke.yaml"
+
+
+def status_counts(frames: dict[str, pl.DataFrame]) -> dict[str, dict[str, int]]:
+    """{status: {table: rows}} over every table with a status column, the studies' own reference rows aside;
+    each status counted as itself."""
+    counts: dict[str, dict[str, int]] = {}
+    for name, df in sorted(frames.items()):
+        if "run_id" in df.columns:
+            df = df.filter(pl.col("run_id").fill_null("") != STUDY_RUN_ID)
+        if "status" not in df.columns or df.is_empty():
+            continue
+        for status, n in df["status"].fill_null("(no status)").value_counts().iter_rows():
+            counts.setdefault(status, {})[name] = n
+    return counts
+
+
+def without_gpu(env: pl.DataFrame, frames: dict[str, pl.DataFrame], datasets: dict[str, dict] | None = None
+                ) -> str | None:
+    """For the top of the report: when no job ran on a GPU, what this run measured and what it could not, and
+    where a CPU demonstration is; None when a job ran on a GPU or none ran."""
+    if env.is_empty() or (env["device"] == "cuda").any():
+        return None
+    counts = status_counts(frames)
+    def rows(status: str) -> str:
+        by_table = counts.get(status, {})
+        if not by_table:
+            return "nothing"
+        return f"{sum(by_table.values())} rows ({', '.join(sorted(by_table))})"
+    missing = sorted(n for n, m in (datasets or {}).items() if m.get("status") != "ok")
+    failed = {s: t for s, t in counts.items() if s not in ("ok", "not_run", "missing")}
+    parts = [f"No job of this run had a GPU (every job's device: {', '.join(sorted(set(env['device'])))}).",
+             f"Measured here (ok): {rows('ok')}.",
+             f"Not measured, not_run (the config runs them only on a GPU, require_gpu, or they need one): "
+             f"{rows('not_run')}."]
+    if counts.get("missing"):
+        parts.append("Not measured, missing (" + (f"their datasets {', '.join(missing)} not obtained" if missing
+                                                  else "an input not obtained") + f"): {rows('missing')}.")
+    if failed:
+        parts.append("Failed: " + ", ".join(f"{sum(t.values())} {s}" for s, t in sorted(failed.items())) + ".")
+    parts.append("Missing or failed results, at the end, lists each with why and what to do. To see every "
+                 f"experiment measured on a CPU at a small scale: `{SMOKE_COMMAND}`.")
+    return " ".join(parts)
+
+
 def identity_columns(df: pl.DataFrame) -> list[str]:
     """The columns that say which observation a row is: those declared before `status`, run_id aside."""
     if "status" not in df.columns:
@@ -80,13 +128,18 @@ def identity_columns(df: pl.DataFrame) -> list[str]:
     return [c for c in df.columns[: df.columns.index("status")] if c != "run_id"]
 
 
-def failures(frames: dict[str, pl.DataFrame], absent: dict[str, str]) -> pl.DataFrame:
-    """Every row whose status is not ok, grouped by (table, status, message), and every table that is missing.
+def failures(frames: dict[str, pl.DataFrame], absent: dict[str, str],
+             datasets: dict[str, dict] | None = None) -> pl.DataFrame:
+    """Every dataset that could not be obtained (a failed download: its message says how to retry), every row
+    whose status is not ok, grouped by (table, status, message), and every table that is missing.
 
     Columns: table, status, message, rows (how many), where (identity values the group's rows share) and which
-    (the differing identity values, one entry per row)."""
-    out = [{"table": name, "status": "missing", "message": f"table not available: {reason}", "rows": None,
-            "where": "", "which": []} for name, reason in sorted(absent.items())]
+    (the differing identity values, one entry per row). A dataset's entry has table "(datasets)"."""
+    out = [{"table": DATASETS, "status": "missing", "message": manifest.get("message") or "", "rows": None,
+            "where": f"dataset={name}", "which": []}
+           for name, manifest in sorted((datasets or {}).items()) if manifest.get("status") != "ok"]
+    out += [{"table": name, "status": "missing", "message": f"table not available: {reason}", "rows": None,
+             "where": "", "which": []} for name, reason in sorted(absent.items())]
     for name, df in sorted(frames.items()):
         if "status" not in df.columns or df.is_empty():
             continue

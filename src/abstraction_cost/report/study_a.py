@@ -43,13 +43,24 @@ def _accuracy(row_min, row_mean, row_max) -> str | None:
     return f"{row_mean:.3f} [{row_min:.3f}–{row_max:.3f}]"
 
 
+REPEAT_COUNTS = {"repeats_ok": "ok", "repeats_not_run": "not_run", "repeats_missing": "missing",
+                 "repeats_failed": "failed"}
+
+
+def repeats_text(*counts: int) -> str:
+    """'2 ok', '0 ok, 3 not_run', '1 ok, 1 failed': ok always, each other status where it has repeats."""
+    parts = [f"{n} {label}" for n, label in zip(counts, REPEAT_COUNTS.values())]
+    return ", ".join(parts[:1] + [p for n, p in zip(counts[1:], parts[1:]) if n])
+
+
 def summary_display(summary: pl.DataFrame) -> pl.DataFrame:
     """training_summary with readable column names, the final accuracy as 'mean [min–max]'."""
     accuracy = [_accuracy(*r) for r in summary.select(
         "final_accuracy_min", "final_accuracy_mean", "final_accuracy_max").iter_rows()]
     return summary.select(
         pl.col("backend"), pl.col("dataset"), pl.col("init"),
-        pl.format("{} ok / {} failed", "repeats_ok", "repeats_failed").alias("repeats"),
+        pl.Series("repeats", [repeats_text(*r) for r in summary.select(*REPEAT_COUNTS).iter_rows()],
+                  dtype=pl.String),
         pl.col("epochs"),
         pl.Series("final eval accuracy", accuracy, dtype=pl.String),
         pl.col("train_time_per_sample_ms_first").alias("train ms/sample, first epoch"),

@@ -26,7 +26,10 @@ SCHEMAS = {
         "dataset": pl.String,
         "init": pl.String,
         "repeats_ok": pl.Int64,             # repeats with ok rows
-        "repeats_failed": pl.Int64,         # repeats with a row whose status is not ok (listed in the report)
+        # repeats with a row of each other status (listed in the report), never counted as one another:
+        "repeats_not_run": pl.Int64,        # not_run (the config asks for what this machine lacks)
+        "repeats_missing": pl.Int64,        # missing (the dataset could not be obtained)
+        "repeats_failed": pl.Int64,         # error, oom, wrong_output (run, and failed)
         "epochs": pl.Int64,                 # last epoch + 1 among ok eval rows
         "final_accuracy_mean": pl.Float64,  # eval accuracy after the last epoch, over repeats
         "final_accuracy_min": pl.Float64,
