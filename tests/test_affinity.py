@@ -51,6 +51,8 @@ def test_a_timing_job_pins_to_its_slot_and_an_untimed_job_off_every_slot(fake_co
 
 def test_a_gpu_timing_job_takes_its_slots_cores(fake_cores, monkeypatch, tmp_path):
     monkeypatch.setenv(gpu_slots.FAKE_GPUS_ENV, "2")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")   # no narrowing from outside
     monkeypatch.setattr(gpu_slots, "LOCK_DIR", tmp_path)
     monkeypatch.setattr(gpu_slots, "_held", None)
     job = SimpleNamespace(rule="sweep", config={"device": "cuda", "gpus": {}}, wildcards={"numerics": "fp32"})

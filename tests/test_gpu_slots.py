@@ -23,7 +23,8 @@ def slot_state(tmp_path, monkeypatch):
     lock_dir = tmp_path / "locks"
     monkeypatch.setattr(gpu_slots, "LOCK_DIR", lock_dir)
     monkeypatch.setenv("ABSTRACTION_COST_GPU_LOCK_DIR", str(lock_dir))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")   # recorded, so that what take() sets is undone after the test
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     monkeypatch.setattr(gpu_slots, "_held", None)
     yield lock_dir
     if gpu_slots._held is not None:

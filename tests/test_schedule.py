@@ -31,7 +31,9 @@ def dry_run(config: dict, workdir: Path) -> list[dict]:
     threads, priority, resources."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, gpu_slots.FAKE_GPUS_ENV: str(GPUS)}
+    # the box's GPUs are the fake ones: a CUDA_VISIBLE_DEVICES from outside (or left by an in-process test) would
+    # narrow them
+    env = {**{k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}, gpu_slots.FAKE_GPUS_ENV: str(GPUS)}
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
                           "--workflow-profile", "none", "--configfile", str(workdir / "config.yaml"),
                           "--cores", str(CORES)], capture_output=True, text=True, timeout=600, env=env)
