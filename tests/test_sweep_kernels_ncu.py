@@ -176,7 +176,7 @@ def test_report_finds_relu_among_ncu_kernel_names():
     kernels = tables.frame("sweep_kernels", measured + sweep_summary.study_kernel_rows())
     relu = ss.relu_rows(kernels.filter(pl.col("source") != "study"))
     assert relu.height == 7 and sorted(relu["calls"].to_list()) == [4, 5, 5, 5, 11, 11, 13]
-    assert "libtorch (fp32): 7 launch configurations" in ss.kernel_finding(kernels)
+    assert "libtorch launches its 7 configurations" in ss.kernel_finding(kernels)
 
 
 # ------------------------------------------------------------------------------------------ command line
