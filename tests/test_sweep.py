@@ -20,7 +20,7 @@ from abstraction_cost.backends import native, sweep, sweep_cells, transfer
 from abstraction_cost.backends.sweep_cells import Cell, OomTracker, SweepConfigError, walk
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
-from tests.fixtures.sweep_jobs import sweep_job
+from tests.fixtures.sweep_jobs import make_pool, sweep_job
 
 REPO = Path(__file__).resolve().parents[1]
 SKIPPED_B2 = "skipped: batch 2 already out of memory at this resolution"
@@ -140,15 +140,7 @@ def test_jobs_expand_compiled_per_mode():
 @pytest.fixture
 def pool_dir(tmp_path) -> Path:
     """A sweep input directory as rule sweep_inputs writes it: 2 images of 3×20×20 resized to 8 and 16."""
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, size=(2, 3, 20, 20), dtype=np.uint8)
-    out = tmp_path / "inputs"
-    out.mkdir()
-    for r in (8, 16):
-        transfer.resize(images, r).tofile(out / f"res{r}.u8")
-    (out / transfer.MANIFEST).write_text(
-        '{"channels": 3, "pool": 2, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "resolutions": [8, 16]}')
-    return out
+    return make_pool(tmp_path)
 
 
 @pytest.mark.parametrize("mode,dtype,nbytes", [("float32-pageable", torch.float32, 3 * 3 * 8 * 8 * 4),

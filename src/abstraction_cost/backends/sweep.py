@@ -154,7 +154,7 @@ class PythonModel:
         dynamo does not specialise a size that is 1 at the first shape (ResNet-50's last feature map at 8-32 px)
         into a guard that recompiles the network at the next resolution. Inductor's own guards remain (a
         resolution range from the convolution's memory-format choice at a 1 x 1 feature map, and 32-bit
-        indexing), so a grid still gets a few builds per numerics (docs/results/2026-11-25-h100-default-sweep.md)."""
+        indexing), so a grid still gets a few builds per numerics (measured: docs/results/, the default sweep)."""
         if self.compile_shapes != "dynamic":
             return contextlib.nullcontext()
         return fx_config.patch(backed_size_oblivious=True)
