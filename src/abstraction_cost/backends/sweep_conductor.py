@@ -27,7 +27,6 @@ import logging
 import math
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..measure.statistics import hierarchical_interval, relative_half_width
+from ..measure.statistics import hierarchical_interval, median, relative_half_width
 from . import native
 from .sweep_cells import Cell, OomTracker, SweepSettings, kill_job, kills
 from .sweep_store import INTERRUPTIONS
@@ -194,7 +193,7 @@ def imprecise(store: Store, implementations: list[str], cells: list[Cell], befor
     due = []
     for cell in cells:
         for impl in implementations:
-            medians = [_median(r["times_ms"]) for inv in range(before)
+            medians = [median(r["times_ms"]) for inv in range(before)
                        if (r := store.get(inv, impl, cell.index)) is not None and r["status"] == "ok"
                        and r.get("times_ms")]
             if medians and relative_half_width(medians) > precision:
@@ -330,15 +329,9 @@ def cell_row(records: list[dict], batch: int, resamples: int = 2_000) -> dict:
         if groups:
             i = hierarchical_interval(groups, resamples=resamples)
             row.update({prefix: i.estimate, f"{prefix}_low": i.low, f"{prefix}_high": i.high})
-    medians = [_median(r["times_ms"]) for r in ok]
+    medians = [median(r["times_ms"]) for r in ok]
     row["invocation_spread"] = max(medians) / min(medians) if len(medians) > 1 else None
     return row
-
-
-def _median(values) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def block_rows(records: list[dict]) -> list[dict]:
@@ -349,7 +342,7 @@ def block_rows(records: list[dict]) -> list[dict]:
             continue
         for turn, times in zip(r.get("turns") or [], r.get("blocks") or []):
             out.append({"cell": r["cell"], "invocation": r.get("invocation", 0), "turn": turn, "calls": len(times),
-                        "time_ms": _median(times)})
+                        "time_ms": median(times)})
     return out
 
 
@@ -360,7 +353,3 @@ def python_worker_command(spec: dict, directory: Path) -> Callable[[str], list[s
         path.write_text(json.dumps({**spec, "oom_at": oom_at}))
         return [sys.executable, "-m", "abstraction_cost.backends.sweep_worker", str(path)]
     return command
-
-
-def spec_dir() -> tempfile.TemporaryDirectory:
-    return tempfile.TemporaryDirectory(prefix="sweep-workers-")
