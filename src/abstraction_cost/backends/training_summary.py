@@ -1,10 +1,17 @@
 """Study A training's summaries (rule summarise_training): the curve and summary tables from rows of table
-training. Kept apart from the report's figures so that the rule needs no plotting package."""
+training. Kept apart from the report's figures so that the rule needs no plotting package.
+
+Time per sample, first epoch apart from the steady ones (epoch >= 1): each repeat of a training is an invocation of
+its own (a fresh process), so the estimate is the median over repeats of each repeat's median and its 95% interval
+measure/statistics.hierarchical_interval's (repeats, then epochs within each; with two repeats or more widened to
+the t-interval of the repeats' medians). A first epoch is one value per repeat, so its interval rests on the
+repeats alone: null with one repeat. A steady interval of one repeat describes that process only."""
 from __future__ import annotations
 
 import polars as pl
 
 from .. import tables
+from ..measure.statistics import hierarchical_interval
 
 KEYS = ["backend", "dataset", "init"]
 
@@ -47,15 +54,10 @@ def training_summary(training: pl.DataFrame) -> pl.DataFrame:
                                  pl.col("accuracy").min().alias("final_accuracy_min"),
                                  pl.col("accuracy").max().alias("final_accuracy_max"),
                                  pl.col("loss").mean().alias("final_loss_mean")))
-    first, steady = pl.col("epoch") == 0, pl.col("epoch") > 0
     train = train_rows.group_by(KEYS).agg(
-        pl.col("time_per_sample_ms").filter(first).median().alias("train_time_per_sample_ms_first"),
-        pl.col("time_per_sample_ms").filter(steady).median().alias("train_time_per_sample_ms_steady"),
         pl.col("time_s").mean().alias("epoch_time_s_mean"),
         pl.col("gpu_util_mean_pct").mean().alias("gpu_util_train_mean_pct"))
-    evals = eval_rows.group_by(KEYS).agg(
-        pl.col("time_per_sample_ms").filter(first).median().alias("eval_time_per_sample_ms_first"),
-        pl.col("time_per_sample_ms").filter(steady).median().alias("eval_time_per_sample_ms_steady"))
+    times = epoch_times(train_rows, "train").join(epoch_times(eval_rows, "eval"), on=KEYS, how="full", coalesce=True)
     peaks = ok.group_by(KEYS).agg(pl.col("mem_used_mib_max").max(),
                                   pl.col("alloc_peak_mib").max().alias("alloc_peak_mib_max"))
     status = pl.col("status").fill_null("")
@@ -64,7 +66,35 @@ def training_summary(training: pl.DataFrame) -> pl.DataFrame:
                       for column, kind in (("repeats_ok", status == "ok"), ("repeats_not_run", status == "not_run"),
                                            ("repeats_missing", status == "missing"),
                                            ("repeats_failed", ~status.is_in(["ok", "not_run", "missing"])))))
-    for part in (final, train, evals, peaks):
+    for part in (final, train, times, peaks):
         summary = summary.join(part, on=KEYS, how="left")
     summary = summary.sort(KEYS)
     return tables.frame("training_summary", summary.select(list(tables.schema("training_summary"))))
+
+
+def _interval(groups: list[list[float]], least: int) -> tuple[float | None, float | None, float | None]:
+    """(estimate, low, high) over the repeats' groups; no interval with fewer than `least` repeats."""
+    groups = [g for g in groups if g]
+    if not groups:
+        return None, None, None
+    i = hierarchical_interval(groups)
+    if len(groups) < least:
+        return i.estimate, None, None
+    return i.estimate, i.low, i.high
+
+
+def epoch_times(rows: pl.DataFrame, phase: str) -> pl.DataFrame:
+    """<phase>_time_per_sample_ms_{first,steady} with _low/_high and <phase>_time_repeats per (KEYS): the module's
+    docstring says how."""
+    columns = [f"{phase}_time_per_sample_ms_{part}{end}" for part in ("first", "steady") for end in ("", "_low",
+                                                                                                      "_high")]
+    out = []
+    for keys, part in rows.group_by(KEYS, maintain_order=True):
+        repeats = part.sort("repeat", "epoch").partition_by("repeat", maintain_order=True)
+        first = [r.filter(pl.col("epoch") == 0)["time_per_sample_ms"].drop_nulls().to_list() for r in repeats]
+        steady = [r.filter(pl.col("epoch") > 0)["time_per_sample_ms"].drop_nulls().to_list() for r in repeats]
+        values = (*_interval(first, 2), *_interval(steady, 1))
+        out.append({**dict(zip(KEYS, keys)), **dict(zip(columns, values)),
+                    f"{phase}_time_repeats": sum(1 for g in steady if g) or sum(1 for g in first if g)})
+    schema = {**{k: pl.String for k in KEYS}, **{c: pl.Float64 for c in columns}, f"{phase}_time_repeats": pl.Int64}
+    return pl.DataFrame(out, schema=schema)

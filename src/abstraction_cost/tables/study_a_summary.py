@@ -36,12 +36,23 @@ SCHEMAS = {
         "final_accuracy_max": pl.Float64,
         "final_loss_mean": pl.Float64,
         # The first epoch (epoch 0: cold caches, cuDNN's algorithm search, lazy allocations) apart from the steady
-        # state (every later epoch): medians over repeats (first) and over (repeat, epoch ≥ 1) (steady); steady is
-        # null when only one epoch ran.
+        # state (every later epoch): the median over repeats of each repeat's median, with the 95% interval of
+        # measure/statistics.hierarchical_interval (repeats, then epochs; backends/training_summary.py); steady is
+        # null when only one epoch ran, a first epoch's interval with one repeat.
         "train_time_per_sample_ms_first": pl.Float64,
+        "train_time_per_sample_ms_first_low": pl.Float64,
+        "train_time_per_sample_ms_first_high": pl.Float64,
         "train_time_per_sample_ms_steady": pl.Float64,
+        "train_time_per_sample_ms_steady_low": pl.Float64,
+        "train_time_per_sample_ms_steady_high": pl.Float64,
+        "train_time_repeats": pl.Int64,     # the repeats the train intervals rest on
         "eval_time_per_sample_ms_first": pl.Float64,
+        "eval_time_per_sample_ms_first_low": pl.Float64,
+        "eval_time_per_sample_ms_first_high": pl.Float64,
         "eval_time_per_sample_ms_steady": pl.Float64,
+        "eval_time_per_sample_ms_steady_low": pl.Float64,
+        "eval_time_per_sample_ms_steady_high": pl.Float64,
+        "eval_time_repeats": pl.Int64,
         "epoch_time_s_mean": pl.Float64,
         "mem_used_mib_max": pl.Float64,     # NVML, max over every phase
         "alloc_peak_mib_max": pl.Float64,   # allocator peak, max over every phase
