@@ -226,92 +226,100 @@ def test_bf16_autocast_is_not_run_in_the_cpp_programs(tmp_path):
     assert rows[0]["status"] == "not_run" and "autocast" in rows[0]["message"]
 
 
-def _numerics_job(tmp_path, smoke_config, implementation="eager", numerics=("fp32", "tf32", "bf16-autocast")):
-    """Rule eval_backend's job as Snakemake hands it to the script: one implementation, every numerics."""
+def _numerics_job(tmp_path, smoke_config, implementations=("eager",), numerics="fp32"):
+    """Rule eval_backend's job as Snakemake hands it to the script, under the serial protocol: one numerics, every
+    implementation in turn (the interleaved protocol's job: tests/test_eval_interleaved.py)."""
     config = copy.deepcopy(smoke_config)
     config["measure"].update(warmup=0, repeats=2)
     config["study_a"]["backends"].update(batch_size=2, resolution=32, dataset="synthetic-cifar10",
-                                         numerics=list(numerics))
-    eval_dir = tmp_path / "eval"
-    for n in numerics:   # Snakemake makes its outputs' folders
-        (eval_dir / n).mkdir(parents=True)
-    out = SimpleNamespace(**{key: [str(eval_dir / n / f"{implementation}.{end}") for n in numerics]
-                             for key, end in (("tables", "rows.parquet"), ("envs", "env.parquet"),
-                                              ("logits", "logits.f32"))})
-    return SimpleNamespace(config=config, input=_inputs(tmp_path, config), output=out, rule="eval_backend",
-                           params=SimpleNamespace(numerics=list(numerics)),
-                           wildcards=SimpleNamespace(implementation=implementation))
+                                         implementations=list(implementations), protocol={"mode": "serial"})
+    folder = tmp_path / "eval" / numerics
+    folder.mkdir(parents=True)   # Snakemake makes its outputs' folders
+    out = SimpleNamespace(tables=[str(folder / f"{i}.rows.parquet") for i in implementations],
+                          logits=[str(folder / f"{i}.logits.f32") for i in implementations],
+                          env=str(folder / "env.parquet"))
+    inputs = _inputs(tmp_path, config)
+    inputs.program_libtorch = str(tmp_path / "no" / "ac_libtorch")   # libtorch, where asked for, cannot start
+    return SimpleNamespace(config=config, input=inputs, output=out, rule="eval_backend",
+                           params=SimpleNamespace(implementations=list(implementations)),
+                           wildcards=SimpleNamespace(numerics=numerics))
 
 
-def test_one_job_measures_each_numerics_in_its_own_run_and_a_failed_one_is_only_its_row(tmp_path, smoke_config,
-                                                                                       monkeypatch):
-    job = _numerics_job(tmp_path, smoke_config)
-    monkeypatch.setenv("AC_EVAL_FAULT", "oom@tf32")
+def test_a_serial_job_measures_each_implementation_in_its_own_run_and_a_failed_one_is_only_its_row(
+        tmp_path, smoke_config, monkeypatch):
+    job = _numerics_job(tmp_path, smoke_config, ("eager", "libtorch"), numerics="tf32")
     eval_job.run_job(job)
-    rows = {n: tables.read("backend_eval", t) for n, t in zip(job.params.numerics, job.output.tables)}
-    envs = {n: tables.read("environment", e).row(0, named=True) for n, e in zip(job.params.numerics, job.output.envs)}
-    assert rows["fp32"]["status"].to_list() == ["ok", "ok"] and rows["bf16-autocast"]["status"].to_list() == ["ok"] * 2
-    assert rows["tf32"]["status"].to_list() == ["oom"] and "AC_EVAL_FAULT" in rows["tf32"]["message"][0]
-    assert Path(job.output.logits[1]).read_bytes() == b""   # no logits where the numerics failed
-    assert np.fromfile(job.output.logits[2], "<f4").shape == (2 * 10,)
-    for numerics in job.params.numerics:   # one run per numerics, its rows joining its own environment row
-        assert rows[numerics]["run_id"].unique().to_list() == [envs[numerics]["run_id"]]
-        assert rows[numerics]["numerics"].unique().to_list() == [numerics]
-        assert envs[numerics]["job"] == f"implementation=eager,numerics={numerics}"
-        assert envs[numerics]["tf32_matmul"] is (numerics == "tf32")   # set before the numerics' model was built
-    assert len({e["run_id"] for e in envs.values()}) == 3
-    assert not (tmp_path / "eval" / "eager.kept").exists()   # the job finished: nothing left to resume
+    eager, libtorch = (tables.read("backend_eval", t) for t in job.output.tables)
+    envs = tables.read("environment", job.output.env)
+    assert eager["status"].to_list() == ["ok", "ok"] and (eager["protocol"] == "serial").all()
+    assert libtorch["status"].to_list() == ["error"] and "cannot start" in libtorch["message"][0]
+    assert Path(job.output.logits[1]).read_bytes() == b""   # no logits where it failed
+    assert np.fromfile(job.output.logits[0], "<f4").shape == (2 * 10,)
+    assert envs.height == 2 and envs["run_id"].n_unique() == 2   # one run per implementation, each its env row
+    assert sorted(envs["run_id"]) == sorted([eager["run_id"][0], libtorch["run_id"][0]])
+    assert envs["tf32_matmul"].to_list() == [True, True]   # the numerics set before each model was built
+    assert not (tmp_path / "eval" / "tf32.kept").exists()   # the job finished: nothing left to resume
+
+
+def test_an_injected_oom_is_the_numerics_row_of_a_serial_job(tmp_path, smoke_config, monkeypatch):
+    job = _numerics_job(tmp_path, smoke_config)
+    monkeypatch.setenv("AC_EVAL_FAULT", "oom@fp32")
+    eval_job.run_job(job)
+    rows = tables.read("backend_eval", job.output.tables[0])
+    assert rows["status"].to_list() == ["oom"] and "AC_EVAL_FAULT" in rows["message"][0]
 
 
 class _Killed(BaseException):
     """Stands for the job's SIGKILL inside pytest's process."""
 
 
-def test_a_killed_job_resumes_without_measuring_its_finished_numerics_again(tmp_path, smoke_config, monkeypatch):
-    job = _numerics_job(tmp_path, smoke_config)
+def test_a_killed_serial_job_resumes_without_measuring_its_finished_implementations_again(tmp_path, smoke_config,
+                                                                                         monkeypatch):
+    job = _numerics_job(tmp_path, smoke_config, ("eager", "libtorch"))
     measured = []
     measure = eval_job.run
-    monkeypatch.setattr(eval_job, "run", lambda job, impl, numerics, out: (measured.append(numerics),
-                                                                           measure(job, impl, numerics, out)))
 
-    def kill():
-        raise _Killed()
-    monkeypatch.setattr(eval_job.faults, "kill_self", kill)
-    monkeypatch.setenv("AC_EVAL_FAULT", "kill@bf16-autocast")
+    def killing(job, impl, numerics, out):
+        measured.append(impl)
+        if impl == "libtorch" and measured.count("libtorch") == 1:
+            raise _Killed()
+        return measure(job, impl, numerics, out)
+    monkeypatch.setattr(eval_job, "run", killing)
     with pytest.raises(_Killed):
         eval_job.run_job(job)
-    assert measured == ["fp32", "tf32"]
-    kept_run = tables.read("environment", job.output.envs[0])["run_id"][0]
-    for path in (*job.output.tables, *job.output.envs, *job.output.logits):   # Snakemake removes a failed job's outputs
+    assert measured == ["eager", "libtorch"]
+    kept_run = tables.read("backend_eval", job.output.tables[0])["run_id"][0]
+    for path in (*job.output.tables, job.output.env, *job.output.logits):   # Snakemake removes a failed job's outputs
         Path(path).unlink(missing_ok=True)
-    monkeypatch.delenv("AC_EVAL_FAULT")
     eval_job.run_job(job)
-    assert measured == ["fp32", "tf32", "bf16-autocast"]   # the rerun measured only the numerics not finished
-    fp32 = tables.read("backend_eval", job.output.tables[0])
-    assert fp32["run_id"].unique().to_list() == [kept_run] and (fp32["status"] == "ok").all()
-    assert tables.read("environment", job.output.envs[0])["run_id"].to_list() == [kept_run]
+    assert measured == ["eager", "libtorch", "libtorch"]   # the rerun measured only the implementation not finished
+    eager = tables.read("backend_eval", job.output.tables[0])
+    assert eager["run_id"].unique().to_list() == [kept_run] and (eager["status"] == "ok").all()
+    assert kept_run in tables.read("environment", job.output.env)["run_id"].to_list()
     assert np.fromfile(job.output.logits[0], "<f4").shape == (2 * 10,)
-    assert not (tmp_path / "eval" / "eager.kept").exists()
+    assert not (tmp_path / "eval" / "fp32.kept").exists()
 
 
-def test_kept_numerics_of_another_setting_are_measured_again(tmp_path, smoke_config, monkeypatch):
+def test_kept_steps_of_another_setting_are_measured_again(tmp_path, smoke_config):
     from abstraction_cost.backends import eval_store
-    job = _numerics_job(tmp_path, smoke_config, numerics=("fp32",))
-    key = eval_store.job_key(job.config, "eager", job.input)
+    job = _numerics_job(tmp_path, smoke_config)
+    key = eval_store.job_key(job.config, "fp32", job.input)
     store = eval_store.NumericsStore(tmp_path / "kept", key)
-    for path, data in zip(job.output.tables + job.output.envs + job.output.logits, (b"t", b"e", b"l")):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    for path, data in zip((job.output.tables[0], job.output.env, job.output.logits[0]), (b"t", b"e", b"l")):
         Path(path).write_bytes(data)
-    store.keep("fp32", [job.output.tables[0], job.output.envs[0], job.output.logits[0]])
+    store.keep("eager", [job.output.tables[0], job.output.env, job.output.logits[0]])
     restored = [str(tmp_path / n) for n in ("t", "e", "l")]
-    assert eval_store.NumericsStore(tmp_path / "kept", key).restore("fp32", restored)
+    assert eval_store.NumericsStore(tmp_path / "kept", key).restore("eager", restored)
     assert [Path(p).read_bytes() for p in restored] == [b"t", b"e", b"l"]
-    assert not eval_store.NumericsStore(tmp_path / "kept", key).restore("tf32", restored)
+    assert not eval_store.NumericsStore(tmp_path / "kept", key).restore("libtorch", restored)
     other = copy.deepcopy(job.config)
     other["measure"]["repeats"] = 3
-    assert eval_store.job_key(other, "eager", job.input) != key
-    assert eval_store.job_key(job.config, "libtorch", job.input) != key
+    assert eval_store.job_key(other, "fp32", job.input) != key
+    assert eval_store.job_key(job.config, "tf32", job.input) != key
+    more = copy.deepcopy(job.config)
+    more["study_a"]["backends"]["implementations"] = ["eager", "libtorch"]   # turns with another implementation
+    assert eval_store.job_key(more, "fp32", job.input) != key
     adding = copy.deepcopy(job.config)
-    adding["study_a"]["backends"]["numerics"] = ["fp32", "tf32"]   # another numerics keeps the finished ones
-    assert eval_store.job_key(adding, "eager", job.input) == key
-    assert not eval_store.NumericsStore(tmp_path / "kept", "another-key").restore("fp32", restored)
+    adding["study_a"]["backends"]["numerics"] = ["fp32", "tf32"]   # another numerics is another job
+    assert eval_store.job_key(adding, "fp32", job.input) == key
+    assert not eval_store.NumericsStore(tmp_path / "kept", "another-key").restore("eager", restored)

@@ -1,7 +1,9 @@
-"""Study A's backend comparison is one job per implementation that measures every numerics in turn
-(backends/eval_job.py). A numerics whose C++ program crashes, or that runs out of memory, is its row and the
-others are measured; a job killed between numerics resumes under a plain rerun without measuring the numerics it
-had finished (AC_EVAL_FAULT, src/abstraction_cost/faults.py)."""
+"""Study A's backend comparison is one job per numerics in which every implementation is a worker taking turns
+with the others over invocations (backends/eval_interleaved.py). A worker that crashes, or runs out of memory, is
+its invocations' rows and the others are measured; a job killed mid-comparison resumes under a plain rerun with
+the (invocation, implementation) records it had kept (AC_EVAL_FAULT, AC_SWEEP_FAULT)."""
+import json
+
 import polars as pl
 
 from abstraction_cost import tables
@@ -23,48 +25,51 @@ def _rows(work, implementation: str) -> dict[str, pl.DataFrame]:
 
 def _use_every_numerics(work) -> None:
     config = faults_config()
-    config["study_a"]["backends"]["numerics"] = NUMERICS
+    config["study_a"]["backends"].update(numerics=NUMERICS, implementations=list(IMPLEMENTATIONS))
     work.write_config(config)
 
 
-def test_a_crashing_or_out_of_memory_numerics_is_its_row_and_the_others_are_measured(work):
+def test_a_crashing_or_out_of_memory_implementation_is_its_row_and_the_others_are_measured(work):
     _use_every_numerics(work)
     run = work.snakemake(*_targets(), AC_EVAL_FAULT="segv@fp32,oom@bf16-autocast")
     assert run.returncode == 0, run.output[-4000:]
-    assert work.jobs_run(run.output).count("eval_backend") == 2   # one job per implementation, not per numerics
+    assert work.jobs_run(run.output).count("eval_backend") == 3   # one job per numerics
     libtorch, eager = _rows(work, "libtorch"), _rows(work, "eager")
-    crashed = libtorch["fp32"]
-    assert crashed["status"].to_list() == ["error"] and "SIGSEGV" in crashed["message"][0], crashed["message"][0]
-    assert (libtorch["tf32"]["status"] == "ok").all() and libtorch["tf32"].height >= 1   # measured after the crash
+    crashed = libtorch["fp32"]   # every invocation's worker crashed: a row each, with the signal
+    assert crashed["status"].to_list() == ["error", "error"] and crashed["invocation"].to_list() == [0, 1]
+    assert "SIGSEGV" in crashed["message"][0], crashed["message"][0]
+    assert (eager["fp32"]["status"] == "ok").all() and eager["fp32"]["invocation"].n_unique() == 2  # beside it
+    assert (libtorch["tf32"]["status"] == "ok").all() and libtorch["tf32"].height >= 4
     assert libtorch["bf16-autocast"]["status"].to_list() == ["not_run"]
-    assert (eager["fp32"]["status"] == "ok").all() and (eager["tf32"]["status"] == "ok").all()
     oom = eager["bf16-autocast"]
-    assert oom["status"].to_list() == ["oom"] and "out of memory" in oom["message"][0]
+    assert set(oom["status"]) == {"oom"} and "out of memory" in oom["message"][0]
     for rows in (*libtorch.values(), *eager.values()):
         assert rows["status"].null_count() == 0 and rows["run_id"].n_unique() == 1
     again = work.snakemake(*_targets())
     assert again.returncode == 0 and work.jobs_run(again.output) == []
 
 
-def test_a_killed_eval_job_resumes_without_measuring_its_finished_numerics_again(work):
+def test_a_killed_eval_job_resumes_without_measuring_its_kept_invocations_again(work):
     _use_every_numerics(work)
-    killed = work.snakemake(*_targets(), AC_EVAL_FAULT="kill@tf32")   # each job dies as its second numerics starts
+    killed = work.snakemake(*_targets(), AC_SWEEP_FAULT="kill@0")   # each job dies once its first record is kept
     assert killed.returncode != 0 and "eval_backend" in killed.output
-    kept = {i: tables.read("environment", work.path / EVAL / f"{i}.kept" / "fp32" / "env.parquet")["run_id"][0]
-            for i in IMPLEMENTATIONS}
+    kept = {}
+    for n in NUMERICS:
+        cells = work.path / EVAL / n / "env.cells"
+        if (cells / "cell0.json").exists():
+            kept[n] = json.loads((cells / "lineage.json").read_text())["run_id"]
+    assert kept, "no job kept a record before it was killed"
     assert not any((work.path / t).exists() for t in _targets())   # a failed job's outputs are removed
 
     rerun = work.snakemake(*_targets())
     assert rerun.returncode == 0, rerun.output[-4000:]
-    assert sorted(work.jobs_run(rerun.output)) == ["eval_backend", "eval_backend"]   # nothing before them again
-    for implementation in IMPLEMENTATIONS:
-        log = (work.path / f"logs/study_a/backends/eval-{implementation}.log").read_text()
-        assert f"fp32/{implementation}: kept from an earlier attempt" in log, log[-3000:]
-        assert f"tf32/{implementation}:" in log and f"bf16-autocast/{implementation}:" in log
-        rows = _rows(work, implementation)
-        assert rows["fp32"]["run_id"].unique().to_list() == [kept[implementation]]   # not measured again
-        assert rows["tf32"]["run_id"][0] != kept[implementation] and (rows["tf32"]["status"] == "ok").all()
-        env = tables.read("environment", work.path / EVAL / "fp32" / f"{implementation}.env.parquet")
-        assert env["run_id"].to_list() == [kept[implementation]]
-        assert not (work.path / EVAL / f"{implementation}.kept").exists()   # done: a forced rerun measures afresh
+    assert sorted(work.jobs_run(rerun.output)) == ["eval_backend"] * 3   # nothing before them again
+    for n, run_id in kept.items():
+        env = tables.read("environment", work.path / EVAL / n / "env.parquet")
+        assert env["run_id"].to_list() == [run_id] and env["resumes"][0] == 1   # the kept run goes on
+        for implementation, rows in ((i, _rows(work, i)[n]) for i in IMPLEMENTATIONS):
+            assert rows["run_id"].unique().to_list() == [run_id], implementation
+            if implementation == "eager" or n != "bf16-autocast":
+                assert (rows["status"] == "ok").all() and rows["invocation"].n_unique() == 2, (n, implementation)
+        assert not (work.path / EVAL / n / "env.cells").exists()   # done: a forced rerun measures afresh
     assert not work.leftovers()

@@ -1,8 +1,8 @@
 # Study A's backend comparison in evaluation: one synthetic batch, the TorchScript module and the AOTInductor
-# package made by rules, one timed eval job per implementation that measures every numerics of
-# study_a.backends.numerics in turn (start-up paid once per implementation; backends/eval_job.py), then
-# compare_backends (medians, speedups, memory, parity against eager in each numerics). The C++ programs it runs
-# are built by native.smk.
+# package made by rules, one timed eval job per numerics of study_a.backends.numerics that measures every
+# implementation (interleaved: long-lived workers taking turns over invocations, docs/measurement.md;
+# backends/eval_interleaved.py), then compare_backends (medians, paired speedups, memory, parity against eager in
+# each numerics). The C++ programs it runs are built by native.smk.
 localrules: backend_eval_input, concat_backend_eval, compare_backends  # seconds: run where Snakemake runs
 
 
@@ -45,27 +45,38 @@ rule package_aoti:
         "../../scripts/package_aoti.py"
 
 
+def backend_numerics_inputs(wildcards):
+    """Every implementation's inputs, for the one eval job of a numerics; the programs as program_libtorch and
+    program_cudnn."""
+    found = {}
+    for implementation in BACKENDS["implementations"]:
+        for key, path in inputs_of(implementation, {"input": f"{BACKENDS_DIR}/input"}, f"{BACKENDS_DIR}/aoti",
+                                   True).items():
+            if key == "program":
+                key = "program_cudnn" if path == CUDNN_PROGRAM else "program_libtorch"
+            found[key] = path
+    return found
+
+
 rule eval_backend:
     input:
-        unpack(backend_eval_inputs),
+        unpack(backend_numerics_inputs),
     output:
-        tables=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{{{implementation}}}}.rows.parquet",
-                      numerics=BACKENDS["numerics"]),
-        envs=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{{{implementation}}}}.env.parquet",
-                    numerics=BACKENDS["numerics"]),
-        logits=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{{{implementation}}}}.logits.f32",
-                      numerics=BACKENDS["numerics"]),
+        tables=expand(f"{BACKENDS_DIR}/eval/{{{{numerics}}}}/{{implementation}}.rows.parquet",
+                      implementation=BACKENDS["implementations"]),
+        logits=expand(f"{BACKENDS_DIR}/eval/{{{{numerics}}}}/{{implementation}}.logits.f32",
+                      implementation=BACKENDS["implementations"]),
+        env=f"{BACKENDS_DIR}/eval/{{numerics}}/env.parquet",
     wildcard_constraints:
-        implementation="|".join(EVAL_IMPLEMENTATIONS),
+        numerics="|".join(BACKENDS["numerics"]),
     log:
-        "logs/study_a/backends/eval-{implementation}.log",
+        "logs/study_a/backends/eval-{numerics}.log",
     benchmark:  # the job's wall time, start-up included: benchmarks/run_time.py
-        f"{BACKENDS_DIR}/eval/{{implementation}}.benchmark.tsv"
+        f"{BACKENDS_DIR}/eval/{{numerics}}.benchmark.tsv"
     params:
-        numerics=BACKENDS["numerics"],
+        implementations=BACKENDS["implementations"],
         config=reads(*MEASURED, "study_a.backends", "study_a.cudnn",
-                     but=("study_a.backends.implementations", "study_a.backends.numerics",
-                          "study_a.backends.logit_tolerance")),
+                     but=("study_a.backends.numerics", "study_a.backends.logit_tolerance")),
     resources:
         **timing_job("eval_backend"),
     script:
@@ -76,8 +87,7 @@ rule concat_backend_eval:
     input:
         tables=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.rows.parquet",
                       numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
-        envs=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.env.parquet",
-                    numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
+        envs=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/env.parquet", numerics=BACKENDS["numerics"]),
     output:
         table=TABLES["backend_eval"],
         env=env_sidecar(TABLES["backend_eval"]),

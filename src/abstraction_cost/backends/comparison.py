@@ -7,6 +7,12 @@ fusions, AOTInductor's generated kernels and a different process's choice of con
 floating-point sums. `parity_ok` applies study_a.backends.logit_tolerance to max |Δlogit| / max |eager logit|, so
 that the verdict does not depend on the logits' scale (large with untrained weights in eval mode). An
 implementation that fails it is `wrong_output`, with no speedup: a faster wrong answer is not a speedup.
+
+Times (docs/measurement.md): rows of the interleaved protocol (with an `invocation`) give the median over
+invocations of each invocation's median with measure/statistics.hierarchical_interval, and the speedup against
+eager from the turns both took in the same invocations, resampled as pairs (paired_speedup); an invocation that
+failed beside ok ones leaves the row ok and says so in `message`. Serial rows (one process, calls back to back)
+keep the calls' median and bootstrap interval and the independent speedup.
 """
 from __future__ import annotations
 
@@ -53,9 +59,47 @@ def parity(logits: np.ndarray | None, baseline: np.ndarray | None, tolerance: fl
 
 def _status(rows: pl.DataFrame) -> tuple[str, str | None]:
     bad = rows.filter(pl.col("status") != "ok")
-    if bad.height:
-        return bad["status"][0], bad["message"][0]
-    return "ok", None
+    if not bad.height:
+        return "ok", None
+    if _interleaved(rows) and bad.height < rows.height:   # some invocations measured it: the others are a note
+        return "ok", "; ".join(f"invocation {i}: {s}: {m}" for i, s, m in
+                               zip(bad["invocation"], bad["status"], bad["message"]))
+    return bad["status"][0], bad["message"][0]
+
+
+def _interleaved(rows: pl.DataFrame) -> bool:
+    return "invocation" in rows.columns and rows["invocation"].null_count() < rows.height
+
+
+def _invocation_groups(ok: pl.DataFrame, column: str = "time_per_sample_ms") -> list[list[float]]:
+    return [g[column].to_list() for g in ok.sort("invocation", "repeat").partition_by("invocation",
+                                                                                       maintain_order=True)]
+
+
+def _turn_medians(ok: pl.DataFrame) -> pl.DataFrame:
+    return ok.group_by("invocation", "turn").agg(pl.col("time_per_sample_ms").median().alias("t"))
+
+
+def interleaved_columns(ok: pl.DataFrame, baseline_ok: pl.DataFrame, is_baseline: bool, seed: int) -> dict:
+    """Time and speedup columns of one implementation's ok interleaved rows (baseline_ok: eager's)."""
+    groups = _invocation_groups(ok)
+    interval = statistics.hierarchical_interval(groups, seed=seed)
+    medians = [statistics.median(g) for g in groups]
+    row = {"repeats": ok.height, "invocations": len(groups), "time_per_sample_ms": interval.estimate,
+           "time_per_sample_ms_low": interval.low, "time_per_sample_ms_high": interval.high,
+           "invocation_spread": max(medians) / min(medians) if len(medians) > 1 else None,
+           "warmup_calls": ok["warmup_calls"].max(), "steady": bool(ok["steady"].fill_null(True).all())}
+    if is_baseline:
+        row.update(statistics.Speedup(1.0, 1.0, 1.0).columns("speedup_vs_eager"), paired_turns=None)
+    elif baseline_ok.height:
+        paired = _turn_medians(ok).join(_turn_medians(baseline_ok), on=["invocation", "turn"], suffix="_base")
+        row["paired_turns"] = paired.height
+        if paired.height:
+            parts = paired.sort("invocation", "turn").partition_by("invocation", maintain_order=True)
+            row.update(statistics.paired_speedup([p["t_base"].to_list() for p in parts],
+                                                 [p["t"].to_list() for p in parts], seed=seed)
+                       .columns("speedup_vs_eager"))
+    return row
 
 
 def parity_tolerance(numerics: str, logit_tolerance: float) -> float:
@@ -81,7 +125,8 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
             seed: int) -> list[dict]:
     """One backend_comparison row per implementation in logits_paths (in its order)."""
     ok = evals.filter(pl.col("status") == "ok")
-    baseline_times = ok.filter(pl.col("implementation") == BASELINE)["time_per_sample_ms"].to_list()
+    baseline_ok = ok.filter(pl.col("implementation") == BASELINE)
+    baseline_times = baseline_ok["time_per_sample_ms"].to_list()
     logits = {}
     for name, path in logits_paths.items():
         rows = evals.filter(pl.col("implementation") == name)
@@ -99,14 +144,21 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
                "batch_size": first.get("batch_size"), "resolution": first.get("resolution"),
                "status": status, "message": message, "repeats": 0, "load_s": first.get("load_s"),
                "prepare_s": first.get("prepare_s"), "mem_used_mib_max": first.get("mem_used_mib_max"),
-               "alloc_peak_mib": first.get("alloc_peak_mib"),
+               "alloc_peak_mib": first.get("alloc_peak_mib"), "protocol": first.get("protocol"),
+               **dict.fromkeys(("invocations", "warmup_calls", "steady", "invocation_spread", "paired_turns")),
                "conv_algo": first.get("conv_algo"), "workspace_mib": first.get("workspace_mib"),
                # null unless timed: an implementation that was not run, or failed, has no time to compare
                **dict.fromkeys(("time_per_sample_ms", "time_per_sample_ms_low", "time_per_sample_ms_high",
                                 "speedup_vs_eager", "speedup_vs_eager_low", "speedup_vs_eager_high",
                                 "speedup_vs_eager_includes_one"))}
-        times = rows.filter(pl.col("status") == "ok")["time_per_sample_ms"].to_list()
-        if status == "ok" and times:
+        mine = rows.filter(pl.col("status") == "ok")
+        times = mine["time_per_sample_ms"].to_list()
+        if mine.height:  # memory of a measured invocation, not of a failed one's row
+            first_ok = mine.row(0, named=True)
+            row.update({k: first_ok.get(k) for k in ("mem_used_mib_max", "alloc_peak_mib")})
+        if status == "ok" and times and _interleaved(mine):
+            row.update(interleaved_columns(mine, baseline_ok, name == BASELINE, seed))
+        elif status == "ok" and times:
             interval = statistics.median_interval(times, seed=seed)
             row.update(repeats=len(times), time_per_sample_ms=interval.estimate,
                        time_per_sample_ms_low=interval.low, time_per_sample_ms_high=interval.high)
@@ -116,7 +168,7 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
                 row.update(statistics.speedup(baseline_times, times, seed=seed).columns("speedup_vs_eager"))
         row.update(parity(logits.get(name), logits.get(BASELINE), tolerance))
         if row["status"] == "ok" and row["parity_ok"] is False:   # correct before fast: no speedup to show
-            row.update(status="wrong_output", message=f"logits differ from {BASELINE}'s: max |Δlogit| / max "
+            row.update(status="wrong_output", paired_turns=None, message=f"logits differ from {BASELINE}'s: max |Δlogit| / max "
                        f"|{BASELINE} logit| = {row['max_rel_logit_diff']:.3g} > {tolerance}",
                        **dict.fromkeys(("speedup_vs_eager", "speedup_vs_eager_low", "speedup_vs_eager_high",
                                         "speedup_vs_eager_includes_one")))

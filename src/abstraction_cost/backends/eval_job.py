@@ -205,24 +205,57 @@ def job_config(config: dict, numerics: str) -> dict:
 
 
 def run_job(snakemake) -> None:
-    """Rule eval_backend: one implementation in each numerics of params.numerics, in turn, in this process; the
-    numerics' outputs are output.tables, output.envs and output.logits in that order."""
-    implementation, out = snakemake.wildcards.implementation, snakemake.output
-    outputs = list(zip(snakemake.params.numerics, out.tables, out.envs, out.logits, strict=True))
-    store = eval_store.NumericsStore(eval_store.kept_dir(out.tables[0], implementation),
-                                     eval_store.job_key(snakemake.config, implementation, snakemake.input))
-    for numerics, *paths in outputs:
-        if store.restore(numerics, paths):
+    """Rule eval_backend: every implementation of params.implementations in one numerics (wildcards.numerics);
+    output.tables and output.logits in that order, output.env the job's environment rows. The protocol's mode
+    (study_a.backends.protocol.mode) says how: interleaved (eval_interleaved.py, the default) or serial."""
+    numerics = snakemake.wildcards.numerics
+    if faults.eval_numerics(numerics) == "kill":
+        faults.kill_self()
+    mode = (snakemake.config["study_a"]["backends"].get("protocol") or {}).get("mode", "interleaved")
+    if mode == "interleaved":
+        from . import eval_interleaved
+        eval_interleaved.run(snakemake)
+    else:
+        run_serial(snakemake)
+
+
+def run_serial(snakemake) -> None:
+    """The study's protocol: each implementation in turn in this job, its warm-up and timed calls back to back
+    (measure/timing.benchmark), a C++ program launched for it. Each implementation has its own measured run; the
+    job's environment output holds their rows. Each finished implementation's outputs are kept (eval_store.py)
+    until the job ends: a killed job's rerun measures only the rest."""
+    numerics, out = snakemake.wildcards.numerics, snakemake.output
+    implementations = list(snakemake.params.implementations)
+    config = job_config(snakemake.config, numerics)
+    store = eval_store.NumericsStore(eval_store.kept_dir(out.env, numerics),
+                                     eval_store.job_key(config, numerics, snakemake.input))
+    envs = []
+    for implementation, table, logits in zip(implementations, out.tables, out.logits, strict=True):
+        env = store.directory / f".{implementation}.env.parquet"
+        paths = (table, env, logits)
+        envs.append(env)
+        if store.restore(implementation, paths):
             log.info("%s/%s: kept from an earlier attempt, not measured again", numerics, implementation)
             continue
-        if faults.eval_numerics(numerics) == "kill":
-            faults.kill_self()
         started = time.perf_counter()
-        run(snakemake, implementation, numerics, SimpleNamespace(table=paths[0], env=paths[1], logits=paths[2]))
-        store.keep(numerics, paths)
+        job = SimpleNamespace(config=snakemake.config, rule=snakemake.rule,
+                              input=inputs_of(implementation, snakemake.input))
+        run(job, implementation, numerics, SimpleNamespace(table=table, env=env, logits=logits))
+        store.keep(implementation, paths)
         _release()
         log.info("%s/%s: %.1f s", numerics, implementation, time.perf_counter() - started)
+    tables.concat("environment", envs, out.env)
     store.clear()
+
+
+def inputs_of(implementation: str, inputs) -> SimpleNamespace:
+    """The numerics job's inputs as one implementation's: its C++ program (program_libtorch or program_cudnn, as
+    the rule names them) as `program`."""
+    named = dict(inputs.items()) if hasattr(inputs, "items") else dict(vars(inputs))
+    key = "program_cudnn" if implementation in cudnn.IMPLEMENTATIONS else "program_libtorch"
+    if IMPLEMENTATIONS[implementation].runtime == "cpp" and key in named:
+        named["program"] = named[key]
+    return SimpleNamespace(**named)
 
 
 def run(snakemake, implementation: str, numerics: str = "fp32", out=None) -> None:
@@ -235,7 +268,7 @@ def run(snakemake, implementation: str, numerics: str = "fp32", out=None) -> Non
     impl = IMPLEMENTATIONS[implementation]
     device = devices.select(config)
     artifact = _artifact(implementation, inputs)
-    base = {"implementation": implementation, "backend": impl.backend, "runtime": impl.runtime,
+    base = {"implementation": implementation, "backend": impl.backend, "runtime": impl.runtime, "protocol": "serial",
             "method": _method(implementation, artifact), "device": device.type, "batch_size": settings.batch_size,
             "numerics": numerics,
             "resolution": settings.resolution, "dataset": settings.dataset, "init": settings.init,
@@ -257,20 +290,29 @@ def run(snakemake, implementation: str, numerics: str = "fp32", out=None) -> Non
         logits_path.write_bytes(b"")  # no logits: the comparison reads an empty file as "no parity error"
 
 
+def not_run_reason(implementation: str, settings: EvalSettings, device, artifact: dict,
+                   numerics: str) -> tuple[str, str] | None:
+    """(status, message) for an implementation this job cannot measure here, else None."""
+    if settings.require_gpu and device.type != "cuda":
+        return "not_run", "no CUDA GPU on this machine and study_a.backends.require_gpu is true"
+    if implementation in cudnn.IMPLEMENTATIONS and device.type != "cuda":
+        return "not_run", cudnn.NOT_RUN_REASON.format(device=device.type)
+    if artifact.get("status", "ok") != "ok":
+        return artifact["status"], artifact.get("message") or "the artifact could not be made"
+    if numerics == "bf16-autocast" and IMPLEMENTATIONS[implementation].runtime != "python":
+        return "not_run", nx.NO_CPP_AUTOCAST
+    return None
+
+
 def _measure(implementation, inputs, settings, classes, config, run, artifact, logits_path,
              numerics="fp32") -> list[dict]:
     def failed(status: str, message: str) -> list[dict]:
         log.warning("%s %s: %s", implementation, status, message)
         return [{"status": status, "message": message}]
 
-    if settings.require_gpu and run.device.type != "cuda":
-        return failed("not_run", "no CUDA GPU on this machine and study_a.backends.require_gpu is true")
-    if implementation in cudnn.IMPLEMENTATIONS and run.device.type != "cuda":
-        return failed("not_run", cudnn.NOT_RUN_REASON.format(device=run.device.type))
-    if artifact.get("status", "ok") != "ok":
-        return failed(artifact["status"], artifact.get("message") or "the artifact could not be made")
-    if numerics == "bf16-autocast" and IMPLEMENTATIONS[implementation].runtime != "python":
-        return failed("not_run", nx.NO_CPP_AUTOCAST)
+    reason = not_run_reason(implementation, settings, run.device, artifact, numerics)
+    if reason is not None:
+        return failed(*reason)
     fault = faults.eval_numerics(numerics)
     try:
         if fault == "oom":

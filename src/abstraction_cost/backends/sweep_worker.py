@@ -9,6 +9,9 @@ The worker imports torch once and keeps one model for the whole walk, so an impl
 per invocation, and a baseline (eager) never runs in a process that has loaded compiled code. Python's garbage
 collector is off while a cell is timed (its objects are frozen after the model loads): a collection would land on
 whichever call crossed its threshold.
+
+With `logits_dir` in its spec (the backend comparison's parity check), the worker also saves each measured cell's
+logits there at `end`, as the C++ programs do with --logits-dir: one untimed call after the cell's timed ones.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from ..compiler.output_check import WrongOutput
@@ -43,9 +47,10 @@ class ServedCells:
     `block`, end() -> the cell's record, release()."""
 
     def __init__(self, model, cells: list[Cell], pool: Pool, device: torch.device, warmup: int, warmup_max: int,
-                 oom_at: str = ""):
+                 oom_at: str = "", logits_dir: str | None = None):
         self.model, self.cells, self.pool, self.device = model, cells, pool, device
         self.warmup, self.warmup_max = warmup, warmup_max
+        self.logits_dir = logits_dir
         self.tracker, self.injected, self.warmth = OomTracker(), faults(), Warmth()
         for item in filter(None, oom_at.split(",")):  # --oom-at of a restarted worker: R:B:T
             r, b, t = item.split(":", 2)
@@ -74,6 +79,8 @@ class ServedCells:
         return self._guarded(block)
 
     def end(self) -> dict:
+        if self.logits_dir is not None:
+            self._save_logits()
         record = {**self._record("ok", None), "times_ms": self.times, "h2d_ms": self.h2d,
                   "h2d_bytes": self.data.nbytes, "prepare_s": self.prepare_s, "warmup_calls": self.warmup_calls,
                   "alloc_peak_mib": devices.alloc_peak_mib(self.device), "build_s": self.model.build_s,
@@ -90,6 +97,16 @@ class ServedCells:
         return {"kind": "released"}
 
     # ------------------------------------------------------------------------------------------ inside
+    def _save_logits(self) -> None:
+        """The cell's logits on its input, from one untimed call after its timed ones: logits_dir/cell<K>.f32,
+        float32, batch x classes (sweep_check.logits_file), renamed into place whole."""
+        with torch.no_grad():
+            logits = self.model.forward(self.data.to_device()).float().cpu().numpy()
+        path = Path(self.logits_dir) / f"cell{self.cell.index}.f32"
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        np.ascontiguousarray(logits, dtype="<f4").tofile(tmp)
+        os.replace(tmp, path)
+
     def _prepare(self) -> dict:
         cell, model = self.cell, self.model
         fault = self.injected.get(cell.index)
@@ -219,7 +236,8 @@ def main(spec_path: str) -> None:
     gc.collect()
     gc.freeze()  # the model's objects are never collected: later collections need not walk them
     cells = [Cell(*c) for c in spec["cells"]]
-    served = ServedCells(model, cells, pool, device, spec["warmup"], spec["warmup_max"], spec.get("oom_at", ""))
+    served = ServedCells(model, cells, pool, device, spec["warmup"], spec["warmup_max"], spec.get("oom_at", ""),
+                         spec.get("logits_dir"))
     serve(served, sys.stdin, lambda record: records.write(json.dumps(record) + "\n"))
 
 

@@ -77,8 +77,10 @@ def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
             "device memory (MiB, NVML)": r["mem_used_mib_max"], "allocator peak (MiB)": r["alloc_peak_mib"],
             "max |Δlogit| vs eager": parity, "same argmax": r["argmax_agreement"],
             "prepare (s)": r["prepare_s"], "convolution algorithms": _algorithms(r),
+            "measured over": _measured_over(r),
         })
     columns = ["numerics", "implementation", "made by", "device", "status", "ms/sample [95% CI]", "speedup vs eager",
+               "measured over",
                "device memory (MiB, NVML)", "allocator peak (MiB)", "max |Δlogit| vs eager", "same argmax",
                "prepare (s)", "convolution algorithms"]
     schema = {c: (pl.Float64 if c in ("device memory (MiB, NVML)", "allocator peak (MiB)", "same argmax",
@@ -87,6 +89,17 @@ def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
     ranks = {n: i for i, n in enumerate(NUMERICS)}
     out.sort(key=lambda r: (ranks.get(r["numerics"], len(ranks)), order.get(r["implementation"], len(ORDER))))
     return pl.DataFrame(out, schema=schema)
+
+
+def _measured_over(r: dict) -> str | None:
+    """What the row's time rests on: invocations, calls and their spread (interleaved), or calls (serial)."""
+    if r.get("time_per_sample_ms") is None:
+        return None
+    if r.get("protocol") != "interleaved" or not r.get("invocations"):
+        return f"{r['repeats']} calls, one process"
+    spread = f", spread {r['invocation_spread']:.2f}×" if r.get("invocation_spread") else ""
+    steady = "" if r.get("steady") in (True, None) else ", NOT STEADY"
+    return f"{r['invocations']} invocations, {r['repeats']} calls{spread}{steady}"
 
 
 FORMATS = {"device memory (MiB, NVML)": "{:.0f}", "allocator peak (MiB)": "{:.0f}", "same argmax": "{:.0%}",

@@ -1,0 +1,181 @@
+"""Study A's backend comparison under the interleaved protocol (backends/eval_interleaved.py), on the CPU: one job
+per numerics runs eager (a Python worker) and libtorch (ac_libtorch sweep --serve) in turns over invocations, the
+rows carry invocation and turn, the comparison resamples invocations and paired turns, a killed job resumes with
+the invocations it has, a worker that dies is its row, and bad protocol keys are refused naming the key."""
+import copy
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from abstraction_cost import config as config_module
+from abstraction_cost import tables
+from abstraction_cost.backends import comparison, eval_interleaved, eval_job
+from abstraction_cost.backends.sweep_store import cells_dir
+from abstraction_cost.data import offline, prepared
+from abstraction_cost.data.specs import spec
+from abstraction_cost.models import init, resnet, weights_file
+
+IMPLEMENTATIONS = ["eager", "libtorch"]
+
+
+def _job(tmp_path, smoke_config, program, numerics="fp32", implementations=IMPLEMENTATIONS, **protocol):
+    """Rule eval_backend's job as Snakemake hands it to the script: one numerics, every implementation."""
+    config = copy.deepcopy(smoke_config)
+    config["measure"].update(warmup=1, repeats=2)
+    config["study_a"]["backends"].update(batch_size=2, resolution=32, dataset="synthetic-cifar10",
+                                         implementations=list(implementations))
+    config["study_a"]["backends"]["protocol"] = {"mode": "interleaved", "invocations": 2, "max_invocations": 2,
+                                                 "blocks": 3, "block_ms": 1, "warmup_max": 3, **protocol}
+    config_module.validate(config)
+    ds = spec("synthetic-cifar10", config)
+    shape = type(ds)(ds.name, ds.channels, 32, 32, ds.class_names)
+    if not (tmp_path / "input").exists():
+        prepared.write(tmp_path / "input", "backend-eval-input", offline.synthetic(shape, 2, 2),
+                       list(ds.class_names), [])
+        model = init.initialise(resnet.resnet50(3, 10), "kaiming-normal-fan-out", 0)
+        weights_file.save(model.state_dict(), tmp_path / "w.weights")
+    inputs = SimpleNamespace(input=str(tmp_path / "input"), weights=str(tmp_path / "w.weights"),
+                             program_libtorch=str(program))
+    folder = tmp_path / "eval" / numerics
+    folder.mkdir(parents=True, exist_ok=True)   # Snakemake makes its outputs' folders
+    out = SimpleNamespace(tables=[str(folder / f"{i}.rows.parquet") for i in implementations],
+                          logits=[str(folder / f"{i}.logits.f32") for i in implementations],
+                          env=str(folder / "env.parquet"))
+    return SimpleNamespace(config=config, input=inputs, output=out, rule="eval_backend",
+                           params=SimpleNamespace(implementations=list(implementations)),
+                           wildcards=SimpleNamespace(numerics=numerics))
+
+
+def _rows(job) -> dict[str, pl.DataFrame]:
+    return {i: tables.read("backend_eval", t) for i, t in zip(job.params.implementations, job.output.tables)}
+
+
+def test_the_interleaved_job_measures_every_implementation_in_turns_over_invocations(tmp_path, smoke_config, program):
+    job = _job(tmp_path, smoke_config, program)
+    eval_job.run_job(job)
+    rows = _rows(job)
+    env = tables.read("environment", job.output.env)
+    assert env.height == 1 and env["job"][0] == "numerics=fp32"
+    for impl, r in rows.items():
+        assert (r["status"] == "ok").all(), r.select("status", "message")
+        assert r["run_id"].unique().to_list() == env["run_id"].to_list()   # one run for the whole comparison
+        assert sorted(r["invocation"].unique()) == [0, 1]                  # two sets of fresh processes
+        assert sorted(r["turn"].unique()) == [0, 1, 2]                     # three turns each
+        per_invocation = r.group_by("invocation").len()["len"].to_list()
+        assert min(per_invocation) >= 2                                    # at least measure.repeats calls each
+        assert (r["protocol"] == "interleaved").all() and (r["transfer"] == "uint8-pinned").all()
+        assert r["warmup_calls"].min() >= 1 and (r["time_per_sample_ms"] * 2 - r["time_ms"]).abs().max() < 1e-9
+        logits = comparison.read_logits(job.output.logits[job.params.implementations.index(impl)], 2)
+        assert logits is not None and logits.shape == (2, 10)
+    evals = pl.concat(rows.values())
+    out = comparison.compare(evals, dict(zip(job.params.implementations, job.output.logits)), 1e-4, seed=0)
+    by = {r["implementation"]: r for r in tables.frame("backend_comparison", out).iter_rows(named=True)}
+    assert by["eager"]["speedup_vs_eager"] == 1.0 and by["eager"]["invocations"] == 2
+    lib = by["libtorch"]
+    assert lib["status"] == "ok" and lib["parity_ok"], lib   # the C++ worker's logits are eager's network's
+    assert lib["protocol"] == "interleaved" and lib["invocations"] == 2 and lib["paired_turns"] == 6
+    assert lib["time_per_sample_ms_low"] <= lib["time_per_sample_ms"] <= lib["time_per_sample_ms_high"]
+    assert lib["speedup_vs_eager_low"] <= lib["speedup_vs_eager"] <= lib["speedup_vs_eager_high"]
+    assert not cells_dir(job.output.env).exists()   # the job finished: nothing left to resume
+
+
+class _Killed(BaseException):
+    """Stands for the job's SIGKILL inside pytest's process."""
+
+
+def test_a_killed_interleaved_job_resumes_with_the_invocations_it_has(tmp_path, smoke_config, program, monkeypatch):
+    job = _job(tmp_path, smoke_config, program, implementations=["eager"])
+    from abstraction_cost.backends import sweep_conductor
+
+    def kill():
+        raise _Killed()
+    monkeypatch.setattr(sweep_conductor, "kill_job", kill)
+    monkeypatch.setenv("AC_SWEEP_FAULT", "kill@0")   # the job dies once its first record is kept
+    with pytest.raises(_Killed):
+        eval_job.run_job(job)
+    kept = cells_dir(job.output.env)
+    assert sorted(p.name for p in kept.glob("cell*.json")) == ["cell0.json"]   # invocation 0 of eager
+    monkeypatch.delenv("AC_SWEEP_FAULT")
+    launched = []
+    command = sweep_conductor.Worker.__init__
+
+    def counting(self, name, cmd):
+        launched.append(name)
+        command(self, name, cmd)
+    monkeypatch.setattr(sweep_conductor.Worker, "__init__", counting)
+    eval_job.run_job(job)
+    assert launched == ["eager"]   # only invocation 1 was measured again
+    rows = _rows(job)["eager"]
+    env = tables.read("environment", job.output.env)
+    assert sorted(rows["invocation"].unique()) == [0, 1] and (rows["status"] == "ok").all()
+    assert env["resumes"][0] == 1 and rows["run_id"].unique().to_list() == env["run_id"].to_list()
+    assert not kept.exists()
+
+
+def test_a_worker_that_dies_is_its_row_and_the_others_are_measured(tmp_path, smoke_config, program, monkeypatch):
+    job = _job(tmp_path, smoke_config, program)
+    real = eval_interleaved.sweep_command
+
+    def dying(*args, **kwargs):   # libtorch's worker is a process that dies of SIGSEGV as it starts
+        return ["python", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    monkeypatch.setattr(eval_interleaved, "sweep_command", dying)
+    eval_job.run_job(job)
+    monkeypatch.setattr(eval_interleaved, "sweep_command", real)
+    rows = _rows(job)
+    assert (rows["eager"]["status"] == "ok").all() and sorted(rows["eager"]["invocation"].unique()) == [0, 1]
+    dead = rows["libtorch"]
+    assert dead["status"].to_list() == ["error", "error"], dead.select("status", "message")   # one per invocation
+    assert dead["invocation"].to_list() == [0, 1] and "SIGSEGV" in dead["message"][0]
+    assert Path(job.output.logits[1]).read_bytes() == b""
+    out = comparison.compare(pl.concat(rows.values()), dict(zip(job.params.implementations, job.output.logits)),
+                             1e-4, seed=0)
+    by = {r["implementation"]: r for r in out}
+    assert by["libtorch"]["status"] == "error" and by["libtorch"]["time_per_sample_ms"] is None
+    assert by["eager"]["status"] == "ok"
+
+
+def test_an_invocation_that_failed_beside_ok_ones_leaves_the_row_ok_saying_so():
+    base = {**dict.fromkeys(tables.schema("backend_eval")), "run_id": "r", "backend": "eager", "runtime": "python",
+            "device": "cpu", "batch_size": 2, "resolution": 32, "protocol": "interleaved", "warmup_calls": 3,
+            "steady": True}
+    calls = [{**base, "implementation": impl, "invocation": inv, "turn": turn, "repeat": turn, "status": "ok",
+              "time_ms": ms * (1 + 0.01 * turn), "time_per_sample_ms": ms * (1 + 0.01 * turn) / 2}
+             for impl, ms in (("eager", 10.0), ("libtorch", 5.0)) for inv in (0, 1, 2) for turn in (0, 1, 2)]
+    failed = {**base, "implementation": "libtorch", "invocation": 3, "status": "oom", "message": "out of memory"}
+    evals = tables.frame("backend_eval", calls + [failed])
+    empty = Path("/dev/null")   # no logits: parity is not the point here
+    rows = comparison.compare(evals, {"eager": empty, "libtorch": empty}, 1e-4, seed=0)
+    lib = rows[1]
+    assert lib["status"] == "ok" and lib["invocations"] == 3 and "invocation 3: oom" in lib["message"]
+    assert lib["speedup_vs_eager"] == pytest.approx(2.0) and lib["paired_turns"] == 9
+    assert lib["speedup_vs_eager_includes_one"] is False
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("invocations", 0, "study_a.backends.protocol.invocations"),
+    ("block_ms", -1, "study_a.backends.protocol.block_ms"),
+    ("precision", "tight", "study_a.backends.protocol.precision"),
+    ("mode", "fast", "study_a.backends.protocol.mode"),
+    ("interleave_max_pixels", 10, "study_a.backends.protocol': unknown key"),
+])
+def test_bad_protocol_keys_are_refused_naming_the_key(smoke_config, key, value, message):
+    config = copy.deepcopy(smoke_config)
+    config["study_a"]["backends"]["protocol"] = {key: value}
+    with pytest.raises(config_module.ConfigError, match=message):
+        config_module.validate(config)
+
+
+def test_the_serial_protocol_measures_each_implementation_in_its_own_run(tmp_path, smoke_config, program):
+    job = _job(tmp_path, smoke_config, program, mode="serial")
+    eval_job.run_job(job)
+    rows = _rows(job)
+    env = tables.read("environment", job.output.env)
+    assert env.height == 2 and sorted(env["job"]) == ["implementation=eager,numerics=fp32",
+                                                      "implementation=libtorch,numerics=fp32"]
+    for r in rows.values():
+        assert (r["status"] == "ok").all() and r.height == 2 and (r["protocol"] == "serial").all()
+        assert r["invocation"].null_count() == r.height
+    assert not (tmp_path / "eval" / "fp32.kept").exists()
