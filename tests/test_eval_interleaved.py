@@ -43,7 +43,7 @@ def _job(tmp_path, smoke_config, program, numerics="fp32", implementations=IMPLE
     folder.mkdir(parents=True, exist_ok=True)   # Snakemake makes its outputs' folders
     out = SimpleNamespace(tables=[str(folder / f"{i}.rows.parquet") for i in implementations],
                           logits=[str(folder / f"{i}.logits.f32") for i in implementations],
-                          env=str(folder / "env.parquet"))
+                          env=str(folder.parent / f"{numerics}.env.parquet"))
     return SimpleNamespace(config=config, input=inputs, output=out, rule="eval_backend",
                            params=SimpleNamespace(implementations=list(implementations)),
                            wildcards=SimpleNamespace(numerics=numerics))
@@ -179,3 +179,24 @@ def test_the_serial_protocol_measures_each_implementation_in_its_own_run(tmp_pat
         assert (r["status"] == "ok").all() and r.height == 2 and (r["protocol"] == "serial").all()
         assert r["invocation"].null_count() == r.height
     assert not (tmp_path / "eval" / "fp32.kept").exists()
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_interleaved_comparison_times_every_worker_and_checks_its_logits(tmp_path, smoke_config,
+                                                                                        program):
+    job = _job(tmp_path, smoke_config, program, numerics="tf32", invocations=2, max_invocations=3, blocks=4,
+               block_ms=20)
+    job.config["device"] = "cuda"
+    job.config["study_a"]["backends"].update(require_gpu=True, batch_size=2, resolution=32)
+    eval_job.run_job(job)
+    rows = _rows(job)
+    env = tables.read("environment", job.output.env)
+    assert env["device"][0] == "cuda" and env["tf32_matmul"][0] is True
+    out = comparison.compare(pl.concat(rows.values()), dict(zip(job.params.implementations, job.output.logits)),
+                             comparison.parity_tolerance("tf32", 1e-4), seed=0)
+    for r in out:
+        assert r["status"] == "ok", r
+        assert 2 <= r["invocations"] <= 3
+        assert r["time_per_sample_ms_low"] <= r["time_per_sample_ms"] <= r["time_per_sample_ms_high"]
+    lib = out[1]
+    assert lib["parity_ok"] and lib["paired_turns"] >= 8 and lib["steady"] is not None

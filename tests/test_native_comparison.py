@@ -237,7 +237,7 @@ def _numerics_job(tmp_path, smoke_config, implementations=("eager",), numerics="
     folder.mkdir(parents=True)   # Snakemake makes its outputs' folders
     out = SimpleNamespace(tables=[str(folder / f"{i}.rows.parquet") for i in implementations],
                           logits=[str(folder / f"{i}.logits.f32") for i in implementations],
-                          env=str(folder / "env.parquet"))
+                          env=str(folder.parent / f"{numerics}.env.parquet"))
     inputs = _inputs(tmp_path, config)
     inputs.program_libtorch = str(tmp_path / "no" / "ac_libtorch")   # libtorch, where asked for, cannot start
     return SimpleNamespace(config=config, input=inputs, output=out, rule="eval_backend",

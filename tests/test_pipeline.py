@@ -92,7 +92,7 @@ def test_compile_cache_compiles_every_study_b_graph_before_the_jobs(smoke_run):
 @pytest.mark.slow
 def test_run_time_splits_the_smoke_runs_held_time_and_names_its_critical_path(smoke_run):
     """benchmarks/run_time.py on the smoke run's own log and results: one slot (the CPU), its held time wholly
-    split, the backend comparison's seven jobs each with a start-up before its measured runs, and a critical path
+    split, the backend comparison's jobs (one per numerics) each with a start-up before its measured runs, and a critical path
     of connected jobs that ends with the run's last job."""
     (log,) = (smoke_run / ".snakemake" / "log").glob("*.snakemake.log")
     out = smoke_run / "run_time.json"
@@ -108,7 +108,7 @@ def test_run_time_splits_the_smoke_runs_held_time_and_names_its_critical_path(sm
     assert slot["jobs"] == timing_jobs   # every timing job found its measured runs on the slot
     evals = next(r for r in result["rules"] if r["rule"] == "eval_backend")
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())["study_a"]["backends"]
-    assert evals["finished"] == len(config["implementations"])   # one job per implementation, every numerics
+    assert evals["finished"] == len(config["numerics"])   # one job per numerics, every implementation interleaved
     assert len(list((smoke_run / "results/study_a/backends/eval").glob("*.benchmark.tsv"))) == evals["finished"]
     path = result["critical_path"]
     assert path and path[-1]["end"] == result["last_end"] and path[-1]["rule"] in ("all", "report")

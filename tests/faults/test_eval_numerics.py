@@ -55,7 +55,7 @@ def test_a_killed_eval_job_resumes_without_measuring_its_kept_invocations_again(
     assert killed.returncode != 0 and "eval_backend" in killed.output
     kept = {}
     for n in NUMERICS:
-        cells = work.path / EVAL / n / "env.cells"
+        cells = work.path / EVAL / f"{n}.env.cells"
         if (cells / "cell0.json").exists():
             kept[n] = json.loads((cells / "lineage.json").read_text())["run_id"]
     assert kept, "no job kept a record before it was killed"
@@ -65,11 +65,11 @@ def test_a_killed_eval_job_resumes_without_measuring_its_kept_invocations_again(
     assert rerun.returncode == 0, rerun.output[-4000:]
     assert sorted(work.jobs_run(rerun.output)) == ["eval_backend"] * 3   # nothing before them again
     for n, run_id in kept.items():
-        env = tables.read("environment", work.path / EVAL / n / "env.parquet")
+        env = tables.read("environment", work.path / EVAL / f"{n}.env.parquet")
         assert env["run_id"].to_list() == [run_id] and env["resumes"][0] == 1   # the kept run goes on
         for implementation, rows in ((i, _rows(work, i)[n]) for i in IMPLEMENTATIONS):
             assert rows["run_id"].unique().to_list() == [run_id], implementation
             if implementation == "eager" or n != "bf16-autocast":
                 assert (rows["status"] == "ok").all() and rows["invocation"].n_unique() == 2, (n, implementation)
-        assert not (work.path / EVAL / n / "env.cells").exists()   # done: a forced rerun measures afresh
+        assert not (work.path / EVAL / f"{n}.env.cells").exists()   # done: a forced rerun measures afresh
     assert not work.leftovers()

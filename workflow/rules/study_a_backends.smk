@@ -66,7 +66,7 @@ rule eval_backend:
                       implementation=BACKENDS["implementations"]),
         logits=expand(f"{BACKENDS_DIR}/eval/{{{{numerics}}}}/{{implementation}}.logits.f32",
                       implementation=BACKENDS["implementations"]),
-        env=f"{BACKENDS_DIR}/eval/{{numerics}}/env.parquet",
+        env=f"{BACKENDS_DIR}/eval/{{numerics}}.env.parquet",
     wildcard_constraints:
         numerics="|".join(BACKENDS["numerics"]),
     log:
@@ -87,7 +87,7 @@ rule concat_backend_eval:
     input:
         tables=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/{{implementation}}.rows.parquet",
                       numerics=BACKENDS["numerics"], implementation=BACKENDS["implementations"]),
-        envs=expand(f"{BACKENDS_DIR}/eval/{{numerics}}/env.parquet", numerics=BACKENDS["numerics"]),
+        envs=expand(f"{BACKENDS_DIR}/eval/{{numerics}}.env.parquet", numerics=BACKENDS["numerics"]),
     output:
         table=TABLES["backend_eval"],
         env=env_sidecar(TABLES["backend_eval"]),

@@ -30,8 +30,8 @@ NAMES = ("rows.parquet", "env.parquet", "logits.f32")   # a step's outputs, in t
 
 
 def kept_dir(env: str | os.PathLike, numerics: str) -> Path:
-    """results/study_a/backends/eval/<numerics>.kept, beside the numerics' folder of the job's outputs."""
-    return Path(env).parent.parent / f"{numerics}.kept"
+    """results/study_a/backends/eval/<numerics>.kept, beside the job's environment output."""
+    return Path(env).parent / f"{numerics}.kept"
 
 
 def _files(path: Path) -> list[tuple[str, int, int]]:

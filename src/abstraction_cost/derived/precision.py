@@ -16,7 +16,7 @@ from .common import ok, span
 QUANTITIES = [
     ("sweep", "time_per_sample_ms", False, "repeats", "warmup_calls"),
     ("sweep_speedups", "speedup", True, "paired_turns", None),
-    ("backend_comparison", "time_per_sample_ms", False, "repeats", None),
+    ("backend_comparison", "time_per_sample_ms", False, "repeats", "warmup_calls"),
     ("backend_comparison", "speedup_vs_eager", True, "repeats", None),
     ("vision_speedups", "speedup", True, "samples", None),
     ("vision_selective_summary", "speedup", True, "samples", None),
@@ -97,6 +97,8 @@ def precision_rows(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
         "backend_comparison": drift_spread(table("backend_eval"), ["implementation", "numerics"], "repeat",
                                            "time_per_sample_ms"),
     }
+    if invocation_spread(table("backend_comparison"))[0] is not None:   # the interleaved protocol's invocations
+        spreads["backend_comparison"] = invocation_spread(table("backend_comparison"))
     none = (None, "between-invocation spread not recorded: one process per row")
     sweep = ok(table("sweep"))
     # sweep_speedups pairs the turns of the sweep's invocations: it counts them where the sweep does
