@@ -6,7 +6,6 @@ import copy
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import polars as pl
 import pytest
 

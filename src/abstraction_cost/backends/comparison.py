@@ -168,7 +168,8 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
                 row.update(statistics.speedup(baseline_times, times, seed=seed).columns("speedup_vs_eager"))
         row.update(parity(logits.get(name), logits.get(BASELINE), tolerance))
         if row["status"] == "ok" and row["parity_ok"] is False:   # correct before fast: no speedup to show
-            row.update(status="wrong_output", paired_turns=None, message=f"logits differ from {BASELINE}'s: max |Δlogit| / max "
+            row.update(status="wrong_output", paired_turns=None,
+                       message=f"logits differ from {BASELINE}'s: max |Δlogit| / max "
                        f"|{BASELINE} logit| = {row['max_rel_logit_diff']:.3g} > {tolerance}",
                        **dict.fromkeys(("speedup_vs_eager", "speedup_vs_eager_low", "speedup_vs_eager_high",
                                         "speedup_vs_eager_includes_one")))

@@ -37,8 +37,7 @@ from ..data import prepared
 from ..data.specs import spec
 from ..measure import device as devices
 from ..measure.run import Run, measured_run
-from . import cudnn, native
-from . import eval_store
+from . import cudnn, eval_store, native
 from .eval_job import IMPLEMENTATIONS, EvalSettings, _artifact, _method, job_config, not_run_reason
 from .sweep import sweep_command
 from .sweep_cells import Cell, SweepSettings
