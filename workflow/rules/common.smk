@@ -214,7 +214,16 @@ def inputs_of(implementation, images, aoti_package, torchscript_meta):
 
 
 def backend_eval_inputs(wildcards):
-    return inputs_of(wildcards.implementation, {"input": f"{BACKENDS_DIR}/input"}, f"{BACKENDS_DIR}/aoti", True)
+    """Every implementation's inputs, for the backend comparison's one eval job of a numerics; the programs as
+    program_libtorch and program_cudnn."""
+    found = {}
+    for implementation in BACKENDS["implementations"]:
+        for key, path in inputs_of(implementation, {"input": f"{BACKENDS_DIR}/input"}, f"{BACKENDS_DIR}/aoti",
+                                   True).items():
+            if key == "program":
+                key = "program_cudnn" if path == CUDNN_PROGRAM else "program_libtorch"
+            found[key] = path
+    return found
 
 
 def sweep_inputs_of(implementation):

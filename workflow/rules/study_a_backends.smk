@@ -45,22 +45,9 @@ rule package_aoti:
         "../../scripts/package_aoti.py"
 
 
-def backend_numerics_inputs(wildcards):
-    """Every implementation's inputs, for the one eval job of a numerics; the programs as program_libtorch and
-    program_cudnn."""
-    found = {}
-    for implementation in BACKENDS["implementations"]:
-        for key, path in inputs_of(implementation, {"input": f"{BACKENDS_DIR}/input"}, f"{BACKENDS_DIR}/aoti",
-                                   True).items():
-            if key == "program":
-                key = "program_cudnn" if path == CUDNN_PROGRAM else "program_libtorch"
-            found[key] = path
-    return found
-
-
 rule eval_backend:
     input:
-        unpack(backend_numerics_inputs),
+        unpack(backend_eval_inputs),
     output:
         tables=expand(f"{BACKENDS_DIR}/eval/{{{{numerics}}}}/{{implementation}}.rows.parquet",
                       implementation=BACKENDS["implementations"]),
