@@ -41,6 +41,9 @@ FAKE_WORKER = textwrap.dedent('''
             say({"kind": "ready", "cell": cell, "warmup_calls": 3, "steady": True, "call_ms": 1.0, "prepare_s": 0})
         elif op == "time":
             say({"kind": "block", "cell": cell, "times_ms": [1.0] * int(arg), "h2d_ms": [0.1] * int(arg)})
+        elif op == "profile":
+            say({"kind": "profile", "cell": cell, "status": "ok", "profiled_calls": int(arg), "host_issue_ms": 0.5,
+                 "host_cpu_ms": 0.4, "wall_ms": 1.0, "device_ms": None, "device_message": "fake"})
         elif op == "end":
             say({"kind": "cell", "cell": cell, "batch": 1, "resolution": 8, "transfer": "float32-pageable",
                  "status": "ok", "message": None, "times_ms": [1.0], "h2d_ms": [0.1], "h2d_bytes": 4,
@@ -242,6 +245,19 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
     assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.env).height == 1
     blocks = tables.read("sweep_blocks", job.output.blocks)
     assert blocks.filter(blocks["cell"] == 7).height == 4  # two turns each
+    # the profiled pass after each cell's turns: host columns measured, device columns null with the reason
+    profile = tables.read("sweep_profile", job.output.profile)
+    for impl in ("eager", "libtorch"):
+        mine = profile.filter(profile["implementation"] == impl).sort("cell")
+        assert mine["cell"].to_list() == list(range(8))
+        assert mine["status"][1] == "not_run" and mine["message"][1] == "cell oom: nothing to profile"
+        ok = mine.filter(mine["status"] == "ok")
+        assert ok.height >= 5 and ok["profiled_calls"].to_list() == [5] * ok.height
+        assert (ok["host_issue_ms"] > 0).all() and (ok["wall_ms"] >= ok["host_issue_ms"] * 0.5).all()
+        assert ok["device_ms"].null_count() == ok.height and ok["device_message"].null_count() == 0
+    eager_msg = profile.filter(profile["implementation"] == "eager")["device_message"].drop_nulls()[0]
+    assert eager_msg.startswith("no CUDA device")
+    assert "CUPTI" in profile.filter(profile["implementation"] == "libtorch")["device_message"].drop_nulls()[0]
 
 
 def test_the_serve_mode_refuses_a_command_it_does_not_know(tmp_path):
@@ -258,5 +274,6 @@ def test_the_serve_mode_refuses_a_command_it_does_not_know(tmp_path):
     result = subprocess.run(command, input="cell 0\nfly 3\n", capture_output=True, text=True, timeout=120,
                             env=native.runtime_env())
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert result.returncode != 0 and "'fly 3' is not 'cell K', 'time N', 'end' or 'release'" in result.stderr
+    assert result.returncode != 0 and "'fly 3' is not 'cell K', 'time N', 'profile N', 'end' or 'release'" in \
+        result.stderr
     assert [r["kind"] for r in records if r["kind"] in ("sweep_start", "ready")] == ["sweep_start", "ready"]

@@ -1,0 +1,106 @@
+"""The profiled pass of a served sweep cell (the worker's `profile N`, after the cell's timed turns, so no timed call
+is ever profiled): where one call's time goes, per call.
+
+Two loops of N calls on the prepared cell, each call synchronised before it starts:
+- host: no profiler. `host_issue_ms` is the wall time from before the copy until the call returns (before any
+  synchronisation): the time the host spends issuing the call's work; `host_cpu_ms` the thread's CPU time in that
+  span (time.thread_time: below the wall time where the host waited, e.g. on a blocking copy or allocation);
+  `wall_ms` the call until the device has finished (synchronised).
+- device: the same calls under torch.profiler (Kineto over CUPTI's activity API). Per call: `device_ms` the sum
+  of kernel durations, `memcpy_ms` the sum of copies and memsets, `kernels` the kernels the device ran (a CUDA
+  graph's replayed kernels count), `launch_calls` the runtime launch calls the host made (cudaLaunchKernel,
+  cuLaunchKernel, cudaGraphLaunch, ...; a graph replay is one), `device_busy_ms` the union of kernel and copy
+  intervals, and `device_idle_ms` = wall_ms (host loop) - device_busy_ms: the device waiting on the host.
+The host loop is unprofiled because the profiler's own callbacks lengthen each launch's host side.
+
+Where there is no CUDA device or the profiler yields no kernel (CUPTI missing, no permission), the device columns
+are null and `device_message` says why; the host columns are measured all the same."""
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+DEVICE_COLUMNS = ("device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms")
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch")
+SOURCE = "torch.profiler (Kineto/CUPTI)"
+NO_CUDA = "no CUDA device: no kernels to profile"
+NO_KERNELS = ("torch.profiler recorded no CUDA kernel (CUPTI unavailable or not permitted to this process): "
+              "device columns null")
+
+
+def _union_ms(intervals: list[tuple[float, float]]) -> float:
+    """Total length (µs in, ms out) of the union of [start, end) intervals."""
+    total, end = 0.0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total / 1000
+
+
+def device_summary(events: list[dict], calls: int, wall_ms: float | None) -> dict:
+    """Per-call device columns from a Chrome trace's events (Kineto's categories: kernel, gpu_memcpy, gpu_memset,
+    cuda_runtime / cuda_driver), `calls` profiled calls, `wall_ms` a synchronised call's median wall time."""
+    kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
+    if not kernels:
+        return {**dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_KERNELS}
+    copies = [e for e in events if e.get("cat") in ("gpu_memcpy", "gpu_memset") and "dur" in e]
+    launches = sum(1 for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                   and e.get("name") in LAUNCH_CALLS)
+    busy = _union_ms([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels + copies]) / calls
+    return {"device_ms": sum(float(e["dur"]) for e in kernels) / 1000 / calls,
+            "memcpy_ms": sum(float(e["dur"]) for e in copies) / 1000 / calls,
+            "kernels": len(kernels) / calls, "launch_calls": launches / calls, "device_busy_ms": busy,
+            "device_idle_ms": None if wall_ms is None else max(wall_ms - busy, 0.0), "device_message": None}
+
+
+def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
+                  trace: Callable[[Callable[[], None], int], list[dict]] | None = None) -> dict:
+    """The host loop, then the device loop, of `calls` calls of `call` (which must not synchronise); `trace`
+    (tests: fake device times) returns the profiled loop's trace events."""
+    if calls < 1:
+        raise ValueError(f"profiled_pass: calls must be >= 1, got {calls}")
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    issue, cpu, wall = [], [], []
+    for _ in range(calls):
+        sync()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        call()
+        t1, c1 = time.perf_counter(), time.thread_time()
+        sync()
+        t2 = time.perf_counter()
+        issue.append((t1 - t0) * 1000)
+        cpu.append((c1 - c0) * 1000)
+        wall.append((t2 - t0) * 1000)
+    row = {"profiled_calls": calls, "host_issue_ms": statistics.median(issue), "host_cpu_ms": statistics.median(cpu),
+           "wall_ms": statistics.median(wall), "device_source": SOURCE}
+    if trace is None and device.type != "cuda":
+        return {**row, **dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_CUDA, "device_source": None}
+    try:
+        events = (trace or _kineto)(call if trace else lambda: (call(), sync()), calls)
+    except Exception as err:  # noqa: BLE001 - a profiler that cannot start leaves the device columns null
+        return {**row, **dict.fromkeys(DEVICE_COLUMNS),
+                "device_message": f"torch.profiler failed: {type(err).__name__}: {str(err).splitlines()[0]}"}
+    return {**row, **device_summary(events, calls, row["wall_ms"])}
+
+
+def _kineto(call: Callable[[], None], calls: int) -> list[dict]:
+    """The Chrome trace events of `calls` calls under torch.profiler (CPU and CUDA activities)."""
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(calls):
+            call()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text()).get("traceEvents", [])
