@@ -177,3 +177,54 @@ def test_without_a_matmul_peak_or_in_another_numerics_there_is_no_fraction_and_t
     other = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(1.0), "tf32")
     assert set(other.filter(pl.col("study") == "study_a")["message"]) == {
         "the matmul study measured tf32 only; no peak for fp32"}
+
+
+# ------------------------------------------------------------------------------------------------ report
+def _two_cells(large_times: dict, large_device: dict) -> pl.DataFrame:
+    sweep = pl.concat([_sweep(), _sweep(large_times, cell=1, batch=32, resolution=256)])
+    profile = pl.concat([_profile(), _profile(large_device, cell=1, idle=0.1)])
+    return decomposition.decomposition_rows(sweep, profile)
+
+
+LARGE = {k: v * 10 for k, v in TIMES.items()}
+LARGE_DEVICE = {k: v * 10 - 1 for k, v in TIMES.items()}
+
+
+def _speedups(low: float, high: float) -> pl.DataFrame:
+    row = {"numerics": "fp32", "implementation": "cudnn-graphs", "cell": 0, "speedup": (low + high) / 2,
+           "speedup_low": low, "speedup_high": high, "run_id": "r1"}
+    return tables.frame("sweep_speedups", [{**dict.fromkeys(tables.schema("sweep_speedups")), **row}])
+
+
+def test_the_central_verdict_holds_where_host_levels_make_eagers_gap_and_shrink_with_the_cell():
+    from abstraction_cost.report import decomposition as dc, verdicts
+    # large cell: the pairs' differences scale with time, but eager's host share falls as device work takes over
+    large = {**LARGE, "eager": 40.0, "torchscript-cpp": 38.0, "libtorch": 37.5, "cudnn": 37.0, "cudnn-graphs": 36.8}
+    d = _two_cells(large, {k: 30.0 for k in TIMES})
+    verdict, text = dc.central_verdict(d, _speedups(2.5, 3.2))
+    assert verdict == verdicts.HOLDS, text
+    assert "at batch 8, 64 px eager takes 10.00 ms, 6.50 ms more than cudnn-graphs" in text
+    assert "6.00 ms (3.00 + 1.50 + 1.50), 60% of its call" in text
+    # the gap's interval holds 1: no measurable difference
+    assert dc.central_verdict(d, _speedups(0.9, 1.2))[0] == verdicts.NO_DIFFERENCE
+    # the host share does not shrink with the cell: the claim in these terms does not hold
+    d = _two_cells(LARGE, LARGE_DEVICE)
+    assert dc.central_verdict(d, _speedups(2.5, 3.2))[0] == verdicts.DOES_NOT_HOLD
+    # no profile and no eager: no verdict
+    assert dc.central_verdict(d.filter(pl.col("implementation") != "eager"), _speedups(2.5, 3.2))[0] == \
+        verdicts.NO_DIFFERENCE
+
+
+def test_the_report_draws_the_stacked_figure_at_the_smallest_and_largest_cells_and_the_roofline():
+    from abstraction_cost.report import decomposition as dc
+    d = _two_cells(LARGE, LARGE_DEVICE)
+    cells = dc.extreme_cells(d)
+    assert set(zip(cells["size"], cells["batch_size"])) == {("smallest", 8), ("largest", 32)}
+    assert dc.stacked_figure(d).to_dict()["facet"]["row"]["field"] == "cell_label"
+    assert dc.display(d).height == 2 * len(TIMES)
+    assert dc.stacked_figure(d.clear()) is None
+    r = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(1.0), "fp32")
+    assert dc.roofline_figure(r, "study_a") is not None and dc.roofline_figure(r, "study_b") is None
+    assert dc.roofline_finding(r).startswith("Study A's best path reaches 114% of the run's matmul peak")
+    none = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(None), "fp32")
+    assert dc.roofline_finding(none) == f"No fraction of peak: {roofline.NO_PEAK}."

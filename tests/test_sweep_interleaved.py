@@ -102,8 +102,24 @@ def test_a_cell_too_large_to_share_the_device_is_measured_one_implementation_at_
             Store(None, ["a", "b"], len(cells)))
     lines = fake.log.read_text().splitlines()
     large = lines[lines.index("a cell 1"):]
-    assert large == ["a cell 1", "a time 2", "a time 2", "a end", "a release",
-                     "b cell 1", "b time 2", "b time 2", "b end", "b release"]
+    assert large == ["a cell 1", "a time 2", "a time 2", "a profile 5", "a end", "a release",
+                     "b cell 1", "b time 2", "b time 2", "b profile 5", "b end", "b release"]
+
+
+def test_the_profiled_pass_follows_every_timed_turn_of_the_first_invocation_only(fake):
+    cells = walk([1], [8], ["float32-pageable"])
+    records = conduct(["a", "b"], fake.command_for(), cells, _settings(), _protocol(invocations=2, blocks=2),
+                      Store(None, ["a", "b"], len(cells)))
+    lines = fake.log.read_text().splitlines()
+    first = lines[:lines.index("a end")]
+    assert [line for line in first if " profile " in line] == ["a profile 5", "b profile 5"]
+    assert max(i for i, line in enumerate(first) if " time " in line) < first.index("a profile 5")
+    assert sum(" profile " in line for line in lines) == 2  # none in the second invocation
+    by = {(r["invocation"], r["implementation"]): r for r in records}
+    assert by[(0, "a")]["profile"]["host_issue_ms"] == 0.5 and "profile" not in by[(1, "a")]
+    none = conduct(["a"], fake.command_for(), cells, _settings(), _protocol(profile_calls=0),
+                   Store(None, ["a"], len(cells)))
+    assert "profile" not in none[0]
 
 
 def test_each_invocation_is_a_fresh_set_of_processes_and_a_dead_worker_is_started_again(fake):
@@ -203,6 +219,7 @@ def test_paired_turns_cancel_a_slow_period_that_independent_resampling_keeps():
     ("block_ms", -1, "'study_a.sweep.protocol.block_ms': -1 is not a positive number of milliseconds"),
     ("precision", 0, "'study_a.sweep.protocol.precision': 0 is not a positive relative half width"),
     ("mode", "parallel", "'study_a.sweep.protocol.mode': 'parallel' is not one of"),
+    ("profile_calls", -1, "'study_a.sweep.protocol.profile_calls': -1 is not an integer >= 0"),
     ("turns", 3, "'study_a.sweep.protocol.turns': unknown key"),
 ])
 def test_a_bad_protocol_value_is_refused_naming_its_key(key, value, message):

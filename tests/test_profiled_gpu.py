@@ -1,0 +1,64 @@
+"""The profiled pass changes no timed median (issue 30, Performance): on the GPU, a served eager worker's timed
+blocks after torch.profiler has run in its process (as the next cell's timed calls run after this cell's profiled
+pass) against the blocks before it, at two host-bound cells (16 px: where profiler callbacks left on each launch
+would show most); and the pass's own record, with kernel times and launches.
+
+    pytest -m gpu tests/test_profiled_gpu.py -s    (prints each cell's medians and ratio)
+"""
+from __future__ import annotations
+
+import statistics
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from abstraction_cost.backends.sweep import PythonModel
+from abstraction_cost.backends.sweep_cells import Cell
+from abstraction_cost.backends.sweep_conductor import PROTOCOL_DEFAULTS
+from abstraction_cost.backends.sweep_worker import ServedCells
+from abstraction_cost.backends.transfer import Pool
+from abstraction_cost.measure.statistics import hierarchical_interval
+from tests.fixtures.sweep_jobs import make_pool
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+BLOCKS, CALLS = 8, 40
+
+
+def _served(tmp_path, cells):
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    pool = Pool(str(make_pool(tmp_path)))
+    device = torch.device("cuda")
+    model = PythonModel("eager", SimpleNamespace(weights=str(weights)), 3, 10, device)
+    return ServedCells(model, cells, pool, device, warmup=10, warmup_max=30)
+
+
+@pytest.mark.parametrize("batch,resolution", [(8, 16), (32, 16)])
+def test_timed_blocks_after_the_profiled_pass_keep_the_median_within_the_protocols_interval(tmp_path, batch,
+                                                                                           resolution):
+    """Blocks alternate with profiled passes after a first run of unprofiled blocks: the blocks that follow a
+    profiled pass have a median within the before-blocks' interval widened to study_a.sweep.protocol.precision."""
+    served = _served(tmp_path, [Cell(0, batch, resolution, "float32-pageable")])
+    assert served.prepare(0)["kind"] == "ready"
+    before = [served.time(CALLS)["times_ms"] for _ in range(BLOCKS)]
+    record = served.profile(5)
+    after = []
+    for _ in range(BLOCKS):
+        after.append(served.time(CALLS)["times_ms"])
+        served.profile(5)
+    served.end()
+    b, a = hierarchical_interval(before), hierarchical_interval(after)
+    precision = PROTOCOL_DEFAULTS["precision"]
+    ratio = a.estimate / b.estimate
+    print(f"batch {batch} × {resolution} px: before {b.estimate:.3f} ms [{b.low:.3f}–{b.high:.3f}], "
+          f"after {a.estimate:.3f} ms [{a.low:.3f}–{a.high:.3f}], ratio {ratio:.3f}; profile {record}")
+    assert record["status"] == "ok" and record["device_message"] is None, record
+    assert record["device_ms"] > 0 and record["kernels"] >= 50 and record["launch_calls"] >= 50, record
+    assert 0 < record["host_issue_ms"] <= record["wall_ms"] * 1.05, record
+    assert record["device_busy_ms"] <= record["wall_ms"] * 1.05 and record["device_idle_ms"] >= 0, record
+    assert b.low * (1 - precision) <= a.estimate <= b.high * (1 + precision), (
+        f"timed median moved from {b.estimate:.3f} to {a.estimate:.3f} ms after the profiled pass")
+    assert statistics.median(sum(after, [])) > 0
