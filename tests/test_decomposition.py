@@ -162,6 +162,7 @@ def test_achieved_tflops_are_set_against_the_runs_best_matmul_in_its_numerics():
     assert a["eager"]["peak_tflops"] == pytest.approx(2.0) and a["eager"]["achieved_tflops"] == pytest.approx(0.8)
     assert a["eager"]["fraction_of_peak"] == pytest.approx(0.4) and a["eager"]["device_tflops"] == pytest.approx(4.0)
     assert a["eager"]["peak_of"] == "matmul n=1000 float32 triton"
+    assert a["eager"]["run_id"] == "f,m,r1"  # the sweep's, the FLOP count's and the matmul's rows
     best = roofline.best_fraction(df)
     assert best["implementation"] == "cudnn-graphs" and best["fraction_of_peak"] == pytest.approx(8 / 3.5 / 2)
     b = df.filter(pl.col("study") == "study_b")
@@ -228,3 +229,21 @@ def test_the_report_draws_the_stacked_figure_at_the_smallest_and_largest_cells_a
     assert dc.roofline_finding(r).startswith("Study A's best path reaches 114% of the run's matmul peak")
     none = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(None), "fp32")
     assert dc.roofline_finding(none) == f"No fraction of peak: {roofline.NO_PEAK}."
+
+
+def test_the_report_says_why_where_nothing_was_decomposed_or_counted():
+    from abstraction_cost.report import decomposition as dc, verdicts
+    empty_d = pl.DataFrame(schema=tables.schema("decomposition"))
+    empty_r = pl.DataFrame(schema=tables.schema("roofline"))
+    assert dc.stacked_figure(empty_d) is None and dc.display(empty_d).is_empty()
+    assert dc.central_verdict(empty_d, pl.DataFrame(schema=tables.schema("sweep_speedups"))) == (
+        verdicts.NO_DIFFERENCE, "Not measured here: no eager row at the smallest and largest cells.")
+    assert dc.roofline_figure(empty_r, "study_a") is None
+    assert dc.roofline_finding(empty_r) == "No fraction of peak: no roofline rows."
+    # a CPU run: no device times, no cudnn-graphs; the verdict says a level is missing
+    cpu = decomposition.decomposition_rows(
+        pl.concat([_sweep({k: v for k, v in TIMES.items() if not k.startswith("cudnn")}),
+                   _sweep({k: v for k, v in LARGE.items() if not k.startswith("cudnn")}, 1, 32, 256)]),
+        pl.DataFrame(schema=tables.schema("sweep_profile")))
+    verdict, text = dc.central_verdict(cpu, pl.DataFrame(schema=tables.schema("sweep_speedups")))
+    assert verdict == verdicts.NO_DIFFERENCE and "a level is missing" in text

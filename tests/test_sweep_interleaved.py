@@ -269,7 +269,7 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
         assert mine["cell"].to_list() == list(range(8))
         assert mine["status"][1] == "not_run" and mine["message"][1] == "cell oom: nothing to profile"
         ok = mine.filter(mine["status"] == "ok")
-        assert ok.height >= 5 and ok["profiled_calls"].to_list() == [5] * ok.height
+        assert ok.height >= 4 and ok["profiled_calls"].to_list() == [5] * ok.height
         assert (ok["host_issue_ms"] > 0).all() and (ok["wall_ms"] >= ok["host_issue_ms"] * 0.5).all()
         assert ok["device_ms"].null_count() == ok.height and ok["device_message"].null_count() == 0
     eager_msg = profile.filter(profile["implementation"] == "eager")["device_message"].drop_nulls()[0]

@@ -14,10 +14,10 @@ NO_PEAK = "no GPU matmul measured in this run (study_b.matmul gpu pair): no peak
 OTHER_NUMERICS = "the matmul study measured {peak} only; no peak for {numerics}"
 
 
-def matmul_peak(speedups: pl.DataFrame) -> tuple[float | None, str | None]:
-    """(TFLOP/s, what reached it) of the matmul study's best GPU call; (None, None) without one."""
+def matmul_peak(speedups: pl.DataFrame) -> tuple[float | None, str | None, str | None]:
+    """(TFLOP/s, what reached it, its run_id) of the matmul study's best GPU call; Nones without one."""
     rows = speedups.filter(pl.col("status") == "ok", pl.col("pair") == "gpu") if speedups.height else speedups
-    best, what = None, None
+    best, what, run_id = None, None, None
     for r in rows.iter_rows(named=True):
         for side in ("eager", "compiled"):
             ms = r[f"{side}_median_ms"]
@@ -25,13 +25,14 @@ def matmul_peak(speedups: pl.DataFrame) -> tuple[float | None, str | None]:
                 tflops = 2 * r["n"] ** 3 / ms / 1e9
                 if best is None or tflops > best:
                     best, what = tflops, f"matmul n={r['n']} {r['dtype']} {r[f'{side}_configuration']}"
-    return best, what
+                    run_id = r["run_id"]
+    return best, what, run_id
 
 
 def roofline_rows(flops: pl.DataFrame, sweep: pl.DataFrame, profile: pl.DataFrame, vision: pl.DataFrame,
                   matmul: pl.DataFrame, peak_numerics: str) -> pl.DataFrame:
     """Rows of table roofline: Study A's ok sweep cells and Study B's ok vision_speedups variants (and eager)."""
-    peak, peak_of = matmul_peak(matmul)
+    peak, peak_of, peak_run = matmul_peak(matmul)
     counted = {(r["study"], r["model"], r["batch_size"], r["resolution"]): r
                for r in flops.iter_rows(named=True)} if flops.height else {}
     device = {(r["numerics"], r["implementation"], r["cell"]): r["device_ms"]
@@ -51,7 +52,9 @@ def roofline_rows(flops: pl.DataFrame, sweep: pl.DataFrame, profile: pl.DataFram
     out = []
     for study, model, impl, numerics, batch, resolution, transfer, ms, device_ms, run_id in cases:
         f = counted.get((study, model, batch, resolution))
-        row = {"run_id": run_id, "study": study, "model": model, "implementation": impl, "numerics": numerics,
+        sources = {run_id, (f or {}).get("run_id"), peak_run if peak is not None and numerics == peak_numerics
+                   else None}
+        row = {"run_id": ",".join(sorted(s for s in sources if s)), "study": study, "model": model, "implementation": impl, "numerics": numerics,
                "batch_size": batch, "resolution": resolution, "transfer": transfer, "time_ms": ms,
                "device_ms": device_ms, "flops": None, "achieved_tflops": None, "device_tflops": None,
                "peak_tflops": None, "peak_of": peak_of, "fraction_of_peak": None, "status": "ok", "message": None}
