@@ -31,6 +31,15 @@ def test_device_summary_sums_kernels_per_call_and_counts_overlapping_work_once()
     assert s["device_message"] is None
 
 
+def test_device_records_outside_the_host_events_span_are_left_out_and_counted():
+    host = [{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ph": "X", "ts": 1e6, "dur": 5},
+            {"cat": "cpu_op", "name": "aten::conv2d", "ph": "X", "ts": 1e6, "dur": 500}]
+    events = host + [_kernel(1e6 + 10, 100), _kernel(1e6 + 20, 100), _kernel(-1e14, 100)]
+    s = profiled.device_summary(events, calls=1, wall_ms=1.0)
+    assert s["device_ms"] == pytest.approx(0.2) and s["kernels"] == 2
+    assert s["device_message"] == "1 device records outside the profiled window left out (CUPTI timestamps)"
+
+
 def test_a_trace_without_kernels_leaves_the_device_columns_null_with_the_reason():
     s = profiled.device_summary([{"cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 3}], 1, 1.0)
     assert all(s[c] is None for c in profiled.DEVICE_COLUMNS) and "no CUDA kernel" in s["device_message"]

@@ -48,20 +48,41 @@ def _union_ms(intervals: list[tuple[float, float]]) -> float:
     return total / 1000
 
 
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+WINDOW_SLACK_US = (1e3, 1e7)  # a device record may start this long before the host's first event / after its last
+
+
+def _in_window(events: list[dict]) -> tuple[list[dict], int]:
+    """The device records within the host events' span (with slack), and how many fell outside: CUPTI can hand
+    back kernel records whose timestamps are in another clock's domain after a profiler session is re-registered
+    in the same process (pytorch/pytorch#192021); such a record's placement is meaningless."""
+    gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES and "dur" in e and "ts" in e]
+    host = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
+            if e.get("cat") not in GPU_CATEGORIES and "ts" in e and e.get("ph") == "X"]
+    if not host:
+        return gpu, 0
+    low, high = min(h[0] for h in host) - WINDOW_SLACK_US[0], max(h[1] for h in host) + WINDOW_SLACK_US[1]
+    kept = [e for e in gpu if low <= float(e["ts"]) <= high]
+    return kept, len(gpu) - len(kept)
+
+
 def device_summary(events: list[dict], calls: int, wall_ms: float | None) -> dict:
     """Per-call device columns from a Chrome trace's events (Kineto's categories: kernel, gpu_memcpy, gpu_memset,
     cuda_runtime / cuda_driver), `calls` profiled calls, `wall_ms` a synchronised call's median wall time."""
-    kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
+    gpu, dropped = _in_window(events)
+    kernels = [e for e in gpu if e.get("cat") == "kernel"]
     if not kernels:
         return {**dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_KERNELS}
-    copies = [e for e in events if e.get("cat") in ("gpu_memcpy", "gpu_memset") and "dur" in e]
+    copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
     launches = sum(1 for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
                    and e.get("name") in LAUNCH_CALLS)
     busy = _union_ms([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels + copies]) / calls
     return {"device_ms": sum(float(e["dur"]) for e in kernels) / 1000 / calls,
             "memcpy_ms": sum(float(e["dur"]) for e in copies) / 1000 / calls,
             "kernels": len(kernels) / calls, "launch_calls": launches / calls, "device_busy_ms": busy,
-            "device_idle_ms": None if wall_ms is None else max(wall_ms - busy, 0.0), "device_message": None}
+            "device_idle_ms": None if wall_ms is None else max(wall_ms - busy, 0.0),
+            "device_message": None if not dropped else (
+                f"{dropped} device records outside the profiled window left out (CUPTI timestamps)")}
 
 
 def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
