@@ -256,3 +256,20 @@ def test_the_report_says_why_where_nothing_was_decomposed_or_counted():
         pl.DataFrame(schema=tables.schema("sweep_profile")))
     verdict, text = dc.central_verdict(cpu, pl.DataFrame(schema=tables.schema("sweep_speedups")))
     assert verdict == verdicts.NO_DIFFERENCE and "a level is missing" in text
+
+
+def test_a_programs_trace_gives_its_device_columns_and_is_deleted(tmp_path):
+    trace = tmp_path / "ac-profile-1-0.json"
+    trace.write_text('{"traceEvents": [{"cat": "kernel", "name": "k", "ts": 0, "dur": 300}, '
+                     '{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 4}]}')
+    record = {"kind": "profile", "cell": 0, "status": "ok", "profiled_calls": 1, "host_issue_ms": 0.2,
+              "wall_ms": 0.5, "trace_file": str(trace), "cuda": True}
+    out = profiled.with_trace(dict(record))
+    assert out["device_ms"] == pytest.approx(0.3) and out["launch_calls"] == 1 and out["device_idle_ms"] == \
+        pytest.approx(0.2)
+    assert out["device_source"] == "LibTorch profiler (Kineto/CUPTI)" and not trace.exists()
+    assert "trace_file" not in out and "cuda" not in out
+    gone = profiled.with_trace(dict(record))  # the file is gone: null device columns with the reason
+    assert gone["device_ms"] is None and "could not be read: FileNotFoundError" in gone["device_message"]
+    no_trace = {"kind": "profile", "cell": 0, "device_ms": None, "device_message": "why"}
+    assert profiled.with_trace(dict(no_trace)) == no_trace

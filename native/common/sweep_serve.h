@@ -8,10 +8,11 @@
 //             {"kind":"ready","cell":K,"warmup_calls":n,"steady":b,"call_ms":m,"prepare_s":s}, or the cell's
 //             final record when it is skipped, out of memory or failed (the conductor times nothing then)
 //   time N    N timed calls, as run_sweep's: {"kind":"block","cell":K,"times_ms":[...],"h2d_ms":[...]}
-//   profile N the profiled pass after the cell's timed turns (measure/profiled.py's host loop: never timed):
+//   profile N the profiled pass after the cell's timed turns (measure/profiled.py's two loops: never timed):
 //             {"kind":"profile","cell":K,"status":"ok","profiled_calls":N,"host_issue_ms":m,"host_cpu_ms":m,
-//             "wall_ms":m,"device_ms":null,...,"device_message":why}. The programs link no CUPTI subscriber, so
-//             their device columns are null here; their kernels are sweep_kernels' (Nsight Compute)
+//             "wall_ms":m,"trace_file":path}, the device loop's Chrome trace in `path` (ac_libtorch: LibTorch's
+//             Kineto profiler), which the conductor reads and deletes; or "device_message":why and null device
+//             columns where the backend has no device profiler (ac_cudnn) or it failed
 //   end       the cell's record, as run_sweep writes it, with every block's calls
 //   release   the shape's state freed: {"kind":"released"}
 // End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_SWEEP_FAULT) acts at the
@@ -19,8 +20,10 @@
 #pragma once
 
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -67,10 +70,6 @@ inline Steady warm_up(SweepBackend& b, int64_t minimum, int64_t maximum) {
   }
 }
 
-inline constexpr const char* kNoDeviceProfile =
-    "C++ program: no CUPTI activity subscriber is linked in (its kernels: sweep_kernels, under Nsight Compute); "
-    "device columns null";
-
 inline double thread_cpu_ms() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -83,6 +82,7 @@ inline double wall_ms() {
 
 // measure/profiled.py's host loop: per call, synchronised before it starts, the wall time until it returns
 // (host issue), the thread's CPU time in that span, and the wall time until the device has finished; medians.
+// Then the device loop, the same calls under the backend's device profiler (trace_device).
 inline Record profiled_pass(SweepBackend& b, int64_t cell, int64_t calls) {
   std::vector<double> issue, cpu, wall;
   for (int64_t i = 0; i < calls; ++i) {
@@ -96,13 +96,29 @@ inline Record profiled_pass(SweepBackend& b, int64_t cell, int64_t calls) {
     cpu.push_back(c1 - c0);
     wall.push_back(wall_ms() - t0);
   }
-  const std::optional<double> none;
   Record r("profile");
   r.add("cell", cell).add("status", "ok").add("profiled_calls", calls).add("host_issue_ms", median_of(issue))
       .add("host_cpu_ms", median_of(cpu)).add("wall_ms", median_of(wall));
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ac-profile-" + std::to_string(getpid()) + "-" + std::to_string(cell) + ".json"))
+                               .string();
+  std::string why;
+  try {
+    why = b.trace_device([&] {
+      for (int64_t i = 0; i < calls; ++i) {
+        b.copy_input();
+        b.forward();
+        b.synchronize();
+      }
+    }, path);
+  } catch (const std::exception& e) {
+    why = std::string("the device profiler failed: ") + e.what();
+  }
+  if (why.empty()) return r.add("trace_file", path).add("cuda", b.cuda());
+  const std::optional<double> none;
   for (const char* key : {"device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms"})
     r.add(key, none);
-  r.add("device_message", kNoDeviceProfile);
+  r.add("device_message", why);
   return r;
 }
 

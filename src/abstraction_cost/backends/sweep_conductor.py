@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..measure import profiled
 from ..measure.statistics import hierarchical_interval, median, relative_half_width
 from . import native
 from .sweep_cells import Cell, OomTracker, SweepSettings, kill_job, kills
@@ -293,7 +294,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             ready[impl]["turns"].append(turn)
     for impl in list(ready) if profile > 0 else []:
         try:
-            ready[impl]["profile"] = workers[impl].ask(f"profile {profile}", "profile")
+            ready[impl]["profile"] = profiled.with_trace(workers[impl].ask(f"profile {profile}", "profile"))
         except WorkerDied as err:
             died(impl, err)
     for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`

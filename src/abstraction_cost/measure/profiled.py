@@ -115,6 +115,25 @@ def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
     return {**row, **device_summary(events, calls, row["wall_ms"])}
 
 
+def with_trace(record: dict) -> dict:
+    """A C++ program's profile record with its device columns from the Chrome trace it wrote (`trace_file`, then
+    deleted; `cuda` false: a CPU trace, read but without kernels to count); a record without one as it is."""
+    path, cuda = record.pop("trace_file", None), record.pop("cuda", True)
+    if path is None:
+        return record
+    try:
+        events = json.loads(Path(path).read_text()).get("traceEvents", [])
+        if not cuda:
+            return {**record, **dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_CUDA}
+        summary = device_summary(events, record["profiled_calls"], record.get("wall_ms"))
+        return {**record, **summary, "device_source": "LibTorch profiler (Kineto/CUPTI)"}
+    except (OSError, ValueError, KeyError) as err:
+        return {**record, **dict.fromkeys(DEVICE_COLUMNS),
+                "device_message": f"the program's trace {path} could not be read: {type(err).__name__}: {err}"}
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
 def _kineto(call: Callable[[], None], calls: int) -> list[dict]:
     """The Chrome trace events of `calls` calls under torch.profiler (CPU and CUDA activities)."""
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
