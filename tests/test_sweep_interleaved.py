@@ -278,7 +278,8 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
     for impl in ("eager", "libtorch"):  # libtorch's trace (LibTorch's Kineto profiler, CPU activity) read
         messages = profile.filter(profile["implementation"] == impl, profile["status"] == "ok")["device_message"]
         assert set(messages) == {"no CUDA device: no kernels to profile"}, impl
-    left = [p for p in Path(tempfile.gettempdir()).glob("ac-profile-*") if p.stat().st_mtime >= started]
+    left = [p for p in [*tmp_path.rglob("ac-profile-*"), *Path(tempfile.gettempdir()).glob("ac-profile-*")]
+            if p.stat().st_mtime >= started]
     assert not left, left  # the conductor deletes each trace it read
 
 

@@ -82,8 +82,9 @@ inline double wall_ms() {
 
 // measure/profiled.py's host loop: per call, synchronised before it starts, the wall time until it returns
 // (host issue), the thread's CPU time in that span, and the wall time until the device has finished; medians.
-// Then the device loop, the same calls under the backend's device profiler (trace_device).
-inline Record profiled_pass(SweepBackend& b, int64_t cell, int64_t calls) {
+// Then the device loop, the same calls under the backend's device profiler (trace_device), its trace in `dir`
+// (the job's scratch folder, beside the logits; the system's temporary folder without one).
+inline Record profiled_pass(SweepBackend& b, int64_t cell, int64_t calls, const std::string& dir) {
   std::vector<double> issue, cpu, wall;
   for (int64_t i = 0; i < calls; ++i) {
     b.synchronize();
@@ -99,9 +100,10 @@ inline Record profiled_pass(SweepBackend& b, int64_t cell, int64_t calls) {
   Record r("profile");
   r.add("cell", cell).add("status", "ok").add("profiled_calls", calls).add("host_issue_ms", median_of(issue))
       .add("host_cpu_ms", median_of(cpu)).add("wall_ms", median_of(wall));
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("ac-profile-" + std::to_string(getpid()) + "-" + std::to_string(cell) + ".json"))
-                               .string();
+  const std::filesystem::path folder = dir.empty() ? std::filesystem::temp_directory_path()
+                                                  : std::filesystem::path(dir);
+  const std::string path =
+      (folder / ("ac-profile-" + std::to_string(getpid()) + "-" + std::to_string(cell) + ".json")).string();
   std::string why;
   try {
     why = b.trace_device([&] {
@@ -212,7 +214,7 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
     } else if (op == "profile") {
       if (cell == nullptr || n < 1) throw ArgError("serve: 'profile N' needs a prepared cell and N >= 1");
       try {
-        sweep_detail::profiled_pass(backend, cell->index, n).emit();
+        sweep_detail::profiled_pass(backend, cell->index, n, s.logits_dir).emit();
       } catch (const std::exception& e) {  // the cell's timed calls stand: the failure is the profile's
         Record("profile").add("cell", cell->index).add("status", "error").add("message", e.what()).emit();
       }
