@@ -1,6 +1,6 @@
 """Rules of workflow/rules/derived.smk: each input is a table by name, each output a derived table by name."""
 from abstraction_cost import tables
-from abstraction_cost.derived import breakeven, energy, oracle_curve, precision, predictor
+from abstraction_cost.derived import breakeven, decomposition, energy, oracle_curve, precision, predictor, roofline
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
@@ -17,6 +17,13 @@ elif "vision_oracle_curve" in outputs:
 elif "conv_predictor" in outputs:
     rows, summary = predictor.predictor_rows(frames["study_b_resnet50_conv_speedups"])
     made = {"conv_predictor": rows, "conv_predictor_summary": summary}
+elif "decomposition" in outputs:
+    made = {"decomposition": decomposition.decomposition_rows(
+        frames["sweep"], frames.get("sweep_profile", tables.frame("sweep_profile", [])))}
+elif "roofline" in outputs:
+    made = {"roofline": roofline.roofline_rows(
+        frames["flops"], frames["sweep"], frames.get("sweep_profile", tables.frame("sweep_profile", [])),
+        frames["vision_speedups"], frames["study_b_matmul_speedups"], snakemake.params.peak_numerics)}
 else:
     raise ValueError(f"derived_tables.py: no derived table among the outputs {sorted(outputs)}")
 for name, df in made.items():

@@ -127,7 +127,7 @@ def conv_speedup_rows(speedups=(1.2, 0.9, 1.1, 1.0, 0.8, 1.3)) -> pl.DataFrame:
 def derived_report_tables(out: Path) -> dict[str, Path]:
     """The sweep, the backend comparison and the derived tables computed from them (as the rules would), written
     under out; their run_ids' environment rows are the caller's to add (see report_run_ids)."""
-    from abstraction_cost.derived import breakeven, energy, oracle_curve, precision, predictor
+    from abstraction_cost.derived import breakeven, decomposition, energy, oracle_curve, precision, predictor
 
     sweep = sweep_rows().with_columns(power_w_mean=pl.lit(300.0), nvml_samples=pl.lit(5),
                                       gpu_util_mean_pct=pl.col("resolution").cast(pl.Float64) / 4,
@@ -140,7 +140,8 @@ def derived_report_tables(out: Path) -> dict[str, Path]:
             "compile_breakeven": breakeven.breakeven_rows(frames),
             "precision": precision.precision_rows(frames),
             "vision_oracle_curve": oracle_curve.oracle_curve_rows(layer_summary_rows()),
-            "conv_predictor": predicted, "conv_predictor_summary": predictor_summary}
+            "conv_predictor": predicted, "conv_predictor_summary": predictor_summary,
+            "decomposition": decomposition.decomposition_rows(sweep, pl.DataFrame(schema=tables.schema("sweep_profile")))}
     paths = {}
     for name, df in made.items():
         paths[name] = out / f"{name}.parquet"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,6 +43,9 @@ FAKE_WORKER = textwrap.dedent('''
             say({"kind": "ready", "cell": cell, "warmup_calls": 3, "steady": True, "call_ms": 1.0, "prepare_s": 0})
         elif op == "time":
             say({"kind": "block", "cell": cell, "times_ms": [1.0] * int(arg), "h2d_ms": [0.1] * int(arg)})
+        elif op == "profile":
+            say({"kind": "profile", "cell": cell, "status": "ok", "profiled_calls": int(arg), "host_issue_ms": 0.5,
+                 "host_cpu_ms": 0.4, "wall_ms": 1.0, "device_ms": None, "device_message": "fake"})
         elif op == "end":
             say({"kind": "cell", "cell": cell, "batch": 1, "resolution": 8, "transfer": "float32-pageable",
                  "status": "ok", "message": None, "times_ms": [1.0], "h2d_ms": [0.1], "h2d_bytes": 4,
@@ -99,8 +104,24 @@ def test_a_cell_too_large_to_share_the_device_is_measured_one_implementation_at_
             Store(None, ["a", "b"], len(cells)))
     lines = fake.log.read_text().splitlines()
     large = lines[lines.index("a cell 1"):]
-    assert large == ["a cell 1", "a time 2", "a time 2", "a end", "a release",
-                     "b cell 1", "b time 2", "b time 2", "b end", "b release"]
+    assert large == ["a cell 1", "a time 2", "a time 2", "a profile 5", "a end", "a release",
+                     "b cell 1", "b time 2", "b time 2", "b profile 5", "b end", "b release"]
+
+
+def test_the_profiled_pass_follows_every_timed_turn_of_the_first_invocation_only(fake):
+    cells = walk([1], [8], ["float32-pageable"])
+    records = conduct(["a", "b"], fake.command_for(), cells, _settings(), _protocol(invocations=2, blocks=2),
+                      Store(None, ["a", "b"], len(cells)))
+    lines = fake.log.read_text().splitlines()
+    first = lines[:lines.index("a end")]
+    assert [line for line in first if " profile " in line] == ["a profile 5", "b profile 5"]
+    assert max(i for i, line in enumerate(first) if " time " in line) < first.index("a profile 5")
+    assert sum(" profile " in line for line in lines) == 2  # none in the second invocation
+    by = {(r["invocation"], r["implementation"]): r for r in records}
+    assert by[(0, "a")]["profile"]["host_issue_ms"] == 0.5 and "profile" not in by[(1, "a")]
+    none = conduct(["a"], fake.command_for(), cells, _settings(), _protocol(profile_calls=0),
+                   Store(None, ["a"], len(cells)))
+    assert "profile" not in none[0]
 
 
 def test_each_invocation_is_a_fresh_set_of_processes_and_a_dead_worker_is_started_again(fake):
@@ -200,6 +221,7 @@ def test_paired_turns_cancel_a_slow_period_that_independent_resampling_keeps():
     ("block_ms", -1, "'study_a.sweep.protocol.block_ms': -1 is not a positive number of milliseconds"),
     ("precision", 0, "'study_a.sweep.protocol.precision': 0 is not a positive relative half width"),
     ("mode", "parallel", "'study_a.sweep.protocol.mode': 'parallel' is not one of"),
+    ("profile_calls", -1, "'study_a.sweep.protocol.profile_calls': -1 is not an integer >= 0"),
     ("turns", 3, "'study_a.sweep.protocol.turns': unknown key"),
 ])
 def test_a_bad_protocol_value_is_refused_naming_its_key(key, value, message):
@@ -227,6 +249,7 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
                              program_libtorch=str(native.ensure_built("libtorch")))
     job = interleaved_job(config, inputs, "fp32", tmp_path)
     monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2,wrong@5")
+    started = time.time()
     sweep_interleaved.run(job)
     df = tables.read("sweep", job.output.table)
     by = {impl: df.filter(df["implementation"] == impl) for impl in ("eager", "libtorch")}
@@ -242,6 +265,22 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
     assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.env).height == 1
     blocks = tables.read("sweep_blocks", job.output.blocks)
     assert blocks.filter(blocks["cell"] == 7).height == 4  # two turns each
+    # the profiled pass after each cell's turns: host columns measured, device columns null with the reason
+    profile = tables.read("sweep_profile", job.output.profile)
+    for impl in ("eager", "libtorch"):
+        mine = profile.filter(profile["implementation"] == impl).sort("cell")
+        assert mine["cell"].to_list() == list(range(8))
+        assert mine["status"][1] == "not_run" and mine["message"][1] == "cell oom: nothing to profile"
+        ok = mine.filter(mine["status"] == "ok")
+        assert ok.height >= 4 and ok["profiled_calls"].to_list() == [5] * ok.height
+        assert (ok["host_issue_ms"] > 0).all() and (ok["wall_ms"] >= ok["host_issue_ms"] * 0.5).all()
+        assert ok["device_ms"].null_count() == ok.height and ok["device_message"].null_count() == 0
+    for impl in ("eager", "libtorch"):  # libtorch's trace (LibTorch's Kineto profiler, CPU activity) read
+        messages = profile.filter(profile["implementation"] == impl, profile["status"] == "ok")["device_message"]
+        assert set(messages) == {"no CUDA device: no kernels to profile"}, impl
+    left = [p for p in [*tmp_path.rglob("ac-profile-*"), *Path(tempfile.gettempdir()).glob("ac-profile-*")]
+            if p.stat().st_mtime >= started]
+    assert not left, left  # the conductor deletes each trace it read
 
 
 def test_the_serve_mode_refuses_a_command_it_does_not_know(tmp_path):
@@ -258,5 +297,6 @@ def test_the_serve_mode_refuses_a_command_it_does_not_know(tmp_path):
     result = subprocess.run(command, input="cell 0\nfly 3\n", capture_output=True, text=True, timeout=120,
                             env=native.runtime_env())
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert result.returncode != 0 and "'fly 3' is not 'cell K', 'time N', 'end' or 'release'" in result.stderr
+    assert result.returncode != 0 and "'fly 3' is not 'cell K', 'time N', 'profile N', 'end' or 'release'" in \
+        result.stderr
     assert [r["kind"] for r in records if r["kind"] in ("sweep_start", "ready")] == ["sweep_start", "ready"]

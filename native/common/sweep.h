@@ -54,6 +54,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -121,6 +122,14 @@ class SweepBackend {
   virtual std::optional<double> alloc_peak_mib() const { return std::nullopt; }
   // The last forward's logits (batch × classes, row-major) on the host; empty where the backend has none.
   virtual std::vector<float> logits() const { return {}; }
+  // The profiled pass's device loop (sweep_serve.h `profile N`): runs `loop` under a device profiler and writes its
+  // Chrome trace to `path`. Returns "" when written, else why there is no device time (no profiler linked in).
+  virtual std::string trace_device(const std::function<void()>& loop, const std::string& path) {
+    (void)loop;
+    (void)path;
+    return "C++ program: no CUPTI activity subscriber is linked in (its kernels: sweep_kernels, under Nsight "
+           "Compute); device columns null";
+  }
 };
 
 struct SweepSettings {

@@ -8,12 +8,22 @@
 //             {"kind":"ready","cell":K,"warmup_calls":n,"steady":b,"call_ms":m,"prepare_s":s}, or the cell's
 //             final record when it is skipped, out of memory or failed (the conductor times nothing then)
 //   time N    N timed calls, as run_sweep's: {"kind":"block","cell":K,"times_ms":[...],"h2d_ms":[...]}
+//   profile N the profiled pass after the cell's timed turns (measure/profiled.py's two loops: never timed):
+//             {"kind":"profile","cell":K,"status":"ok","profiled_calls":N,"host_issue_ms":m,"host_cpu_ms":m,
+//             "wall_ms":m,"trace_file":path}, the device loop's Chrome trace in `path` (ac_libtorch: LibTorch's
+//             Kineto profiler), which the conductor reads and deletes; or "device_message":why and null device
+//             columns where the backend has no device profiler (ac_cudnn) or it failed
 //   end       the cell's record, as run_sweep writes it, with every block's calls
 //   release   the shape's state freed: {"kind":"released"}
 // End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_SWEEP_FAULT) acts at the
 // cell command, outside every timed region.
 #pragma once
 
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -58,6 +68,60 @@ inline Steady warm_up(SweepBackend& b, int64_t minimum, int64_t maximum) {
     if (out.calls >= std::max(minimum, maximum) || monotonic_s() - start >= kWarmupBudgetS) return out;
     previous = m;
   }
+}
+
+inline double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+inline double wall_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// measure/profiled.py's host loop: per call, synchronised before it starts, the wall time until it returns
+// (host issue), the thread's CPU time in that span, and the wall time until the device has finished; medians.
+// Then the device loop, the same calls under the backend's device profiler (trace_device), its trace in `dir`
+// (the job's scratch folder, beside the logits; the system's temporary folder without one).
+inline Record profiled_pass(SweepBackend& b, int64_t cell, int64_t calls, const std::string& dir) {
+  std::vector<double> issue, cpu, wall;
+  for (int64_t i = 0; i < calls; ++i) {
+    b.synchronize();
+    const double t0 = wall_ms(), c0 = thread_cpu_ms();
+    b.copy_input();
+    b.forward();
+    const double t1 = wall_ms(), c1 = thread_cpu_ms();
+    b.synchronize();
+    issue.push_back(t1 - t0);
+    cpu.push_back(c1 - c0);
+    wall.push_back(wall_ms() - t0);
+  }
+  Record r("profile");
+  r.add("cell", cell).add("status", "ok").add("profiled_calls", calls).add("host_issue_ms", median_of(issue))
+      .add("host_cpu_ms", median_of(cpu)).add("wall_ms", median_of(wall));
+  const std::filesystem::path folder = dir.empty() ? std::filesystem::temp_directory_path()
+                                                  : std::filesystem::path(dir);
+  const std::string path =
+      (folder / ("ac-profile-" + std::to_string(getpid()) + "-" + std::to_string(cell) + ".json")).string();
+  std::string why;
+  try {
+    why = b.trace_device([&] {
+      for (int64_t i = 0; i < calls; ++i) {
+        b.copy_input();
+        b.forward();
+        b.synchronize();
+      }
+    }, path);
+  } catch (const std::exception& e) {
+    why = std::string("the device profiler failed: ") + e.what();
+  }
+  if (why.empty()) return r.add("trace_file", path).add("cuda", b.cuda());
+  const std::optional<double> none;
+  for (const char* key : {"device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms"})
+    r.add(key, none);
+  r.add("device_message", why);
+  return r;
 }
 
 }  // namespace sweep_detail
@@ -147,6 +211,13 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
         h2d.insert(h2d.end(), c.begin(), c.end());
         Record("block").add("cell", cell->index).add("times_ms", t).add("h2d_ms", c).emit();
       });
+    } else if (op == "profile") {
+      if (cell == nullptr || n < 1) throw ArgError("serve: 'profile N' needs a prepared cell and N >= 1");
+      try {
+        sweep_detail::profiled_pass(backend, cell->index, n, s.logits_dir).emit();
+      } catch (const std::exception& e) {  // the cell's timed calls stand: the failure is the profile's
+        Record("profile").add("cell", cell->index).add("status", "error").add("message", e.what()).emit();
+      }
     } else if (op == "end") {
       if (cell == nullptr) throw ArgError("serve: 'end' without a prepared cell");
       guarded([&] {
@@ -169,7 +240,7 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
       held = kNone;
       Record("released").emit();
     } else {
-      throw ArgError("serve: '" + line + "' is not 'cell K', 'time N', 'end' or 'release'");
+      throw ArgError("serve: '" + line + "' is not 'cell K', 'time N', 'profile N', 'end' or 'release'");
     }
   }
   backend.release();

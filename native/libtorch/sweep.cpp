@@ -7,6 +7,7 @@
 //                           study's PyTorch data loader did), on the device for uint8-pinned
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <algorithm>
 #include <map>
@@ -92,6 +93,26 @@ class TorchSweep : public SweepBackend {
                                : device_input_;
       logits_ = forward_(x);
     });
+  }
+
+  // LibTorch's own Kineto profiler (CUPTI's activity API underneath, as torch.profiler in the Python workers), so
+  // that every implementation's device columns come from one profiler; CPU activity alone without CUDA.
+  std::string trace_device(const std::function<void()>& loop, const std::string& path) override {
+    namespace ap = torch::autograd::profiler;
+    namespace tp = torch::profiler::impl;
+    std::set<tp::ActivityType> activities{tp::ActivityType::CPU};
+    if (s_.cuda()) activities.insert(tp::ActivityType::CUDA);
+    const tp::ProfilerConfig config(tp::ProfilerState::KINETO);
+    ap::prepareProfiler(config, activities);
+    ap::enableProfiler(config, activities);
+    try {
+      loop();
+    } catch (...) {
+      ap::disableProfiler();
+      throw;
+    }
+    ap::disableProfiler()->save(path);
+    return "";
   }
 
   // The cell's tensors go back to the caching allocator, which keeps their blocks for the shape's next mode.

@@ -153,7 +153,8 @@ SUMMARIES = {
 }
 if SWEEP_PROTOCOL.mode == "interleaved":  # run_ids: the sweep's
     SUMMARIES.update(sweep_blocks="results/study_a/sweep_blocks.parquet",
-                     sweep_speedups="results/study_a/sweep_speedups.parquet")
+                     sweep_speedups="results/study_a/sweep_speedups.parquet",
+                     sweep_profile="results/study_a/sweep_profile.parquet")
 # computed from whole tables for the report's figures (derived.smk)
 DERIVED = {
     "precision": "results/derived/precision.parquet",
@@ -162,6 +163,8 @@ DERIVED = {
     "vision_oracle_curve": "results/derived/vision_oracle_curve.parquet",
     "conv_predictor": "results/derived/conv_predictor.parquet",
     "conv_predictor_summary": "results/derived/conv_predictor_summary.parquet",
+    "decomposition": "results/derived/decomposition.parquet",
+    "roofline": "results/derived/roofline.parquet",
 }
 ENVIRONMENT = "results/environment.parquet"
 # Every table the report reads: passed to it as JSON (report/page.py), named only here.

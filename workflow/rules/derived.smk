@@ -3,7 +3,7 @@
 # curve (Fig. 5.9) and the convolution speedup predictor (Fig. 5.4). Each rule reads whole tables and measures
 # nothing, so it needs no GPU and no env sidecar. The report reads them through REPORT_TABLES (common.smk).
 # DERIVED (the tables' paths) and derived_inputs() are in common.smk.
-localrules: precision, energy, compile_breakeven, vision_oracle_curve, conv_predictor  # seconds
+localrules: precision, energy, compile_breakeven, vision_oracle_curve, conv_predictor, decomposition, roofline
 
 
 rule precision:
@@ -66,6 +66,38 @@ rule conv_predictor:
         conv_predictor_summary=DERIVED["conv_predictor_summary"],
     log:
         "logs/derived/conv-predictor.log",
+    priority: SUMMARY_PRIORITY
+    script:
+        "../../scripts/derived_tables.py"
+
+
+# Per-level decomposition of the sweep's calls (derived/decomposition.py): the sweep's times beside its profiled
+# pass (sweep_profile, interleaved protocol only; without it every row is partial).
+SWEEP_PROFILE = ["sweep_profile"] if "sweep_profile" in SUMMARIES else []
+
+
+rule decomposition:
+    input:
+        **derived_inputs("sweep", *SWEEP_PROFILE),
+    output:
+        decomposition=DERIVED["decomposition"],
+    log:
+        "logs/derived/decomposition.log",
+    priority: SUMMARY_PRIORITY
+    script:
+        "../../scripts/derived_tables.py"
+
+
+# Achieved TFLOP/s against the run's matmul peak (derived/roofline.py); the matmul runs in the run's numerics.
+rule roofline:
+    input:
+        **derived_inputs("flops", "sweep", "vision_speedups", "study_b_matmul_speedups", *SWEEP_PROFILE),
+    output:
+        roofline=DERIVED["roofline"],
+    log:
+        "logs/derived/roofline.log",
+    params:
+        peak_numerics="tf32" if config["numerics"]["tf32"] else "fp32",
     priority: SUMMARY_PRIORITY
     script:
         "../../scripts/derived_tables.py"

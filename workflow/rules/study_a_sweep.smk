@@ -60,6 +60,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
         output:
             table=f"{SWEEP_DIR}/jobs/{{numerics}}.rows.parquet",
             blocks=f"{SWEEP_DIR}/jobs/{{numerics}}.blocks.parquet",
+            profile=f"{SWEEP_DIR}/jobs/{{numerics}}.profile.parquet",
             env=f"{SWEEP_DIR}/jobs/{{numerics}}.env.parquet",
         wildcard_constraints:
             numerics="fp32|tf32|bf16-autocast",
@@ -80,7 +81,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
         "envs": expand(f"{SWEEP_DIR}/jobs/{{numerics}}.env.parquet", numerics=SWEEP.numerics),
     }
 
-    localrules: concat_sweep_blocks, sweep_speedups
+    localrules: concat_sweep_blocks, concat_sweep_profile, sweep_speedups
 
     rule concat_sweep_blocks:
         input:
@@ -91,6 +92,20 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             "logs/study_a/concat-sweep-blocks.log",
         params:
             table="sweep_blocks",
+        priority: SUMMARY_PRIORITY
+        script:
+            "../../scripts/concat_table.py"
+
+    rule concat_sweep_profile:
+        # the profiled pass of every cell (study_a.sweep.protocol.profile_calls), after its timed turns
+        input:
+            tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}.profile.parquet", numerics=SWEEP.numerics),
+        output:
+            table=SUMMARIES["sweep_profile"],
+        log:
+            "logs/study_a/concat-sweep-profile.log",
+        params:
+            table="sweep_profile",
         priority: SUMMARY_PRIORITY
         script:
             "../../scripts/concat_table.py"

@@ -158,13 +158,14 @@ def _check_protocol(p: dict) -> None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 what = "number of milliseconds" if key == "block_ms" else "relative half width (0.05: ±5%)"
                 raise SweepConfigError(f"{name}: {value!r} is not a positive {what}")
-        elif key in ("invocations", "max_invocations", "blocks", "interleave_max_pixels", "warmup_max"):
-            least = 0 if key == "warmup_max" else 1
+        elif key in ("invocations", "max_invocations", "blocks", "interleave_max_pixels", "warmup_max",
+                     "profile_calls"):
+            least = 0 if key in ("warmup_max", "profile_calls") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise SweepConfigError(f"{name}: {value!r} is not an integer >= {least}")
         else:
             raise SweepConfigError(f"{name}: unknown key; known: mode, invocations, max_invocations, precision, "
-                                   "blocks, block_ms, warmup_max, interleave_max_pixels")
+                                   "blocks, block_ms, warmup_max, interleave_max_pixels, profile_calls")
 
 
 def walk(batches, resolutions, transfers) -> list[Cell]:

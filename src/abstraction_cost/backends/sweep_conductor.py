@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..measure import profiled
 from ..measure.statistics import hierarchical_interval, median, relative_half_width
 from . import native
 from .sweep_cells import Cell, OomTracker, SweepSettings, kill_job, kills
@@ -101,7 +102,8 @@ class Worker:
 
 
 PROTOCOL_DEFAULTS = {"mode": "interleaved", "invocations": 3, "max_invocations": 10, "precision": 0.05,
-                     "blocks": 6, "block_ms": 50.0, "warmup_max": 30, "interleave_max_pixels": 32 * 512 * 512}
+                     "blocks": 6, "block_ms": 50.0, "warmup_max": 30, "interleave_max_pixels": 32 * 512 * 512,
+                     "profile_calls": 5}
 
 
 @dataclass(frozen=True)
@@ -115,12 +117,14 @@ class Protocol:
     block_ms: float
     warmup_max: int
     interleave_max_pixels: int
+    profile_calls: int = 0  # the profiled pass's calls per cell, in the first invocation after its turns; 0: none
 
     @classmethod
     def from_config(cls, sweep: dict) -> "Protocol":
         p = {**PROTOCOL_DEFAULTS, **(sweep.get("protocol") or {})}
         return cls(p["mode"], p["invocations"], max(p["max_invocations"], p["invocations"]), float(p["precision"]),
-                   p["blocks"], float(p["block_ms"]), p["warmup_max"], p["interleave_max_pixels"])
+                   p["blocks"], float(p["block_ms"]), p["warmup_max"], p["interleave_max_pixels"],
+                   p["profile_calls"])
 
     def together(self, cell: Cell) -> bool:
         return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels
@@ -237,7 +241,7 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
             groups = [todo] if protocol.together(cell) else [[impl] for impl in todo]
             for group in groups:
                 _measure(inv, group, workers, start, cell, settings, protocol, store, trackers,
-                         release=not protocol.together(cell))
+                         release=not protocol.together(cell), profile=protocol.profile_calls if inv == 0 else 0)
     finally:
         for worker in workers.values():
             if worker is not None:
@@ -245,8 +249,9 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
 
 
 def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, settings: SweepSettings,
-             protocol: Protocol, store: Store, trackers: dict, release: bool) -> None:
-    """One cell for a group of workers: each prepares it, then `blocks` turns each in rotating order, then ends."""
+             protocol: Protocol, store: Store, trackers: dict, release: bool, profile: int = 0) -> None:
+    """One cell for a group of workers: each prepares it, then `blocks` turns each in rotating order, then (with
+    `profile` > 0) each one's profiled pass of that many calls, after every timed turn of the cell, then ends."""
     ready: dict[str, dict] = {}
 
     def died(impl: str, err: WorkerDied) -> None:
@@ -287,6 +292,11 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                 continue
             ready[impl]["blocks"].append(record["times_ms"])
             ready[impl]["turns"].append(turn)
+    for impl in list(ready) if profile > 0 else []:
+        try:
+            ready[impl]["profile"] = profiled.with_trace(workers[impl].ask(f"profile {profile}", "profile"))
+        except WorkerDied as err:
+            died(impl, err)
     for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
         try:
             record = workers[impl].ask("end", "cell")
@@ -297,7 +307,8 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             continue
         store.keep(inv, impl, {**record, "blocks": prepared["blocks"], "turns": prepared["turns"],
                                "steady": prepared["steady"], "warmup_calls": prepared["warmup_calls"],
-                               "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv})
+                               "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv,
+                               **({"profile": prepared["profile"]} if "profile" in prepared else {})})
 
 
 def _failed(cell: Cell, died: WorkerDied) -> dict:

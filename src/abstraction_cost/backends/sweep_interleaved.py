@@ -41,10 +41,36 @@ def not_run(implementation: str, settings: SweepSettings, numerics: str, device,
     return None
 
 
+PROFILE_COLUMNS = ("profiled_calls", "host_issue_ms", "host_cpu_ms", "wall_ms", "device_source", "device_ms",
+                   "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms", "device_message")
+
+
+def profile_rows(impl: str, cells, records: list[dict]) -> list[dict]:
+    """The sweep_profile rows of one implementation: each cell's profiled pass (its first invocation's), or the
+    reason it has none."""
+    by_cell = {r["cell"]: r for r in sorted(records, key=lambda r: -r.get("invocation", 0))}
+    out = []
+    for cell in cells:
+        row = {"implementation": impl, "cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution,
+               "transfer": cell.transfer, **dict.fromkeys(PROFILE_COLUMNS)}
+        record = by_cell.get(cell.index)
+        profile = (record or {}).get("profile")
+        if profile is not None:
+            row.update({k: profile.get(k) for k in PROFILE_COLUMNS}, status=profile.get("status", "ok"),
+                       message=profile.get("message"))
+        elif record is not None and record["status"] != "ok":
+            row.update(status="not_run", message=f"cell {record['status']}: nothing to profile")
+        else:
+            row.update(status="not_run", message="no profiled pass (study_a.sweep.protocol.profile_calls: 0)")
+        out.append(row)
+    return out
+
+
 def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings, protocol: Protocol, config: dict,
-                     classes: int, run: Run, store: CellStore | None, numerics: str, logits_root: Path
-                     ) -> tuple[dict[str, list[dict]], list[dict]]:
-    """Rows of the sweep table by implementation, and the sweep_blocks rows."""
+                     classes: int, run: Run, store: CellStore | None, numerics: str, logits_root: Path,
+                     profiles: list[dict] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
+    """Rows of the sweep table by implementation, and the sweep_blocks rows; the sweep_profile rows are appended
+    to `profiles`."""
     cells = settings.cells()
     rows, active = {}, []
     for impl in implementations:
@@ -100,6 +126,8 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
                                      run.device)
         rows[impl] = impl_rows
         blocks += [{"implementation": impl, **b} for b in block_rows(mine)]
+        if profiles is not None:
+            profiles += profile_rows(impl, cells, [r for r in mine if r.get("invocation", 0) == 0])
     return rows, blocks
 
 
@@ -128,11 +156,12 @@ def run(snakemake) -> None:
     job = {"numerics": numerics}
     store = CellStore(cells_dir(snakemake.output.table), job_key(config, job, _named(inputs)))
     started = time.perf_counter()
+    profiles: list[dict] = []
     with measured_run(config, rule=snakemake.rule, job=job, env_path=snakemake.output.env, device=device,
                       run_id=store.run_id, resumes=store.resumes) as measured, _scratch(store) as scratch:
         try:
             rows, blocks = interleaved_rows(implementations, inputs, settings, protocol, config, classes, measured,
-                                            store, numerics, scratch)
+                                            store, numerics, scratch, profiles)
         except Exception as err:  # the job could not start its walk: every cell says why
             log.error("sweep %s failed:\n%s", numerics, traceback.format_exc())
             rows = {impl: _not_run_rows(settings.cells(), "error", _first_line(err)) for impl in implementations}
@@ -150,6 +179,10 @@ def run(snakemake) -> None:
     tables.write("sweep", table, snakemake.output.table)
     tables.write("sweep_blocks", [{**b, "numerics": numerics, "run_id": measured.run_id} for b in blocks],
                  snakemake.output.blocks)
+    if hasattr(snakemake.output, "profile"):  # the interleaved rule's output
+        tables.write("sweep_profile", [{**dict.fromkeys(tables.schema("sweep_profile")), **p, "numerics": numerics,
+                                        "device": device.type, "run_id": measured.run_id} for p in profiles],
+                     snakemake.output.profile)
     store.clear()
     log.info("%s: %d of %d cells ok over %d implementations, %.1f s", numerics,
              sum(r["status"] == "ok" for r in table), len(table), len(implementations),

@@ -30,6 +30,7 @@ import torch
 
 from ..compiler.output_check import WrongOutput
 from ..measure import device as devices
+from ..measure import profiled
 from ..measure.timing import StepTimer, synchronize
 from .sweep import InjectedCrash, PythonModel, Warmth, _first_line, _oom_line, _release, oom_count
 from .sweep_cells import Cell, OomTracker, faults
@@ -77,6 +78,21 @@ class ServedCells:
             self.h2d += h2d
             return {"kind": "block", "cell": self.cell.index, "times_ms": times, "h2d_ms": h2d}
         return self._guarded(block)
+
+    def profile(self, calls: int) -> dict:
+        """The profiled pass (measure/profiled.py) of `calls` calls, after the cell's timed turns: never timed. A
+        failure is this record's status; the cell's timed calls stand."""
+        def call():
+            self.data.copy()
+            self.model.forward(self.data.model_input())
+        record = {"kind": "profile", "cell": self.cell.index}
+        try:
+            with torch.no_grad():
+                return {**record, "status": "ok", **profiled.profiled_pass(call, self.device, calls)}
+        except Exception as err:  # noqa: BLE001 - an oom or error while profiling leaves the timed cell intact
+            log.exception("profiling cell %s failed", self.cell)
+            return {**record, "status": "oom" if isinstance(err, torch.OutOfMemoryError) else "error",
+                    "message": _first_line(err)}
 
     def end(self) -> dict:
         if self.logits_dir is not None:
@@ -209,12 +225,14 @@ def serve(cells: ServedCells, commands, answer) -> None:
             record = cells.prepare(int(arg))
         elif op == "time":
             record = cells.time(int(arg))
+        elif op == "profile":
+            record = cells.profile(int(arg))
         elif op == "end":
             record = cells.end()
         elif op == "release":
             record = cells.release()
         else:
-            raise ValueError(f"serve: {line.strip()!r} is not 'cell K', 'time N', 'end' or 'release'")
+            raise ValueError(f"serve: {line.strip()!r} is not 'cell K', 'time N', 'profile N', 'end' or 'release'")
         done += record["kind"] == "cell"
         answer(record)
     cells.release()

@@ -114,4 +114,50 @@ SCHEMAS = {
         "median_relative_error": pl.Float64,
         "study_within_5pct": pl.Float64,   # the study: within 5% with 95% accuracy
     },
+    # Where each level's time goes per Study A sweep cell and implementation (derived/decomposition.py): the timed
+    # call split by the pairs that differ by one level. Per call, ms; a level the implementation does not carry is
+    # 0, one whose pair lacks an ok row null (message).
+    "decomposition": {
+        "numerics": pl.String,
+        "implementation": pl.String,
+        "cell": pl.Int64,
+        "batch_size": pl.Int64,
+        "resolution": pl.Int64,
+        "transfer": pl.String,
+        **STATUS,                          # ok | partial (a level or the device time missing: message says which)
+        "time_ms": pl.Float64,             # the timed call (sweep)
+        "transfer_ms": pl.Float64,         # its H2D copy (sweep.h2d_ms)
+        "python_ms": pl.Float64,           # eager - torchscript-cpp, on implementations that run the interpreter
+        "dispatch_ms": pl.Float64,         # libtorch - cudnn, on implementations through ATen's dispatcher
+        "launch_ms": pl.Float64,           # cudnn - cudnn-graphs, on implementations that launch kernel by kernel
+        "device_ms": pl.Float64,           # the kernels' summed time (sweep_profile)
+        "other_ms": pl.Float64,            # time - transfer - carried levels - device (negative: overlap)
+        "fusion_ms": pl.Float64,           # compiled, aoti: eager's device_ms - the build's (kernel time saved)
+        "host_issue_ms": pl.Float64,       # sweep_profile: until the call returns, unsynchronised
+        "host_cpu_ms": pl.Float64,
+        "kernels": pl.Float64,
+        "launch_calls": pl.Float64,
+        "device_idle_ms": pl.Float64,
+        "bound": pl.String,                # host (device idle over half the call) | device | null (no device time)
+    },
+    # Achieved TFLOP/s against the run's own matmul peak (derived/roofline.py): Study A's sweep cells and Study B's
+    # vision models (GPU pair), FLOPs from table flops.
+    "roofline": {
+        "study": pl.String,                # study_a | study_b
+        "model": pl.String,
+        "implementation": pl.String,       # Study A implementation | Study B variant (eager, compiled, ...)
+        "numerics": pl.String,
+        "batch_size": pl.Int64,
+        "resolution": pl.Int64,
+        "transfer": pl.String,             # Study A only
+        **STATUS,                          # ok | missing (no FLOP count or time: message)
+        "time_ms": pl.Float64,             # per forward of the batch
+        "device_ms": pl.Float64,           # its kernels' time (sweep_profile), where profiled
+        "flops": pl.Int64,
+        "achieved_tflops": pl.Float64,     # flops / time_ms
+        "device_tflops": pl.Float64,       # flops / device_ms
+        "peak_tflops": pl.Float64,         # the matmul study's best GPU call in this run (its numerics only)
+        "peak_of": pl.String,              # which matmul reached it
+        "fraction_of_peak": pl.Float64,    # achieved_tflops / peak_tflops
+    },
 }

@@ -1,0 +1,146 @@
+"""The profiled pass of a served sweep cell (the worker's `profile N`, after the cell's timed turns, so no timed call
+is ever profiled): where one call's time goes, per call.
+
+Two loops of N calls on the prepared cell, each call synchronised before it starts:
+- host: no profiler. `host_issue_ms` is the wall time from before the copy until the call returns (before any
+  synchronisation): the time the host spends issuing the call's work; `host_cpu_ms` the thread's CPU time in that
+  span (time.thread_time: below the wall time where the host waited, e.g. on a blocking copy or allocation);
+  `wall_ms` the call until the device has finished (synchronised).
+- device: the same calls under torch.profiler (Kineto over CUPTI's activity API). Per call: `device_ms` the sum
+  of kernel durations, `memcpy_ms` the sum of copies and memsets, `kernels` the kernels the device ran (a CUDA
+  graph's replayed kernels count), `launch_calls` the runtime launch calls the host made (cudaLaunchKernel,
+  cuLaunchKernel, cudaGraphLaunch, ...; a graph replay is one), `device_busy_ms` the union of kernel and copy
+  intervals, and `device_idle_ms` = wall_ms (host loop) - device_busy_ms: the device waiting on the host.
+The host loop is unprofiled because the profiler's own callbacks lengthen each launch's host side.
+
+Where there is no CUDA device or the profiler yields no kernel (CUPTI missing, no permission), the device columns
+are null and `device_message` says why; the host columns are measured all the same."""
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+DEVICE_COLUMNS = ("device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms")
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch")
+SOURCE = "torch.profiler (Kineto/CUPTI)"
+NO_CUDA = "no CUDA device: no kernels to profile"
+NO_KERNELS = ("torch.profiler recorded no CUDA kernel (CUPTI unavailable or not permitted to this process): "
+              "device columns null")
+
+
+def _union_ms(intervals: list[tuple[float, float]]) -> float:
+    """Total length (µs in, ms out) of the union of [start, end) intervals."""
+    total, end = 0.0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total / 1000
+
+
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+WINDOW_SLACK_US = (1e3, 1e7)  # a device record may start this long before the host's first event / after its last
+
+
+def _in_window(events: list[dict]) -> tuple[list[dict], int]:
+    """The device records within the host events' span (with slack), and how many fell outside: CUPTI can hand
+    back kernel records whose timestamps are in another clock's domain after a profiler session is re-registered
+    in the same process (pytorch/pytorch#192021); such a record's placement is meaningless."""
+    gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES and "dur" in e and "ts" in e]
+    host = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
+            if e.get("cat") not in GPU_CATEGORIES and "ts" in e and e.get("ph") == "X"]
+    if not host:
+        return gpu, 0
+    low, high = min(h[0] for h in host) - WINDOW_SLACK_US[0], max(h[1] for h in host) + WINDOW_SLACK_US[1]
+    kept = [e for e in gpu if low <= float(e["ts"]) <= high]
+    return kept, len(gpu) - len(kept)
+
+
+def device_summary(events: list[dict], calls: int, wall_ms: float | None) -> dict:
+    """Per-call device columns from a Chrome trace's events (Kineto's categories: kernel, gpu_memcpy, gpu_memset,
+    cuda_runtime / cuda_driver), `calls` profiled calls, `wall_ms` a synchronised call's median wall time."""
+    gpu, dropped = _in_window(events)
+    kernels = [e for e in gpu if e.get("cat") == "kernel"]
+    if not kernels:
+        return {**dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_KERNELS}
+    copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
+    launches = sum(1 for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                   and e.get("name") in LAUNCH_CALLS)
+    busy = _union_ms([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels + copies]) / calls
+    return {"device_ms": sum(float(e["dur"]) for e in kernels) / 1000 / calls,
+            "memcpy_ms": sum(float(e["dur"]) for e in copies) / 1000 / calls,
+            "kernels": len(kernels) / calls, "launch_calls": launches / calls, "device_busy_ms": busy,
+            "device_idle_ms": None if wall_ms is None else max(wall_ms - busy, 0.0),
+            "device_message": None if not dropped else (
+                f"{dropped} device records outside the profiled window left out (CUPTI timestamps)")}
+
+
+def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
+                  trace: Callable[[Callable[[], None], int], list[dict]] | None = None) -> dict:
+    """The host loop, then the device loop, of `calls` calls of `call` (which must not synchronise); `trace`
+    (tests: fake device times) returns the profiled loop's trace events."""
+    if calls < 1:
+        raise ValueError(f"profiled_pass: calls must be >= 1, got {calls}")
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    issue, cpu, wall = [], [], []
+    for _ in range(calls):
+        sync()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        call()
+        t1, c1 = time.perf_counter(), time.thread_time()
+        sync()
+        t2 = time.perf_counter()
+        issue.append((t1 - t0) * 1000)
+        cpu.append((c1 - c0) * 1000)
+        wall.append((t2 - t0) * 1000)
+    row = {"profiled_calls": calls, "host_issue_ms": statistics.median(issue), "host_cpu_ms": statistics.median(cpu),
+           "wall_ms": statistics.median(wall), "device_source": SOURCE}
+    if trace is None and device.type != "cuda":
+        return {**row, **dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_CUDA, "device_source": None}
+    try:
+        events = (trace or _kineto)(call if trace else lambda: (call(), sync()), calls)
+    except Exception as err:  # noqa: BLE001 - a profiler that cannot start leaves the device columns null
+        return {**row, **dict.fromkeys(DEVICE_COLUMNS),
+                "device_message": f"torch.profiler failed: {type(err).__name__}: {str(err).splitlines()[0]}"}
+    return {**row, **device_summary(events, calls, row["wall_ms"])}
+
+
+def with_trace(record: dict) -> dict:
+    """A C++ program's profile record with its device columns from the Chrome trace it wrote (`trace_file`, then
+    deleted; `cuda` false: a CPU trace, read but without kernels to count); a record without one as it is."""
+    path, cuda = record.pop("trace_file", None), record.pop("cuda", True)
+    if path is None:
+        return record
+    try:
+        events = json.loads(Path(path).read_text()).get("traceEvents", [])
+        if not cuda:
+            return {**record, **dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_CUDA}
+        summary = device_summary(events, record["profiled_calls"], record.get("wall_ms"))
+        return {**record, **summary, "device_source": "LibTorch profiler (Kineto/CUPTI)"}
+    except (OSError, ValueError, KeyError) as err:
+        return {**record, **dict.fromkeys(DEVICE_COLUMNS),
+                "device_message": f"the program's trace {path} could not be read: {type(err).__name__}: {err}"}
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
+def _kineto(call: Callable[[], None], calls: int) -> list[dict]:
+    """The Chrome trace events of `calls` calls under torch.profiler (CPU and CUDA activities)."""
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(calls):
+            call()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text()).get("traceEvents", [])

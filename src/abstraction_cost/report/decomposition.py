@@ -1,0 +1,162 @@
+"""Figures, tables and finding sentences of where each level's time goes (table decomposition) and the roofline
+(table roofline). These functions select, rename and draw; the numbers come from derived/decomposition.py and
+derived/roofline.py."""
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from ..derived import decomposition as dec
+from ..derived import roofline as rf
+from . import page, verdicts
+
+STUDY_TRANSFER = "float32-pageable"  # the study's PyTorch input path (sweep_summary.STUDY_TRANSFER)
+ORDER = ["transfer", "python", "dispatch", "launch", "device work", "other"]
+HOST_LEVELS = ("python_ms", "dispatch_ms", "launch_ms")
+
+
+def extreme_cells(d: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the smallest and the largest cell (batch × resolution²) of the study's transfer per numerics,
+    with `size` smallest | largest."""
+    rows = d.filter(pl.col("transfer") == STUDY_TRANSFER) if STUDY_TRANSFER in d["transfer"].to_list() else d
+    if rows.is_empty():
+        return rows.with_columns(size=pl.lit(None, pl.String))
+    rows = rows.with_columns(pixels=pl.col("batch_size") * pl.col("resolution") ** 2)
+    small = rows.group_by("numerics").agg(pl.col("pixels").min().alias("low"), pl.col("pixels").max().alias("high"))
+    rows = rows.join(small, on="numerics")
+    return (rows.filter((pl.col("pixels") == pl.col("low")) | (pl.col("pixels") == pl.col("high")))
+            .with_columns(size=pl.when(pl.col("pixels") == pl.col("low")).then(pl.lit("smallest"))
+                          .otherwise(pl.lit("largest")))
+            .drop("pixels", "low", "high"))
+
+
+def stacked_figure(d: pl.DataFrame) -> alt.TopLevelMixin | None:
+    """Per implementation at the smallest and largest cells: the timed call split into transfer, the levels it
+    carries, device work and the rest (other; below zero where host and device work overlap)."""
+    cells = extreme_cells(d)
+    if cells.is_empty():
+        return None
+    long = dec.stacked(cells.drop("size")).join(cells.select("numerics", "cell", "size").unique(),
+                                                on=["numerics", "cell"])
+    long = long.with_columns(pl.format("{} · batch {} · {} px · {}", "size", "batch_size", "resolution", "numerics")
+                             .alias("cell_label"))
+    bars = alt.Chart().mark_bar().encode(
+        y=alt.Y("implementation:N", title=None), x=alt.X("sum(ms):Q", title="ms per call (stacked)"),
+        color=alt.Color("component:N", sort=ORDER, scale=alt.Scale(domain=ORDER)),
+        order=alt.Order("order:Q"), tooltip=["implementation", "component", "ms", "batch_size", "resolution"])
+    data = long.with_columns(order=pl.col("component").replace_strict({c: i for i, c in enumerate(ORDER)},
+                                                                    return_dtype=pl.Int64))
+    return (alt.layer(bars, data=data).properties(width=420)
+            .facet(row=alt.Row("cell_label:N", title=None, header=page.row_labels()))
+            .resolve_scale(x="independent"))
+
+
+def display(d: pl.DataFrame) -> pl.DataFrame:
+    cells = extreme_cells(d)
+    if cells.is_empty():
+        return cells
+    return cells.select("numerics", "size", "batch_size", "resolution", "implementation", "status",
+                        pl.col("time_ms").alias("call ms"), pl.col("transfer_ms").alias("transfer"),
+                        pl.col("python_ms").alias("python"), pl.col("dispatch_ms").alias("dispatch"),
+                        pl.col("launch_ms").alias("launch"), pl.col("device_ms").alias("device work"),
+                        pl.col("other_ms").alias("other"), pl.col("fusion_ms").alias("fusion saved"),
+                        pl.col("host_issue_ms").alias("host issue"), "kernels", pl.col("launch_calls").alias("launches"),
+                        pl.col("device_idle_ms").alias("device idle"), "bound", "message"
+                        ).sort("numerics", "size", "implementation", descending=[False, True, False])
+
+
+FORMATS = {c: "{:.3f}" for c in ("call ms", "transfer", "python", "dispatch", "launch", "device work", "other",
+                                 "fusion saved", "host issue", "device idle")} | {"kernels": "{:.0f}",
+                                                                                  "launches": "{:.0f}"}
+
+
+def central_verdict(d: pl.DataFrame, speedups: pl.DataFrame) -> tuple[str, str]:
+    """(verdict, sentence) on the study's central claim in the levels' terms: eager is far slower than the other
+    implementations where the host bounds it, because of its host levels (python, dispatch, launch), and the gap
+    narrows as the cell grows because device work takes over. Holds where, at the smallest cell, eager's host levels
+    make up most of its gap to cudnn-graphs and that gap is measurable (sweep_speedups' interval above 1), and at
+    the largest cell they are a smaller share of eager's call; does not hold where either part contradicts it; no
+    measurable difference where the gap's interval holds 1 or a level is missing."""
+    cells = extreme_cells(d).filter(pl.col("implementation") == "eager")
+    verdict_parts, words = [], []
+    for numerics in sorted(cells["numerics"].unique().to_list()) if cells.height else []:
+        mine = {r["size"]: r for r in cells.filter(pl.col("numerics") == numerics).iter_rows(named=True)}
+        small, large = mine.get("smallest"), mine.get("largest")
+        graphs = d.filter(pl.col("numerics") == numerics, pl.col("implementation") == "cudnn-graphs")
+        if small is None or large is None or graphs.is_empty() or any(
+                r[c] is None for r in (small, large) for c in HOST_LEVELS):
+            verdict_parts.append(verdicts.NO_DIFFERENCE)
+            words.append(f"{numerics}: a level is missing at the smallest or largest cell (see the table)")
+            continue
+        floor = graphs.filter(pl.col("cell") == small["cell"])["time_ms"]
+        gap = small["time_ms"] - (floor[0] if floor.len() else small["time_ms"])
+        host_small = sum(small[c] for c in HOST_LEVELS)
+        share_small, share_large = host_small / small["time_ms"], sum(large[c] for c in HOST_LEVELS) / large["time_ms"]
+        measured = speedups.filter(pl.col("numerics") == numerics, pl.col("implementation") == "cudnn-graphs",
+                                   pl.col("cell") == small["cell"]) if speedups.height else speedups
+        side = verdicts.direction(*(measured.row(0, named=True)[k] for k in ("speedup_low", "speedup_high"))) \
+            if measured.height else (1 if gap > 0 else 0)
+        if side == 0:
+            part = verdicts.NO_DIFFERENCE
+        elif side < 0 or gap <= 0 or host_small < gap / 2 or share_large >= share_small:
+            part = verdicts.DOES_NOT_HOLD
+        else:
+            part = verdicts.HOLDS
+        verdict_parts.append(part)
+        words.append(
+            f"{numerics}: at batch {small['batch_size']}, {small['resolution']} px eager takes "
+            f"{small['time_ms']:.2f} ms, {gap:.2f} ms more than cudnn-graphs; its python, dispatch and launch levels "
+            f"account for {host_small:.2f} ms ({small['python_ms']:.2f} + {small['dispatch_ms']:.2f} + "
+            f"{small['launch_ms']:.2f}), {share_small:.0%} of its call"
+            + (f", device work {small['device_ms']:.2f} ms" if small["device_ms"] is not None else "")
+            + f" ({small['bound'] or 'bound not measured'}); at batch {large['batch_size']}, {large['resolution']} px "
+            f"they are {share_large:.0%} of its {large['time_ms']:.2f} ms"
+            + (f" (device work {large['device_ms']:.2f} ms)" if large["device_ms"] is not None else ""))
+    if not verdict_parts:
+        return verdicts.NO_DIFFERENCE, "Not measured here: no eager row at the smallest and largest cells."
+    verdict = verdicts.combine(verdict_parts)
+    return verdict, (f"The study's central claim in the levels' terms (eager's gap is its host levels, which matter "
+                     f"less as the cell grows) {verdict}: " + "; ".join(words) + ".")
+
+
+# ---------------------------------------------------------------------------------------------- roofline
+def roofline_figure(r: pl.DataFrame, study: str) -> alt.TopLevelMixin | None:
+    """Achieved TFLOP/s per implementation (Study A: per cell; Study B: per model and variant), with the run's
+    matmul peak as a rule."""
+    rows = r.filter(pl.col("study") == study, pl.col("achieved_tflops").is_not_null())
+    if rows.is_empty():
+        return None
+    rows = rows.with_columns(pl.format("batch {} · {} px", "batch_size", "resolution").alias("input"))
+    x = "input:N" if study == "study_a" else "model:N"
+    points = alt.Chart().mark_point(filled=True, size=60).encode(
+        x=alt.X(x, title=None), y=alt.Y("achieved_tflops:Q", title="achieved TFLOP/s (timed call)"),
+        color="implementation:N", shape="numerics:N",
+        tooltip=["implementation", "model", "numerics", "batch_size", "resolution", "transfer", "time_ms",
+                 "achieved_tflops", "device_tflops", "peak_tflops", "fraction_of_peak"])
+    layers = [points]
+    if rows["peak_tflops"].drop_nulls().len():
+        layers.append(alt.Chart().mark_rule(strokeDash=[4, 2], color="gray").encode(y="max(peak_tflops):Q"))
+    return alt.layer(*layers, data=rows).properties(width=420, height=240)
+
+
+def roofline_finding(r: pl.DataFrame) -> str:
+    best = rf.best_fraction(r)
+    if best is None:
+        reason = r["message"].drop_nulls()
+        return ("No fraction of peak: " + (reason[0] if reason.len() else "no roofline rows") + ".")
+    return (f"Study A's best path reaches {best['fraction_of_peak']:.0%} of the run's matmul peak "
+            f"({best['achieved_tflops']:.1f} of {best['peak_tflops']:.1f} TFLOP/s, {best['peak_of']}): "
+            f"{best['implementation']} at batch {best['batch_size']}, {best['resolution']} px, {best['numerics']}"
+            + (f"; its kernels alone run at {best['device_tflops']:.1f} TFLOP/s" if best["device_tflops"] else "")
+            + ". FLOPs count convolutions and matmuls only (table flops).")
+
+
+def roofline_display(r: pl.DataFrame) -> pl.DataFrame:
+    if r.is_empty():
+        return r
+    return r.select("study", "model", "implementation", "numerics", "batch_size", "resolution", "transfer", "status",
+                    pl.col("achieved_tflops").alias("TFLOP/s"), pl.col("device_tflops").alias("kernels' TFLOP/s"),
+                    pl.col("fraction_of_peak").alias("of peak"), "message").sort("study", "model", "implementation")
+
+
+ROOFLINE_FORMATS = {"TFLOP/s": "{:.2f}", "kernels' TFLOP/s": "{:.2f}", "of peak": "{:.0%}"}

@@ -1,0 +1,96 @@
+"""The profiled pass changes no timed median (issue 30, Performance): on the GPU, a served eager worker's timed
+blocks after torch.profiler has run in its process (as the next cell's timed calls run after this cell's profiled
+pass) against the blocks before it, at two host-bound cells (16 px: where profiler callbacks left on each launch
+would show most); and the pass's own record, with kernel times and launches.
+
+    pytest -m gpu tests/test_profiled_gpu.py -s    (prints each cell's medians and ratio)
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from abstraction_cost.backends.sweep import PythonModel
+from abstraction_cost.backends.sweep_cells import Cell
+from abstraction_cost.backends.sweep_conductor import PROTOCOL_DEFAULTS
+from abstraction_cost.backends.sweep_worker import ServedCells
+from abstraction_cost.backends.transfer import Pool
+from abstraction_cost.measure.statistics import hierarchical_interval
+from tests.fixtures.sweep_jobs import make_pool
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+BLOCKS, CALLS = 8, 40
+
+
+def _served(tmp_path, cells):
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    pool = Pool(str(make_pool(tmp_path)))
+    device = torch.device("cuda")
+    model = PythonModel("eager", SimpleNamespace(weights=str(weights)), 3, 10, device)
+    return ServedCells(model, cells, pool, device, warmup=10, warmup_max=30)
+
+
+@pytest.mark.parametrize("batch,resolution", [(8, 16), (32, 16)])
+def test_timed_blocks_after_the_profiled_pass_keep_the_median_within_the_protocols_interval(tmp_path, batch,
+                                                                                           resolution):
+    """Blocks alternate with profiled passes after a first run of unprofiled blocks: the blocks that follow a
+    profiled pass have a median within the before-blocks' interval widened to study_a.sweep.protocol.precision."""
+    served = _served(tmp_path, [Cell(0, batch, resolution, "float32-pageable")])
+    assert served.prepare(0)["kind"] == "ready"
+    before = [served.time(CALLS)["times_ms"] for _ in range(BLOCKS)]
+    record = served.profile(5)
+    after = []
+    for _ in range(BLOCKS):
+        after.append(served.time(CALLS)["times_ms"])
+        served.profile(5)
+    served.end()
+    print(f"profile {record}")
+    assert record["status"] == "ok" and record["device_source"] is not None, record
+    assert record["device_message"] is None or "left out" in record["device_message"], record
+    assert record["device_ms"] > 0 and record["kernels"] >= 50 and record["launch_calls"] >= 50, record
+    assert 0 < record["host_issue_ms"] <= record["wall_ms"] * 1.05, record
+    assert record["device_busy_ms"] <= record["wall_ms"] * 1.05 and record["device_idle_ms"] >= 0, record
+    _check(before, after, f"eager batch {batch} × {resolution} px")
+
+
+def _check(before: list[list[float]], after: list[list[float]], what: str) -> None:
+    b, a = hierarchical_interval(before), hierarchical_interval(after)
+    precision = PROTOCOL_DEFAULTS["precision"]
+    print(f"{what}: before {b.estimate:.3f} ms [{b.low:.3f}–{b.high:.3f}], after {a.estimate:.3f} ms "
+          f"[{a.low:.3f}–{a.high:.3f}], ratio {a.estimate / b.estimate:.3f}")
+    assert b.low * (1 - precision) <= a.estimate <= b.high * (1 + precision), (
+        f"{what}: timed median moved from {b.estimate:.3f} to {a.estimate:.3f} ms after the profiled pass")
+
+
+def test_ac_libtorch_blocks_after_its_kineto_profiled_pass_keep_the_median(tmp_path):
+    """The same check for ac_libtorch --serve (libtorch), whose device loop runs under LibTorch's Kineto profiler:
+    its blocks after profiled passes against those before, and its trace read into device columns."""
+    import json
+    import subprocess
+
+    from abstraction_cost.backends import native
+    from abstraction_cost.measure import profiled
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    model, extra = "libtorch", []
+    command = [str(native.ensure_built("libtorch")), "sweep", "--model", model, "--device", "cuda", "--tf32", "0",
+               "--cudnn-benchmark", "0", "--channels", "3", "--pool", "2", "--inputs", str(make_pool(tmp_path)),
+               "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25", "--batches", "8", "--resolutions", "16",
+               "--warmup", "10", "--repeats", "1", "--transfers", "float32-pageable", "--weights", str(weights),
+               "--classes", "10", "--serve", "1", *extra]
+    script = ["cell 0"] + [f"time {CALLS}"] * BLOCKS + ["profile 5"] + [f"time {CALLS}", "profile 5"] * BLOCKS + ["end"]
+    result = subprocess.run(command, input="\n".join(script) + "\n", capture_output=True, text=True, timeout=300,
+                            env=native.runtime_env())
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    blocks = [r["times_ms"] for r in records if r["kind"] == "block"]
+    _check(blocks[:BLOCKS], blocks[BLOCKS:], f"ac_libtorch {model}")
+    profile = profiled.with_trace(next(r for r in records if r["kind"] == "profile"))
+    print(profile)
+    assert profile["device_ms"] and profile["kernels"] >= 50 and profile["launch_calls"] >= 50, profile
