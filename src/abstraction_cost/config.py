@@ -11,6 +11,8 @@ import jsonschema
 import referencing
 import yaml
 
+from . import implementations
+
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 ROOT_SCHEMA = "config.schema.yaml"
 
@@ -19,10 +21,26 @@ class ConfigError(ValueError):
     """A config value the schema does not allow; the message names the dotted key."""
 
 
+# schema file -> {list key: its allowed entries}: the lists implementations.py owns, filled into the schemas here
+# so that they are spelled out once.
+REGISTRY_ENUMS = {
+    "study_a_backends.schema.yaml": {"implementations": lambda: implementations.names("backends")},
+    "study_a_sweep.schema.yaml": {"implementations": lambda: implementations.names("sweep"),
+                                  "compile_modes": lambda: implementations.COMPILE_MODES,
+                                  "static_compile_modes": lambda: implementations.COMPILE_MODES},
+}
+
+
+def _with_registry(name: str, contents: dict) -> dict:
+    for key, allowed in REGISTRY_ENUMS.get(name, {}).items():
+        contents["properties"][key]["items"] = {"enum": list(allowed())}
+    return contents
+
+
 def _registry(schema_dir: Path) -> referencing.Registry:
     resources = []
     for path in sorted(schema_dir.glob("*.schema.yaml")):
-        contents = yaml.safe_load(path.read_text())
+        contents = _with_registry(path.name, yaml.safe_load(path.read_text()))
         resources.append((path.name, referencing.Resource.from_contents(
             contents, default_specification=referencing.jsonschema.DRAFT202012)))
     return referencing.Registry().with_resources(resources)

@@ -13,10 +13,9 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 import torch as _torch
 
 from abstraction_cost import config as config_module
+from abstraction_cost import implementations as _implementations
 from abstraction_cost import run_guard
-from abstraction_cost.backends import cudnn as _cudnn
 from abstraction_cost.backends import native as _native
-from abstraction_cost.backends.eval_job import IMPLEMENTATIONS as EVAL_IMPLEMENTATIONS
 from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
 from abstraction_cost.backends.sweep_conductor import Protocol as _Protocol
 from abstraction_cost.compiler import experiments as _experiments
@@ -120,6 +119,8 @@ SWEEP_JOBS = SWEEP.jobs()
 # The C++ programs, built in the repository's native/build/ (git-ignored) whatever the working directory.
 LIBTORCH_PROGRAM = str(_native.program_path("libtorch"))
 CUDNN_PROGRAM = str(_native.program_path("cudnn"))
+PROGRAMS = {"libtorch": LIBTORCH_PROGRAM, "cudnn": CUDNN_PROGRAM}  # implementations.py's program names
+EVAL_IMPLEMENTATIONS = _implementations.names("backends")
 NATIVE_SOURCES = {program: [str(p) for p in _native.sources(program)] for program in ("libtorch", "cudnn")}
 
 # --- Study B ---
@@ -192,27 +193,25 @@ def training_parts(kind):
     )
 
 
-def native_program(implementation):
-    """The C++ program that runs an implementation of Study A, or None for one that runs in Python."""
-    if implementation in _cudnn.IMPLEMENTATIONS:
-        return CUDNN_PROGRAM
-    known = EVAL_IMPLEMENTATIONS.get(implementation)
-    return LIBTORCH_PROGRAM if known is not None and known.runtime == "cpp" else None
+def artifact_inputs(artifact, experiment):
+    """The named inputs of an artifact (implementations.py's artifacts) that a job of `experiment` reads."""
+    if artifact == "torchscript":
+        meta = {"meta": TORCHSCRIPT_META} if experiment == "backends" else {}
+        return {"module": TORCHSCRIPT_MODULE, **meta}
+    if artifact in ("aoti", "aoti-dynamic"):
+        return {"package": f"{BACKENDS_DIR}/aoti" if artifact == "aoti" else f"{SWEEP_DIR}/aoti"}
+    if artifact is None:
+        return {}
+    raise WorkflowError(f"implementations.py names artifact {artifact!r}, which no rule makes")
 
 
-def inputs_of(implementation, images, aoti_package, torchscript_meta):
-    """What a job that runs `implementation` of Study A on `images` (a dict of named inputs) reads: the init
-    weights, the TorchScript module, the AOTInductor package and the program it needs."""
-    found = {**images, "weights": BACKENDS_WEIGHTS}
-    if implementation.startswith("torchscript"):
-        found["module"] = TORCHSCRIPT_MODULE
-        if torchscript_meta:
-            found["meta"] = TORCHSCRIPT_META
-    if implementation == "aoti":
-        found["package"] = aoti_package
-    program = native_program(implementation)
-    if program is not None:
-        found["program"] = program
+def inputs_of(implementation, experiment, images):
+    """What a job of `experiment` that runs `implementation` of Study A on `images` (a dict of named inputs)
+    reads, from its registry entry (implementations.py): the init weights, its artifact and its program."""
+    impl = _implementations.get(implementation)
+    found = {**images, "weights": BACKENDS_WEIGHTS, **artifact_inputs(impl.artifacts.get(experiment), experiment)}
+    if impl.program is not None:
+        found["program"] = PROGRAMS[impl.program]
     return found
 
 
@@ -221,16 +220,15 @@ def backend_eval_inputs(wildcards):
     program_libtorch and program_cudnn."""
     found = {}
     for implementation in BACKENDS["implementations"]:
-        for key, path in inputs_of(implementation, {"input": f"{BACKENDS_DIR}/input"}, f"{BACKENDS_DIR}/aoti",
-                                   True).items():
+        for key, path in inputs_of(implementation, "backends", {"input": f"{BACKENDS_DIR}/input"}).items():
             if key == "program":
-                key = "program_cudnn" if path == CUDNN_PROGRAM else "program_libtorch"
+                key = f"program_{_implementations.get(implementation).program}"
             found[key] = path
     return found
 
 
 def sweep_inputs_of(implementation):
-    return inputs_of(implementation, {"inputs": f"{SWEEP_DIR}/inputs"}, f"{SWEEP_DIR}/aoti", False)
+    return inputs_of(implementation, "sweep", {"inputs": f"{SWEEP_DIR}/inputs"})
 
 
 def sweep_job_inputs(wildcards):

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import torch
 
+from .. import implementations
 from . import native
 
-IMPLEMENTATIONS = ("cudnn", "cudnn-graphs")
-NOT_RUN_REASON = "the cudnn backend runs on a CUDA GPU only, and this run's device is {device}"
+IMPLEMENTATIONS = implementations.of_program("cudnn")
+NOT_RUN_REASON = implementations.REGISTRY["cudnn"].gpu_reason
 
 
 def program_path() -> Path:

@@ -19,6 +19,8 @@ and the rerun keeps the numerics finished before it.
 
     implementation       backend      runtime  the model
     eager                eager        python   models.resnet.resnet50 (nn.Module)
+    eager-cudagraphs     eager        python   the same, captured as a CUDA graph (cuda_graphs.py), its output
+                                               checked against eager's before timing; CUDA GPU only
     torchscript-python   torchscript  python   torch.jit.load of the scripted module
     torchscript-cpp      torchscript  cpp      ac_libtorch eval --model torchscript (torch::jit::load)
     libtorch             libtorch     cpp      ac_libtorch eval --model libtorch (torch::nn, native/libtorch)
@@ -41,7 +43,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from .. import faults, tables
+from .. import faults, implementations, tables
+from ..compiler.output_check import WrongOutput, reference
 from ..data import prepared
 from ..data.specs import spec
 from ..measure import device as devices
@@ -49,31 +52,16 @@ from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
 from ..measure.timing import benchmark
 from ..models import resnet
-from . import aoti, cudnn, eval_store, native, torchscript
+from . import aoti, cuda_graphs, cudnn, eval_store, native, torchscript
 from .eager import Normaliser
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Implementation:
-    backend: str
-    runtime: str
-
-
-IMPLEMENTATIONS = {
-    "eager": Implementation("eager", "python"),
-    "torchscript-python": Implementation("torchscript", "python"),
-    "torchscript-cpp": Implementation("torchscript", "cpp"),
-    "libtorch": Implementation("libtorch", "cpp"),
-    "aoti": Implementation("aoti", "cpp"),
-    "cudnn": Implementation("cudnn", "cpp"),
-    "cudnn-graphs": Implementation("cudnn", "cpp"),
-}
-
-
+# The backend comparison's implementations (implementations.py): name -> entry (backend, runtime, program, ...)
+IMPLEMENTATIONS = {name: implementations.REGISTRY[name] for name in implementations.names("backends")}
 # implementation -> `ac_libtorch eval --model` for those that run in C++
-NATIVE_MODELS = {"torchscript-cpp": "torchscript", "libtorch": "libtorch", "aoti": "aoti"}
+NATIVE_MODELS = {name: impl.native_model for name, impl in IMPLEMENTATIONS.items() if impl.program == "libtorch"}
 
 
 @dataclass(frozen=True)
@@ -131,14 +119,26 @@ def eval_python(implementation: str, inputs, settings: EvalSettings, classes: in
                 numerics: str = "fp32") -> Timed:
     images, data = input_batch(inputs.input, settings.batch_size)
     started = time.perf_counter()
-    if implementation == "eager":
+    if implementation in ("eager", "eager-cudagraphs"):
         model = resnet.load_eval(inputs.weights, data.manifest["channels"], classes, run.device)
     else:
         model = torchscript.load(inputs.module, run.device)
-    load_s = time.perf_counter() - started
-    times, logits = time_python(nx.under(numerics, model, run.device), images, data.mean, data.std, run,
-                                settings.warmup, settings.repeats)
+    forward = nx.under(numerics, model, run.device)
+    if implementation == "eager-cudagraphs":
+        forward = _graphed(model, images, data, numerics, run.device)
+    load_s = time.perf_counter() - started  # with eager-cudagraphs' capture and output check
+    times, logits = time_python(forward, images, data.mean, data.std, run, settings.warmup, settings.repeats)
     return Timed(times, logits, load_s, run.measures("eval"))
+
+
+def _graphed(model, images: np.ndarray, data, numerics: str, device: torch.device) -> cuda_graphs.Graphed:
+    """eager's forward captured as a CUDA graph for the batch's shape, its output on the batch checked against
+    eager's before any timed call (WrongOutput when it differs)."""
+    with torch.no_grad():
+        x = Normaliser(data.mean, data.std, device)(images)
+        graphed = cuda_graphs.Graphed(model, x, numerics)
+        reference(model, (x,), numerics, device).require(graphed, (x,), "eager-cudagraphs")
+    return graphed
 
 
 def eval_native(implementation: str, inputs, settings: EvalSettings, classes: int, config: dict, run: Run,
@@ -194,8 +194,7 @@ def _artifact(implementation: str, inputs) -> dict:
 
 
 def _method(implementation: str, artifact: dict) -> str:
-    return {"eager": "module", "libtorch": "torch::nn", "cudnn": "cudnn+cublas",
-            "cudnn-graphs": "cudnn+cublas, cuda graph"}.get(implementation) or artifact.get("method") or "unknown"
+    return artifact.get("method") or IMPLEMENTATIONS[implementation].method
 
 
 def job_config(config: dict, numerics: str) -> dict:
@@ -295,13 +294,13 @@ def not_run_reason(implementation: str, settings: EvalSettings, device, artifact
     """(status, message) for an implementation this job cannot measure here, else None."""
     if settings.require_gpu and device.type != "cuda":
         return "not_run", "no CUDA GPU on this machine and study_a.backends.require_gpu is true"
-    if implementation in cudnn.IMPLEMENTATIONS and device.type != "cuda":
-        return "not_run", cudnn.NOT_RUN_REASON.format(device=device.type)
+    impl = IMPLEMENTATIONS[implementation]
+    reason = impl.not_run_reason(numerics, device.type)  # implementations.py: a GPU it needs, numerics it lacks
+    if reason is not None and impl.gpu_only:
+        return "not_run", reason
     if artifact.get("status", "ok") != "ok":
         return artifact["status"], artifact.get("message") or "the artifact could not be made"
-    if numerics == "bf16-autocast" and IMPLEMENTATIONS[implementation].runtime != "python":
-        return "not_run", nx.NO_CPP_AUTOCAST
-    return None
+    return None if reason is None else ("not_run", reason)
 
 
 def _measure(implementation, inputs, settings, classes, config, run, artifact, logits_path,
@@ -325,6 +324,8 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
                 timed = eval_native(implementation, inputs, settings, classes, config, run, logits_path)
     except NativeFailure as err:
         return failed(err.status, str(err))
+    except WrongOutput as err:
+        return failed("wrong_output", str(err))
     except prepared.MissingDataset as err:
         return failed("missing", str(err))
     except torch.OutOfMemoryError as err:

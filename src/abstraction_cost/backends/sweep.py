@@ -8,7 +8,11 @@ in torch.autocast, and the C++ programs, which have no autocast, are not_run.
 
     implementation       runtime  the model                                      build
     eager                python   models.resnet.resnet50 (nn.Module)             none
+    eager-cudagraphs     python   eager's forward as a CUDA graph per shape      per-shape: the capture is the
+                                  (cuda_graphs.py; CUDA GPU only)                build, timed in build_s, its
+                                                                                 output checked as compiled's
     torchscript-python   python   torch.jit.load of the scripted module          none (shape-independent)
+    compiled-static-<mode> python torch.compile(eager, mode, dynamic=False)      per-shape, whatever compile_shapes
     compiled-<mode>      python   torch.compile(eager, mode, dynamic=...)        study_a.sweep.compile_shapes:
                                                                                  per-shape, a fresh static build
                                                                                  per batch × resolution; dynamic,
@@ -60,7 +64,7 @@ from typing import Callable
 import torch
 import torch.fx.experimental._config as fx_config
 
-from .. import tables
+from .. import implementations, tables
 from ..compiler import cache_key
 from ..compiler.output_check import WrongOutput, reference
 from ..data.specs import spec
@@ -69,7 +73,7 @@ from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
 from ..measure.timing import StepTimer, synchronize
 from ..models import resnet
-from . import aoti_dynamic, cudnn, native, torchscript
+from . import aoti_dynamic, cuda_graphs, cudnn, native, torchscript
 from .sweep_cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, more_repeats, timed_columns
 from .sweep_check import check_logits
 from .sweep_store import CellStore, cells_dir, interrupted, job_key
@@ -77,24 +81,21 @@ from .transfer import Pool, cell_input
 
 log = logging.getLogger(__name__)
 
-# implementation -> (backend, runtime)
-KINDS = {"eager": ("eager", "python"), "torchscript-python": ("torchscript", "python"),
-         "torchscript-cpp": ("torchscript", "cpp"), "libtorch": ("libtorch", "cpp"), "aoti": ("aoti", "cpp"),
-         **{impl: ("cudnn", "cpp") for impl in cudnn.IMPLEMENTATIONS}}
-NATIVE_MODELS = {"torchscript-cpp": "torchscript", "libtorch": "libtorch", "aoti": "aoti",
-                 **{impl: impl for impl in cudnn.IMPLEMENTATIONS}}
+# implementation -> the C++ program's --model (implementations.py)
+NATIVE_MODELS = {name: impl.native_model for name, impl in implementations.REGISTRY.items()
+                 if impl.native_model is not None and "sweep" in impl.experiments}
 
 
 def kind(implementation: str) -> tuple[str, str]:
-    if implementation.startswith("compiled-"):
-        return "compiled", "python"
-    return KINDS[implementation]
+    """A sweep job's (backend, runtime)."""
+    impl = implementations.get(implementation)
+    return impl.backend, impl.runtime
 
 
 def build_kind(implementation: str, compile_shapes: str = "per-shape") -> str:
-    if implementation.startswith("compiled-"):
-        return compile_shapes
-    return "dynamic" if implementation == "aoti" else "none"
+    """The sweep's build column: none, dynamic, or per-shape (a compile entry's as study_a.sweep.compile_shapes)."""
+    build = implementations.get(implementation).sweep_build
+    return compile_shapes if build == "compile_shapes" else build
 
 
 class InjectedCrash(RuntimeError):
@@ -108,13 +109,17 @@ class PythonModel:
     def __init__(self, implementation: str, inputs, channels: int, classes: int, device: torch.device,
                  numerics: str = "fp32", compile_shapes: str = "per-shape"):
         self.implementation, self.numerics, self.device = implementation, numerics, device
-        self.compile_shapes = compile_shapes
+        self.compile_shapes = build_kind(implementation, compile_shapes)  # compiled-static: per-shape always
         if implementation == "torchscript-python":
             self.module = torchscript.load(inputs.module, device)
         else:
             self.module = resnet.load_eval(inputs.weights, channels, classes, device)
-        self.mode = implementation.removeprefix("compiled-") if implementation.startswith("compiled-") else None
+        self.mode = implementations.split(implementation)[1]  # a compile entry's mode, else None
         self.forward = nx.under(numerics, self.module, device)
+        # eager-cudagraphs: eager's forward captured as a CUDA graph per shape (cuda_graphs.py), built like a compile
+        self._graphed = cuda_graphs.GraphedForward(self.module, numerics) \
+            if implementation == "eager-cudagraphs" else None
+        self.builds = self.mode is not None or self._graphed is not None  # a build per shape, checked against eager
         self._compiled = False
         self._built_for = self._checked_for = None  # input shapes the compiled build last met, and its check's
         self._reference = None  # eager's output on the cell's input that the next check compares with
@@ -126,11 +131,16 @@ class PythonModel:
         shape, so the call is its compile and one run; dynamic: one dynamic-shape torch.compile for the job, so
         the call compiles at the job's first shape, recompiles where dynamo's guards fail, else is one run. The
         call's time is also kept in build_s when it raises: a shape out of memory is often found after its
-        compile, which took what a build takes."""
+        compile, which took what a build takes. eager-cudagraphs: a CUDA graph captured per shape (its warm-up
+        calls and capture) and one replay."""
         self.build_s = None
-        if self.mode is None or example.shape == self._built_for:
+        if not self.builds or example.shape == self._built_for:
             return None
-        if self.compile_shapes == "per-shape" or not self._compiled:
+        if self._graphed is not None:
+            self._checked_for = None
+            self.forward = self._graphed
+            self._graphed.graphed = None  # the last shape's graph and its pool, let go before this shape's
+        elif self.compile_shapes == "per-shape" or not self._compiled:
             cache_key.stable()  # the next job (the kernel table's, a resumed sweep) may hit this build's entries
             torch._dynamo.reset()
             self._checked_for = None
@@ -142,6 +152,8 @@ class PythonModel:
         started = time.perf_counter()
         try:
             with self._shapes():
+                if self._graphed is not None:
+                    self._graphed.capture(example)  # warm-up calls on a side stream, then the capture
                 self.forward(example)
             synchronize(example.device)
         finally:
@@ -161,7 +173,7 @@ class PythonModel:
 
     def needs_reference(self, shape: torch.Size) -> bool:
         """Whether a cell of input `shape` brings a compiled build whose output check is due."""
-        return self.mode is not None and shape != self._built_for
+        return self.builds and shape != self._built_for
 
     def take_reference(self, cell_input: Callable[[], torch.Tensor]) -> None:
         """Eager's logits on the cell's input (cell_input(), made for it), taken before a new shape's build: the
@@ -178,7 +190,7 @@ class PythonModel:
         """Correct before fast: a compiled build's logits on the cell's input (cell_input(), the same batch the
         reference was taken on) against eager's, once per shape it meets; WrongOutput when they differ beyond the
         numerics' tolerance."""
-        if self.mode is None or self._checked_for == self._built_for:
+        if not self.builds or self._checked_for == self._built_for:
             return
         self._reference.require(self.forward, (cell_input(),),
                                 f"{self.implementation} at input {tuple(self._built_for)}")
@@ -482,10 +494,9 @@ def sweep_rows(implementation: str, inputs, settings: SweepSettings, config: dic
     cells = settings.cells()
     if settings.require_gpu and run.device.type != "cuda":
         return _not_run_rows(cells, "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true")
-    if implementation in cudnn.IMPLEMENTATIONS and run.device.type != "cuda":
-        return _not_run_rows(cells, "not_run", cudnn.NOT_RUN_REASON.format(device=run.device.type))
-    if numerics == "bf16-autocast" and kind(implementation)[1] == "cpp":
-        return _not_run_rows(cells, "not_run", nx.NO_CPP_AUTOCAST)
+    reason = implementations.get(implementation).not_run_reason(numerics, run.device.type)
+    if reason is not None:
+        return _not_run_rows(cells, "not_run", reason)
     pool = Pool(inputs.inputs)
     if implementation == "aoti":
         meta = aoti_dynamic.read_meta(inputs.package)

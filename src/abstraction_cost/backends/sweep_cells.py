@@ -16,6 +16,7 @@ import os
 import signal
 from dataclasses import dataclass, field
 
+from .. import implementations
 from ..measure.numerics import NUMERICS
 from ..measure.statistics import median_interval
 
@@ -56,6 +57,7 @@ class SweepSettings:
     compile_shapes: str = "per-shape"  # how compiled-<mode> meets the grid's shapes: COMPILE_SHAPES
     cell_budget_s: float | None = None  # a cell's timed calls end once they took this long (more_repeats)
     kernel_numerics: tuple[str, ...] = ("fp32",)  # the kernel table's numerics: kernels.numerics, else numerics
+    static_compile_modes: tuple[str, ...] = ()  # compiled-static's modes: static_compile_modes, else compile_modes
 
     @classmethod
     def from_config(cls, config: dict) -> "SweepSettings":
@@ -66,22 +68,21 @@ class SweepSettings:
                    s["repeats"], tuple(s["transfers"]), tuple(s["implementations"]),
                    tuple(s.get("compile_modes", ())), s["pool"], k["batch_size"], k["resolution"], k["top"],
                    s["require_gpu"], tuple(s["numerics"]), s.get("compile_shapes", "per-shape"),
-                   s.get("cell_budget_s"), tuple(k.get("numerics", s["numerics"])))
+                   s.get("cell_budget_s"), tuple(k.get("numerics", s["numerics"])),
+                   tuple(s.get("static_compile_modes", ())))
 
     def cells(self) -> list[Cell]:
         return walk(self.batches, self.resolutions, self.transfers)
 
     def jobs(self) -> list[str]:
-        """Implementation names of the sweep's processes: `compiled` becomes compiled-<mode> per compile mode."""
-        out = []
-        for impl in self.implementations:
-            out += [f"compiled-{m}" for m in self.compile_modes] if impl == "compiled" else [impl]
-        return out
+        """Implementation names of the sweep's processes: a compile entry becomes <entry>-<mode> per compile mode
+        (compiled-static per static_compile_modes where that is set)."""
+        return implementations.jobs(self.implementations, self.compile_modes,
+                                    {"compiled-static": self.static_compile_modes or self.compile_modes})
 
 
-SWEEP_IMPLEMENTATIONS = ("eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "compiled", "cudnn",
-                         "cudnn-graphs")
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+SWEEP_IMPLEMENTATIONS = implementations.names("sweep")
+COMPILE_MODES = implementations.COMPILE_MODES
 COMPILE_SHAPES = ("per-shape", "dynamic")  # a fresh static build per shape, or one dynamic-shape build per job
 MIN_BUDGET_REPEATS = 3  # the fewest timed calls a cell budget leaves (a median and its interval); sweep.h's too
 
@@ -115,8 +116,10 @@ def _each_once(values, allowed, key: str) -> None:
                                    f"{'twice in the list' if v in allowed else f'not one of {list(allowed)}'}")
 
 
-def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
-    """Refuse what cannot run, naming the key (the schema says the same; this is the check jobs rely on)."""
+def check(s: dict, built: tuple[str, ...] | None = None) -> None:
+    """Refuse what cannot run, naming the key (the schema says the same; this is the check jobs rely on). `built`:
+    the implementations that can run (default: the registry's sweep entries)."""
+    built = implementations.names("sweep") if built is None else built
     _positive_ints(s.get("batches"), "batches")
     _positive_ints(s.get("resolutions"), "resolutions")
     for key in ("repeats", "pool"):
@@ -129,11 +132,15 @@ def check(s: dict, built: tuple[str, ...] = SWEEP_IMPLEMENTATIONS) -> None:
         if impl not in built:
             raise SweepConfigError(f"config key 'study_a.sweep.implementations': {impl!r} is not built here; "
                                    f"built: {list(built)}")
-    if "compiled" in s["implementations"]:
+    if any(implementations.REGISTRY[i].compile_modes for i in s["implementations"]):
         modes = s.get("compile_modes") or []
         if not modes or any(m not in COMPILE_MODES for m in modes):
             raise SweepConfigError(f"config key 'study_a.sweep.compile_modes': {modes!r}; need one or more of "
-                                   f"{list(COMPILE_MODES)} when implementations has compiled")
+                                   f"{list(COMPILE_MODES)} when implementations has a torch.compile build")
+    static = s.get("static_compile_modes")
+    if static is not None and (not isinstance(static, list) or any(m not in COMPILE_MODES for m in static)):
+        raise SweepConfigError(f"config key 'study_a.sweep.static_compile_modes': {static!r}; need a list of "
+                               f"{list(COMPILE_MODES)} (leave it out for compile_modes)")
     budget = s.get("cell_budget_s")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0):
         raise SweepConfigError(f"config key 'study_a.sweep.cell_budget_s': {budget!r} is not a positive number of "

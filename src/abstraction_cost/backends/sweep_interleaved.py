@@ -10,12 +10,12 @@ import time
 import traceback
 from pathlib import Path
 
-from .. import tables
+from .. import implementations, tables
 from ..data.specs import spec
 from ..measure import device as devices
 from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
-from . import aoti_dynamic, cudnn, native
+from . import aoti_dynamic, native
 from .sweep import _first_line, _named, _not_run_rows, build_kind, kind, sweep_command
 from .sweep_cells import SweepSettings
 from .sweep_check import check_logits
@@ -30,10 +30,9 @@ def not_run(implementation: str, settings: SweepSettings, numerics: str, device,
     """(status, message) for an implementation this job cannot measure, else None."""
     if settings.require_gpu and device.type != "cuda":
         return "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true"
-    if implementation in cudnn.IMPLEMENTATIONS and device.type != "cuda":
-        return "not_run", cudnn.NOT_RUN_REASON.format(device=device.type)
-    if numerics == "bf16-autocast" and kind(implementation)[1] == "cpp":
-        return "not_run", nx.NO_CPP_AUTOCAST
+    reason = implementations.get(implementation).not_run_reason(numerics, device.type)
+    if reason is not None:
+        return "not_run", reason
     if implementation == "aoti":
         meta = aoti_dynamic.read_meta(inputs.package)
         if meta["status"] != "ok":
@@ -96,7 +95,7 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
             return python_specs[impl](oom_at)
         logits = logits_root / impl
         logits.mkdir(parents=True, exist_ok=True)
-        program = named[f"program_{'cudnn' if impl in cudnn.IMPLEMENTATIONS else 'libtorch'}"]
+        program = named[f"program_{implementations.get(impl).program}"]
         return sweep_command(program, impl, inputs, pool.manifest, settings, config, run.device, classes, 0,
                              oom_at, logits) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
 

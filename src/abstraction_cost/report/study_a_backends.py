@@ -5,9 +5,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from .. import implementations
 from ..measure.numerics import NUMERICS
-
-ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 
 
 def time_chart(comparison: pl.DataFrame, width: int = 420) -> alt.Chart | None:
@@ -17,7 +16,7 @@ def time_chart(comparison: pl.DataFrame, width: int = 420) -> alt.Chart | None:
         return None
     data = ok.select("implementation", "numerics", "runtime", "method", "device", "batch_size", "resolution",
                      "time_per_sample_ms", "time_per_sample_ms_low", "time_per_sample_ms_high", "speedup_vs_eager")
-    order = [i for i in ORDER if i in data["implementation"].to_list()]
+    order = implementations.order(data["implementation"].to_list())
     y = alt.Y("implementation:N", sort=order, title=None)
     tooltip = [alt.Tooltip(c) for c in data.columns]
     bars = alt.Chart().mark_bar().encode(
@@ -85,9 +84,8 @@ def comparison_display(comparison: pl.DataFrame) -> pl.DataFrame:
                "prepare (s)", "convolution algorithms"]
     schema = {c: (pl.Float64 if c in ("device memory (MiB, NVML)", "allocator peak (MiB)", "same argmax",
                                       "prepare (s)") else pl.String) for c in columns}
-    order = {name: i for i, name in enumerate(ORDER)}
     ranks = {n: i for i, n in enumerate(NUMERICS)}
-    out.sort(key=lambda r: (ranks.get(r["numerics"], len(ranks)), order.get(r["implementation"], len(ORDER))))
+    out.sort(key=lambda r: (ranks.get(r["numerics"], len(ranks)), implementations.rank(r["implementation"])))
     return pl.DataFrame(out, schema=schema)
 
 
@@ -125,11 +123,10 @@ def time_finding(comparison: pl.DataFrame, threshold: float = 5.0) -> str:
     if rows.is_empty():
         return "Not measured here: no implementation has a speedup against eager."
     ranks = {n: i for i, n in enumerate(NUMERICS)}
-    order = {name: i for i, name in enumerate(ORDER)}
     parts = []
     for numerics in sorted(set(rows["numerics"]), key=lambda n: ranks.get(n, len(ranks))):
         part = sorted(rows.filter(pl.col("numerics") == numerics).iter_rows(named=True),
-                      key=lambda r: order.get(r["implementation"], len(ORDER)))
+                      key=lambda r: implementations.rank(r["implementation"]))
         claims = [verdicts.at_least(r["speedup_vs_eager"], r["speedup_vs_eager_low"], r["speedup_vs_eager_high"],
                                     threshold) for r in part]
         ratios = ", ".join(f"{r['implementation']} " + verdicts.ratio_text(

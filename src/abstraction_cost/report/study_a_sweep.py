@@ -12,11 +12,11 @@ import re
 import altair as alt
 import polars as pl
 
+from .. import implementations
 from ..backends.sweep_summary import RELU
 from ..measure.numerics import NUMERICS
 from . import page, verdicts
 
-ORDER = ["eager", "torchscript-python", "torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs"]
 STUDY_TRANSFER = "float32-pageable"
 STUDY_NUMERICS = "fp32"  # the study's (TF32 did not exist on its GPUs)
 # What the charts plot. Memory is the process's own (the allocator peak, exact per cell, which the memory finding
@@ -33,9 +33,7 @@ FAILED_MARKS = {"oom": "cross", "wrong_output": "triangle-up", "error": "square"
 
 
 def _order(names) -> list[str]:
-    names = list(dict.fromkeys(names))
-    rank = {n: i for i, n in enumerate(ORDER)}
-    return sorted(names, key=lambda n: (rank.get(n, len(ORDER)), n))
+    return implementations.order(names)
 
 
 def fixed_points(sweep: pl.DataFrame, batch: int = 32, resolution: int = 256) -> tuple[int | None, int | None]:

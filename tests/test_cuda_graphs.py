@@ -1,0 +1,86 @@
+"""The Study A baselines that the registry added: eager-cudagraphs (eager's forward replayed from a CUDA graph) and
+compiled-static (a dynamic=False build per shape beside the dynamic one). On the CPU eager-cudagraphs is a not_run
+row naming the reason, in the sweep and in the backend comparison; on a GPU its output is eager's."""
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from abstraction_cost import implementations as im
+from abstraction_cost.backends import cuda_graphs, eval_job, sweep, sweep_cells
+from abstraction_cost.measure.nvml import NvmlSampler
+from abstraction_cost.measure.run import Run
+from abstraction_cost.models import resnet, weights_file
+
+CPU = torch.device("cpu")
+
+
+def _cpu_run() -> Run:
+    return Run(run_id="r", device=CPU, sampler=NvmlSampler(None, 50, "no GPU"))
+
+
+def test_eager_cudagraphs_on_the_cpu_is_not_run_in_the_backend_comparison(tmp_path):
+    settings = eval_job.EvalSettings(dataset="synthetic-cifar10", init="kaiming-normal-fan-out", seed=0, batch_size=2,
+                                     resolution=32, warmup=0, repeats=2, require_gpu=False, logit_tolerance=1e-4)
+    rows = eval_job._measure("eager-cudagraphs", None, settings, 10, {}, _cpu_run(), {}, tmp_path / "l")
+    assert rows == [{"status": "not_run", "message": "CUDA graphs (torch.cuda.graphs) need a CUDA GPU, and this "
+                                                     "run's device is cpu"}]
+
+
+def test_eager_cudagraphs_on_the_cpu_is_a_not_run_row_per_cell():
+    settings = sweep_cells.SweepSettings((1, 2), (8,), 0, 1, ("float32-pageable",), ("eager-cudagraphs",), (), 2,
+                                         1, 8, 3, False)
+    rows = sweep.sweep_rows("eager-cudagraphs", SimpleNamespace(), settings, {}, 10, _cpu_run())
+    assert [r["status"] for r in rows] == ["not_run", "not_run"]
+    assert "CUDA graphs" in rows[0]["message"] and "cpu" in rows[0]["message"]
+
+
+def test_a_graph_needs_a_cuda_tensor():
+    with pytest.raises(RuntimeError, match="CUDA graphs need a CUDA tensor"):
+        cuda_graphs.Graphed(torch.nn.Identity(), torch.zeros(1))
+
+
+def test_compiled_static_builds_per_shape_whatever_compile_shapes_says(tmp_path):
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
+    model = sweep.PythonModel("compiled-static-default", SimpleNamespace(weights=str(weights)), 3, 5, CPU,
+                              compile_shapes="dynamic")
+    assert model.compile_shapes == "per-shape" and model.mode == "default" and model.builds
+    assert sweep.build_kind("compiled-static-default", "dynamic") == "per-shape"
+    assert sweep.kind("compiled-static-max-autotune") == ("compiled", "python")
+
+
+def test_static_compile_modes_name_the_static_jobs_apart():
+    settings = sweep_cells.SweepSettings((1,), (8,), 0, 1, ("float32-pageable",),
+                                         ("eager", "compiled", "compiled-static"), ("default", "reduce-overhead"), 2,
+                                         1, 8, 3, False, static_compile_modes=("default",))
+    assert settings.jobs() == ["eager", "compiled-default", "compiled-reduce-overhead", "compiled-static-default"]
+    assert im.split("compiled-static-default") == (im.REGISTRY["compiled-static"], "default")
+
+
+def test_a_bad_static_compile_mode_is_refused_naming_the_key():
+    import yaml
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "smoke.yaml").read_text())
+    s = {**config["study_a"]["sweep"], "static_compile_modes": ["fastest"]}
+    with pytest.raises(sweep_cells.SweepConfigError, match="study_a.sweep.static_compile_modes"):
+        sweep_cells.check(s)
+
+
+@pytest.mark.gpu
+def test_eager_cudagraphs_replays_eagers_output_at_each_shape_and_checks_it(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    device = torch.device("cuda")
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
+    model = sweep.PythonModel("eager-cudagraphs", SimpleNamespace(weights=str(weights)), 3, 5, device)
+    with torch.no_grad():
+        for shape in ((2, 3, 32, 32), (4, 3, 16, 16)):
+            x = torch.randn(*shape, device=device)
+            assert model.needs_reference(x.shape)
+            model.take_reference(lambda: x)
+            assert model.build(x) is not None
+            model.check(lambda: x)  # raises WrongOutput unless the replay is eager's
+            y = torch.randn(*shape, device=device)
+            torch.testing.assert_close(model.forward(y), model.module(y), rtol=1e-4, atol=1e-4)
