@@ -264,3 +264,40 @@ def test_gpu_in_model_profile(smoke, mode, compiled_status):
     assert eager["status"].unique().to_list() == ["ok"] and (eager["time_ms"] > 0).all()
     assert eager["time_source"].unique().to_list() == ["device_kernels"]
     assert set(df.filter(pl.col("compiled"))["status"].unique()) == compiled_status
+
+
+# ---- NumPy beside PyTorch (App. Fig. 1) -----------------------------------------------------------------------
+def test_the_cpu_matmul_times_numpy_in_the_same_rounds_on_the_same_inputs():
+    from abstraction_cost.compiler import matmul
+    rows = time_case(_mm_case(16), "cpu", "default", CPU, SETTINGS, {"n": 16, "dtype": "float32"}, "mm",
+                     extras=matmul.extras("cpu"))
+    df = tables.frame("study_b_matmul", [{"run_id": "r", **r} for r in rows])
+    numpy_rows = df.filter(pl.col("configuration") == "numpy")
+    assert set(numpy_rows["status"]) == {"ok"} and not numpy_rows["compiled"].any()
+    assert numpy_rows.height == df.filter(pl.col("configuration") == "interp").height
+    assert sorted(numpy_rows["round"].unique()) == list(range(SETTINGS.rounds))
+    assert matmul.extras("gpu") == []
+
+
+def test_numpy_whose_output_differs_is_wrong_output_and_untimed():
+    from abstraction_cost.compiler.configurations import CONFIGURATIONS
+    wrong = lambda a, b: torch.mm(a, b) + 1  # noqa: E731
+    rows = time_case(_mm_case(16), "cpu", "default", CPU, SETTINGS, {"n": 16, "dtype": "float32"}, "mm",
+                     extras=[(CONFIGURATIONS["numpy"], wrong)])
+    assert {r["status"] for r in rows} == {"wrong_output"} and {r["time_ms"] for r in rows} == {None}
+    assert "(numpy)" in rows[0]["message"] and len(rows) == 3
+
+
+def test_numpy_rows_give_their_own_columns_and_leave_the_compiled_speedup_alone():
+    df = _timings([2.0, 2.2, 2.1, 1.9], [1.0, 1.1, 0.9, 1.0])
+    numpy_rows = df.filter(pl.col("configuration") == "interp").with_columns(
+        pl.lit("numpy").alias("configuration"), (pl.col("time_ms") * 4).alias("time_ms"))
+    (row,) = speedups("matmul", pl.concat([df, numpy_rows]), BOOT)
+    assert row["speedup"] == pytest.approx(2.05 / 1.0)  # eager is interp's rows alone
+    assert row["numpy_median_ms"] == pytest.approx(4 * 2.05) and row["numpy_speedup"] == pytest.approx(0.25)
+    sp = tables.frame("study_b_matmul_speedups", [row])
+    lines = report.matmul_time_figure(sp).to_dict()
+    values = next(iter(lines["datasets"].values()))
+    assert {v["configuration"] for v in values} == {"interp", "cpp", "numpy"}
+    (gpu,) = speedups("matmul", df.with_columns(pl.lit("gpu").alias("pair")), BOOT)
+    assert gpu["numpy_median_ms"] is None

@@ -82,16 +82,19 @@ def _untimed(cfg: Configuration, pair: str, mode: str, device: torch.device, set
 
 
 def time_case(build: Builder, pair: str, mode: str, device: torch.device, settings: TimingSettings,
-              keys: dict, label: str, not_run: str | None = None) -> list[dict]:
-    """Rows (keys + TIMING columns) of one case in one mode, for the pair's eager and compiled configurations.
+              keys: dict, label: str, not_run: str | None = None,
+              extras: Sequence[tuple[Configuration, Callable]] = ()) -> list[dict]:
+    """Rows (keys + TIMING columns) of one case in one mode, for the pair's eager and compiled configurations,
+    and for each of `extras` (a configuration and the callable that computes the case its way, e.g. NumPy's
+    matmul), timed in the same rounds and checked against eager's output as the compiled one is.
 
     not_run: a reason decided by the caller (a config key) to record the case as not run without building it.
     """
     eager_cfg, compiled_cfg = pair_configurations(pair)
+    configs = (eager_cfg, compiled_cfg, *(cfg for cfg, _ in extras))
     reason = not_run or not_run_reason(compiled_cfg, mode, settings.device_setting)
     if reason is not None:
-        return [{**keys, **_untimed(c, pair, mode, device, settings, "not_run", reason)}
-                for c in (eager_cfg, compiled_cfg)]
+        return [{**keys, **_untimed(c, pair, mode, device, settings, "not_run", reason)} for c in configs]
     prepared: list[Prepared] = []
     try:
         with torch.no_grad():
@@ -99,8 +102,12 @@ def time_case(build: Builder, pair: str, mode: str, device: torch.device, settin
             flush = settings.flush_l2 and device.type == "cuda"
             for cfg in (eager_cfg, compiled_cfg):
                 prepared.append(prepare(fn, cfg, mode, inputs[0], device))
-            # correct before fast: the compiled case computes eager's output on the same input, or is not timed
-            reference(fn, inputs[0], numerics.current(), device).require(prepared[1].fn, inputs[0], label)
+            for cfg, other in extras:
+                prepared.append(prepare(other, cfg, mode, inputs[0], device))
+            # correct before fast: each other callable computes eager's output on the same input, or is not timed
+            expected = reference(fn, inputs[0], numerics.current(), device)
+            for p in prepared[1:]:
+                expected.require(p.fn, inputs[0], f"{label} ({p.configuration.name})")
             times = interleaved(prepared, inputs, device=device, warmup=settings.warmup, rounds=settings.rounds,
                                 repeats_per_round=settings.repeats_per_round, flush_l2=flush)
     except Exception as err:  # a failed case is a row; the experiment goes on
@@ -110,7 +117,7 @@ def time_case(build: Builder, pair: str, mode: str, device: torch.device, settin
         done = {p.configuration.name: p for p in prepared}
         rows = [{**keys, **_untimed(c, pair, mode, device, settings, status, message,
                                     done[c.name].compile_columns() if c.name in done else None)}
-                for c in (eager_cfg, compiled_cfg)]
+                for c in configs]
         _release(device)
         return rows
     rows = []

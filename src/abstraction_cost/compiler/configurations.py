@@ -65,6 +65,8 @@ CONFIGURATIONS: dict[str, Configuration] = {
     "cpp": Configuration("cpp", "cpu", True, "interp"),
     "cuda": Configuration("cuda", "cuda", False, "cuda"),
     "triton": Configuration("triton", "cuda", True, "cuda"),
+    # not PyTorch: NumPy's matmul on the CPU pair's inputs, timed beside interp and cpp (matmul.extras)
+    "numpy": Configuration("numpy", "cpu", False, "interp"),
 }
 PAIRS = {"cpu": ("interp", "cpp"), "gpu": ("cuda", "triton")}
 

@@ -71,8 +71,10 @@ def run_timing(name: str, config: dict, pair: str, mode: str, run_id: str, requi
     if name == "resnet50_in_model":
         rows = convolutions.profile_in_model(config, pair, mode, device, settings, not_run=reason)
     else:
+        extras = matmul.extras(pair) if name == "matmul" else []
         rows = [row for keys, build, label in exp.cases(config, pair, settings)
-                for row in time_case(build, pair, mode, device, settings, keys, label, not_run=reason)]
+                for row in time_case(build, pair, mode, device, settings, keys, label, not_run=reason,
+                                     extras=extras)]
     return [{"run_id": run_id, **row} for row in rows]
 
 
@@ -103,7 +105,8 @@ def speedups(name: str, timings: pl.DataFrame, bootstrap: Bootstrap) -> list[dic
     exp = experiment(name)
     if exp.speedup_table is None:
         raise ValueError(f"experiment {name!r} has no speedup table of its own; see resnet_conv_speedups")
-    return speedup_rows(timings, list(exp.keys), bootstrap)
+    rows = speedup_rows(timings, list(exp.keys), bootstrap)
+    return matmul.with_numpy(rows, timings, bootstrap) if name == "matmul" else rows
 
 
 def resnet_conv_speedups(isolated: pl.DataFrame, in_model: pl.DataFrame, bootstrap: Bootstrap) -> list[dict]:

@@ -67,20 +67,25 @@ def matmul_figure(speedups: pl.DataFrame) -> alt.FacetChart | None:
 
 
 def matmul_time_figure(speedups: pl.DataFrame) -> alt.FacetChart | None:
-    """Fig. 5.1 as the study drew it: median time against n for the four configurations, per mode."""
+    """Fig. 5.1 as the study drew it: median time against n for the four configurations, per mode; NumPy's matmul
+    on the CPU pair's inputs beside them (App. Fig. 1), where the table has it."""
     ok = _ok(speedups)
     if ok.is_empty():
         return None
-    long = pl.concat([
+    parts = [
         ok.select("n", "mode", pl.col("eager_configuration").alias("configuration"),
                   pl.col("eager_median_ms").alias("median_ms")),
         ok.select("n", "mode", pl.col("compiled_configuration").alias("configuration"),
                   pl.col("compiled_median_ms").alias("median_ms")),
-    ])
+    ]
+    if "numpy_median_ms" in ok.columns:
+        parts.append(ok.filter(pl.col("numpy_median_ms").is_not_null()).select(
+            "n", "mode", pl.lit("numpy").alias("configuration"), pl.col("numpy_median_ms").alias("median_ms")))
+    long = pl.concat(parts)
     chart = alt.Chart().mark_line(point=True).encode(
         x=alt.X("n:Q", scale=alt.Scale(type="log"), title="n (log)", axis=page.ticks_at(ok["n"])),
         y=alt.Y("median_ms:Q", scale=alt.Scale(type="log"), title="median time per call (ms, log)"),
-        color=alt.Color("configuration:N", sort=["interp", "cpp", "cuda", "triton"]),
+        color=alt.Color("configuration:N", sort=["interp", "cpp", "numpy", "cuda", "triton"]),
         tooltip=["configuration", "mode", "n", "median_ms"])
     return chart.properties(width=260, height=200).facet(data=_frame(long), column=alt.Column("mode:N")).properties(
         title="Matmul: median time per configuration")

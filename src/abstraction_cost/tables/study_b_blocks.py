@@ -61,7 +61,9 @@ BLOCK_KEYS = {"n": pl.Int64, "in_channels": pl.Int64, "channels": pl.Int64, "ker
 
 SCHEMAS = {
     "study_b_matmul": {**MATMUL_KEYS, **TIMING},
-    "study_b_matmul_speedups": {**MATMUL_KEYS, **SPEEDUP},
+    # numpy_*: NumPy's matmul on the CPU pair's inputs (configuration numpy), its speedup = eager / NumPy
+    "study_b_matmul_speedups": {**MATMUL_KEYS, **SPEEDUP, "numpy_median_ms": pl.Float64, "numpy_speedup": pl.Float64,
+                                "numpy_speedup_low": pl.Float64, "numpy_speedup_high": pl.Float64},
     "study_b_conv_ablation": {**ABLATION_KEYS, **TIMING},
     "study_b_conv_ablation_speedups": {**ABLATION_KEYS, **SPEEDUP},
     # isolated: each distinct convolution alone, end to end
