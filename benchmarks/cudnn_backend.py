@@ -42,7 +42,7 @@ EVAL_IMPLEMENTATIONS = ("eager", "libtorch", "cudnn", "cudnn-graphs")
 
 def _config(args) -> dict:
     return {"device": "cuda", "seed": 0,
-            "numerics": {"tf32": args.tf32, "cudnn_benchmark": args.conv_algo == "find"},
+            "backend_flags": {"tf32": args.tf32, "cudnn_benchmark": args.conv_algo == "find"},
             "measure": {"nvml_interval_ms": 100, "warmup": args.warmup, "repeats": args.repeats},
             "study_a": {"cudnn": {"algo": args.conv_algo, "workspace_limit_mib": args.workspace_limit_mib}}}
 

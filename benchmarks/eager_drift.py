@@ -82,7 +82,7 @@ def main() -> None:
     case = vm.Case(model=args.model, pair=args.pair, mode="default", batch_size=args.batch,
                    resolution=args.resolution, seed=0, warmup=3, rounds=args.rounds, repeats_per_round=args.repeats,
                    inputs=2, flush_l2=False)
-    devices.apply_numerics({"numerics": {"tf32": False, "cudnn_benchmark": False}})
+    devices.apply_numerics({"backend_flags": {"tf32": False, "cudnn_benchmark": False}})
     loaded = vm.load_case(case)
     device, model, inputs = loaded.device, loaded.model, loaded.inputs
     reader, _ = NvmlReader.open(devices.cuda_uuid(device))

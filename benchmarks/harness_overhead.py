@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
 
     device = torch.device(args.device)
-    devices.apply_numerics({"numerics": {"tf32": False, "cudnn_benchmark": False}})
+    devices.apply_numerics({"backend_flags": {"tf32": False, "cudnn_benchmark": False}})
     n = args.batch * args.steps
     rng = np.random.default_rng(0)
     split = Split(rng.integers(0, 256, (n, 3, args.resolution, args.resolution), dtype=np.uint8),

@@ -38,8 +38,15 @@ def test_bad_values_name_their_keys(smoke_config):
 
 
 def test_missing_section_is_named(smoke_config):
-    del smoke_config["numerics"]
-    assert "'numerics' is a required property" in _error(smoke_config)
+    del smoke_config["backend_flags"]
+    assert "'backend_flags' is a required property" in _error(smoke_config)
+
+
+def test_the_old_numerics_block_is_refused_naming_its_new_key(smoke_config):
+    smoke_config["numerics"] = smoke_config.pop("backend_flags")
+    message = _error(smoke_config)
+    assert "config key 'numerics'" in message and "backend_flags" in message
+    assert "study_a.sweep.numerics" in message  # what `numerics` names now
 
 
 def test_snakemake_stops_before_any_rule_on_a_bad_config(tmp_path):
@@ -71,7 +78,7 @@ def test_sweep_numerics_of_the_shipped_configs(name, numerics):
 def test_bad_sweep_numerics_name_their_key(smoke_config):
     bad = copy.deepcopy(smoke_config)
     bad["study_a"]["sweep"]["numerics"] = ["fp32", "fp16"]
-    assert "'study_a.sweep.numerics.1': 'fp16' is not one of ['fp32', 'tf32', 'bf16-autocast']" in _error(bad)
+    assert "'study_a.sweep.numerics.1': 'fp16' is not one of ['fp32', 'tf32', 'bf16-autocast', 'cudnn-benchmark']" in _error(bad)
     bad["study_a"]["sweep"]["numerics"] = ["tf32", "tf32"]
     assert "'study_a.sweep.numerics'" in _error(bad)
     del smoke_config["study_a"]["sweep"]["numerics"]

@@ -36,11 +36,11 @@ SPEC_CONFIG = {"data": {"voc_resolution": SIZE, "digits": {"resolution": SIZE}}}
 BATCH, TRAIN, TEST = 4, 12, 5
 SETTINGS = TrainingSettings(epochs=1, batch_size=4, eval_batch_size=2, lr=0.01, momentum=0.9, weight_decay=1e-4)
 STEPS = SETTINGS.epochs * TRAIN // SETTINGS.batch_size  # 3
-NUMERICS = {"tf32": False, "cudnn_benchmark": False}
+BACKEND_FLAGS = {"tf32": False, "cudnn_benchmark": False}
 
 
 def _config(algo: str = "heuristic") -> dict:
-    return {"device": "cuda", "seed": 0, "numerics": NUMERICS,
+    return {"device": "cuda", "seed": 0, "backend_flags": BACKEND_FLAGS,
             "measure": {"nvml_interval_ms": 100, "warmup": 0, "repeats": 1},
             "study_a": {"cudnn": {"algo": algo, "workspace_limit_mib": 1024}}}
 

@@ -139,7 +139,7 @@ def test_the_config_section_is_validated(smoke_config):
 
 def test_settings_fit_the_program():
     settings = TrainingSettings(epochs=1, batch_size=4, eval_batch_size=2, lr=0.1, momentum=0.9, weight_decay=0.0)
-    config = {"numerics": {"tf32": True, "cudnn_benchmark": True},
+    config = {"backend_flags": {"tf32": True, "cudnn_benchmark": True},
               "study_a": {"cudnn": {"algo": "find", "workspace_limit_mib": 0}}}
     command = cudnn.train_command(Path("ac_cudnn"), "d", {"channels": 3, "height": 8, "width": 8, "mean": [0.5] * 3,
                                                           "std": [0.2] * 3, "class_names": ["a", "b"],

@@ -18,7 +18,7 @@ from abstraction_cost.models import init, resnet, weights_file
 
 CHANNELS, SIZE, CLASSES = 3, 32, 10
 SPEC_CONFIG = {"data": {"voc_resolution": SIZE, "digits": {"resolution": SIZE}}}  # synthetic-cifar10: 3×32×32
-CONFIG = {"numerics": {"tf32": False, "cudnn_benchmark": False},
+CONFIG = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},
           "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 1024}}}
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # no GPU visible, even on a machine with one
 

@@ -32,7 +32,7 @@ from tests.fixtures.sweep_jobs import sweep_job
 REPO = Path(__file__).resolve().parents[1]
 CHANNELS, CLASSES = 3, 10
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-CONFIG = {"numerics": {"tf32": False, "cudnn_benchmark": False},
+CONFIG = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},
           "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 1024}}}
 
 

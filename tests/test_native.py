@@ -205,7 +205,7 @@ LAUNCHER_CONTEXT_PROBE = """
 import json, os, sys, pynvml, torch
 from abstraction_cost.measure import device as devices
 from abstraction_cost.measure.run import measured_run
-config = {"device": "cuda", "seed": 0, "numerics": {"tf32": False, "cudnn_benchmark": False},
+config = {"device": "cuda", "seed": 0, "backend_flags": {"tf32": False, "cudnn_benchmark": False},
           "measure": {"nvml_interval_ms": 50, "warmup": 0, "repeats": 1}}
 with measured_run(config, rule="probe", job={}, env_path=sys.argv[1]) as run:
     pynvml.nvmlInit()

@@ -43,7 +43,7 @@ def _train(program, files, **overrides):
     settings = TrainingSettings(epochs=1, batch_size=4, eval_batch_size=2, lr=0.01, momentum=0.9, weight_decay=0.0)
     return native.train_command(program, root / "data", manifest, overrides.get("weights", root / "w.weights"),
                                 overrides.get("order", root / "order.i32"), settings,
-                                {"numerics": {"tf32": False, "cudnn_benchmark": False}}, torch.device("cpu"))
+                                {"backend_flags": {"tf32": False, "cudnn_benchmark": False}}, torch.device("cpu"))
 
 
 def test_train_writes_one_phase_record_per_epoch_and_phase_with_the_tables_fields(program, files):
@@ -109,7 +109,7 @@ def test_eval_writes_times_and_logits(program, files, tmp_path):
     root, manifest = files
     logits = tmp_path / "logits.f32"
     command = native.eval_command(program, "libtorch", root / "data", manifest, 2, 1, 3,
-                                  {"numerics": {"tf32": False, "cudnn_benchmark": False}}, torch.device("cpu"),
+                                  {"backend_flags": {"tf32": False, "cudnn_benchmark": False}}, torch.device("cpu"),
                                   logits_out=logits, weights=root / "w.weights", classes=CLASSES)
     proc, records = _run(command)
     assert proc.returncode == 0, proc.stderr
@@ -122,7 +122,7 @@ def test_eval_writes_times_and_logits(program, files, tmp_path):
 def test_eval_refuses_a_batch_larger_than_the_input(program, files):
     root, manifest = files
     command = native.eval_command(program, "libtorch", root / "data", manifest, 5, 0, 1,
-                                  {"numerics": {"tf32": False, "cudnn_benchmark": False}}, torch.device("cpu"),
+                                  {"backend_flags": {"tf32": False, "cudnn_benchmark": False}}, torch.device("cpu"),
                                   weights=root / "w.weights", classes=CLASSES)
     proc, records = _run(command)
     assert proc.returncode == 2 and "--batch-size 5 must be in 1..--count (3)" in records[-1]["message"]

@@ -37,11 +37,11 @@ BATCH = 4
 TRAIN, TEST = 12, 5
 SETTINGS = TrainingSettings(epochs=2, batch_size=4, eval_batch_size=2, lr=0.01, momentum=0.9, weight_decay=1e-4)
 STEPS = SETTINGS.epochs * TRAIN // SETTINGS.batch_size
-NUMERICS = {"tf32": False, "cudnn_benchmark": False}
+BACKEND_FLAGS = {"tf32": False, "cudnn_benchmark": False}
 
 
 def _config(device: str) -> dict:
-    return {"device": device, "seed": 0, "numerics": NUMERICS,
+    return {"device": device, "seed": 0, "backend_flags": BACKEND_FLAGS,
             "measure": {"nvml_interval_ms": 100, "warmup": 0, "repeats": 1}}
 
 
@@ -76,7 +76,7 @@ def _python_logits(forward, root, device, tmp_path) -> np.ndarray:
 
 def _native_logits(program, model, root, manifest, device, tmp_path, **kw) -> np.ndarray:
     out = tmp_path / f"{model}.f32"
-    command = native.eval_command(program, model, root / "data", manifest, BATCH, 1, 1, {"numerics": NUMERICS},
+    command = native.eval_command(program, model, root / "data", manifest, BATCH, 1, 1, {"backend_flags": BACKEND_FLAGS},
                                   torch.device(device), logits_out=out, **kw)
     result = native.launch(command)
     assert result.failure() is None, result.failure()
@@ -143,7 +143,7 @@ def _eager_training(files, device, tmp_path, monkeypatch):
 def _libtorch_training(program, files, device, tmp_path):
     root, manifest = files
     command = native.train_command(program, root / "data", manifest, root / "train.weights", root / "order.i32",
-                                   SETTINGS, {"numerics": NUMERICS}, torch.device(device),
+                                   SETTINGS, {"backend_flags": BACKEND_FLAGS}, torch.device(device),
                                    save_weights=tmp_path / "trained.weights", log_steps=True)
     result = native.launch(command)
     assert result.failure() is None, result.failure()

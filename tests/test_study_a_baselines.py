@@ -1,6 +1,7 @@
-"""The Study A baselines that the registry added: eager-cudagraphs (eager's forward replayed from a CUDA graph) and
-compiled-static (a dynamic=False build per shape beside the dynamic one). On the CPU eager-cudagraphs is a not_run
-row naming the reason, in the sweep and in the backend comparison; on a GPU its output is eager's."""
+"""The Study A baselines that the registry added: eager-cudagraphs (eager's forward replayed from a CUDA graph),
+compiled-static (a dynamic=False build per shape beside the dynamic one) and the numerics cudnn-benchmark. On the
+CPU eager-cudagraphs is a not_run row naming the reason, in the sweep and in the backend comparison; on a GPU its
+output is eager's."""
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -65,6 +66,40 @@ def test_a_bad_static_compile_mode_is_refused_naming_the_key():
     s = {**config["study_a"]["sweep"], "static_compile_modes": ["fastest"]}
     with pytest.raises(sweep_cells.SweepConfigError, match="study_a.sweep.static_compile_modes"):
         sweep_cells.check(s)
+
+
+def test_cudnn_benchmark_is_fp32_with_the_benchmark_flag_in_python_and_in_both_programs():
+    from abstraction_cost.backends import cudnn, native
+    from abstraction_cost.measure import numerics as nx
+    base = {"backend_flags": {"tf32": True, "cudnn_benchmark": False},
+            "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 64}}}
+    job = nx.job_config(base, "cudnn-benchmark", "study_a.sweep.numerics")
+    assert job["backend_flags"] == {"tf32": False, "cudnn_benchmark": True}
+    assert nx.job_config(base, "fp32", "k")["backend_flags"] == {"tf32": False, "cudnn_benchmark": False}
+    assert nx.tolerance("cudnn-benchmark") == nx.tolerance("fp32")
+    flags = native.common_flags(job, CPU)
+    assert flags[flags.index("--cudnn-benchmark") + 1] == "1" and flags[flags.index("--tf32") + 1] == "0"
+    conv = cudnn.with_conv_flags(["ac_cudnn", "eval", *flags], job)
+    assert conv[conv.index("--conv-algo") + 1] == "find" and "--cudnn-benchmark" not in conv
+    plain = cudnn.with_conv_flags(["ac_cudnn", "eval", *native.common_flags(base, CPU)], base)
+    assert plain[plain.index("--conv-algo") + 1] == "heuristic"
+    assert im.REGISTRY["libtorch"].not_run_reason("cudnn-benchmark", "cuda") is None
+
+
+def test_the_environment_row_records_cudnn_benchmark_for_its_numerics():
+    from abstraction_cost.measure import device as devices
+    from abstraction_cost.measure import numerics as nx
+    saved = (torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.get_float32_matmul_precision())
+    try:
+        devices.apply_numerics(nx.job_config({"backend_flags": {"tf32": True, "cudnn_benchmark": False}},
+                                             "cudnn-benchmark", "k"))
+        assert torch.backends.cudnn.benchmark and not torch.backends.cuda.matmul.allow_tf32
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = \
+            saved[:3]
+        torch.set_float32_matmul_precision(saved[3])
 
 
 @pytest.mark.gpu

@@ -565,7 +565,7 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
                                cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights), program=str(program))
     manifest = transfer.read_manifest(pool_dir)
-    config = {"numerics": {"tf32": False, "cudnn_benchmark": False}}
+    config = {"backend_flags": {"tf32": False, "cudnn_benchmark": False}}
     cells = walk(settings.batches, settings.resolutions, settings.transfers)
 
     def command_for(start, oom_at):
@@ -648,7 +648,7 @@ def test_sweep_job_sets_its_numerics_in_the_process_before_the_model(pool_dir, t
         built(self, *args, **kwargs)
     monkeypatch.setattr(sweep.PythonModel, "__init__", spy)
     job = _numerics_job(pool_dir, tmp_path, "eager", numerics)
-    job.config["numerics"]["tf32"] = not tf32  # the top-level setting must not leak into the job
+    job.config["backend_flags"]["tf32"] = not tf32  # the top-level setting must not leak into the job
     sweep.run(job)
     df, env = tables.read("sweep", job.output.tables[0]), tables.read("environment", job.output.envs[0])
     assert df["status"].to_list() == ["ok", "ok"] and df["numerics"].to_list() == [numerics] * 2
@@ -699,7 +699,7 @@ def test_libtorch_sweep_program_runs_under_the_jobs_tf32(pool_dir, tmp_path, num
     program = native.ensure_built("libtorch")
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
-    config = nx.job_config({"numerics": {"tf32": False, "cudnn_benchmark": False}}, numerics, "study_a.sweep.numerics")
+    config = nx.job_config({"backend_flags": {"tf32": False, "cudnn_benchmark": False}}, numerics, "study_a.sweep.numerics")
     settings = SimpleNamespace(batches=(1,), resolutions=(8,), transfers=("uint8-pinned",), warmup=0, repeats=1,
                                cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
@@ -810,7 +810,7 @@ def test_an_oom_inside_a_torchscript_module_is_oom_in_python_and_in_cpp(pool_dir
     settings = SimpleNamespace(batches=(2, 4, 8), resolutions=(8,), transfers=("float32-pinned",), warmup=1,
                                repeats=2, cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), module=str(tmp_path / "greedy.pt"))
-    config = {"numerics": {"tf32": False, "cudnn_benchmark": False}}
+    config = {"backend_flags": {"tf32": False, "cudnn_benchmark": False}}
     rows = sweep.native_cells(cells, lambda start, oom_at: sweep.sweep_command(
         program, "torchscript-cpp", inputs, transfer.read_manifest(pool_dir), settings, config, torch.device("cuda"),
         5, start, oom_at), _cuda_run(), "torchscript-cpp")

@@ -29,7 +29,7 @@ from abstraction_cost.models import init, resnet, weights_file
 FIXTURE = Path(__file__).parent / "fixtures" / "ncu_summary.csv"
 CPP = ("torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs")
 CHANNELS, CLASSES = 3, 10
-CONFIG = {"numerics": {"tf32": False, "cudnn_benchmark": False},
+CONFIG = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},
           "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 1024}}}
 RESNET50_RELUS = 49  # stem 1 + 16 bottlenecks × 3
 
@@ -185,7 +185,7 @@ def test_command_is_ncu_then_the_programs_sweep_of_one_cell(files, only_on_path,
     args = tmp_path / "args.txt"
     _fake_ncu(only_on_path, f'printf "%s\\n" "$@" > {args}\nexit 3\n')
     settings = _settings(batch=2, resolution=15, warmup=4)  # 15: the grid's nearest resolution is 16
-    config = {**CONFIG, "numerics": {"tf32": True, "cudnn_benchmark": False}}
+    config = {**CONFIG, "backend_flags": {"tf32": True, "cudnn_benchmark": False}}
     program = Path("/opt/prog") / ("ac_cudnn" if implementation in cudnn.IMPLEMENTATIONS else "ac_libtorch")
     source, rows = sweep_kernels.native_profile(implementation, "tf32", _inputs(files, program), settings, config,
                                                 torch.device("cuda"), CLASSES, 16)

@@ -59,6 +59,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def validate(config: dict, schema_dir: Path = SCHEMA_DIR) -> None:
     """Raise ConfigError listing every violation, each naming its key and what is allowed."""
+    if isinstance(config.get("numerics"), dict):
+        raise ConfigError("invalid config:\n  config key 'numerics': the block of TF32 and cudnn.benchmark switches is "
+                          "now 'backend_flags' ({tf32, cudnn_benchmark}); 'numerics' names only the axis of "
+                          "study_a.backends.numerics, study_a.sweep.numerics and study_b.models.numerics")
     registry = _registry(schema_dir)
     schema = registry.contents(ROOT_SCHEMA)
     validator = jsonschema.Draft202012Validator(schema, registry=registry)

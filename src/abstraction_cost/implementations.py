@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 EXPERIMENTS = ("backends", "sweep")  # study_a.backends (the backend comparison) and study_a.sweep
-ALL_NUMERICS = ("fp32", "tf32", "bf16-autocast")  # measure/numerics.NUMERICS; checked equal by a test
-CPP_NUMERICS = ("fp32", "tf32")  # the C++ programs take --tf32; they have no autocast
+ALL_NUMERICS = ("fp32", "tf32", "bf16-autocast", "cudnn-benchmark")  # measure/numerics.NUMERICS (a test checks)
+CPP_NUMERICS = ("fp32", "tf32", "cudnn-benchmark")  # the C++ programs take --tf32, --cudnn-benchmark; no autocast
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 

@@ -62,9 +62,9 @@ SOFTWARE = f"{workflow.basedir}/envs/environment.yaml"
 TORCH_VERSION = _torch.__version__  # as a param, a different torch reruns what depends on it
 
 
-# What measure.run.measured_run reads for every measuring job: the device, its numerics flags, the NVML interval
-# (and a job's warm-up and repeats), and the seed.
-MEASURED = ("device", "seed", "numerics", "measure")
+# What measure.run.measured_run reads for every measuring job: the device, its backend flags (TF32,
+# cudnn.benchmark), the NVML interval (and a job's warm-up and repeats), and the seed.
+MEASURED = ("device", "seed", "backend_flags", "measure")
 
 
 def reads(*keys, but=()):

@@ -37,7 +37,7 @@ rule package_aoti:
     log:
         "logs/study_a/backends/package-aoti.log",
     params:
-        shape=(BACKENDS["batch_size"], BACKENDS["resolution"], config["device"], config["numerics"]),
+        shape=(BACKENDS["batch_size"], BACKENDS["resolution"], config["device"], config["backend_flags"]),
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
     resources:
         **cluster_gpu(DEVICE == "cuda"),

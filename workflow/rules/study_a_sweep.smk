@@ -39,7 +39,7 @@ rule package_aoti_sweep:
     log:
         "logs/study_a/sweep/package-aoti.log",
     params:
-        grid=(SWEEP.batches, SWEEP.resolutions, config["device"], config["numerics"]),
+        grid=(SWEEP.batches, SWEEP.resolutions, config["device"], config["backend_flags"]),
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
     resources:
         **cluster_gpu(DEVICE == "cuda"),
@@ -48,7 +48,7 @@ rule package_aoti_sweep:
 
 
 SWEEP_GRID = (SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, SWEEP.repeats, SWEEP.cell_budget_s,
-              SWEEP.compile_shapes, config["numerics"], config["study_a"]["sweep"].get("protocol"),
+              SWEEP.compile_shapes, config["backend_flags"], config["study_a"]["sweep"].get("protocol"),
               reads(*MEASURED, "study_a.sweep.require_gpu", "study_a.cudnn"))  # and what a measuring job reads
 
 if SWEEP_PROTOCOL.mode == "interleaved":

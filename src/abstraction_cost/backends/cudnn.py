@@ -32,9 +32,14 @@ def conv_flags(config: dict) -> list[str]:
 
 
 def with_conv_flags(command: list[str], config: dict) -> list[str]:
-    """An ac_libtorch command line's flags for ac_cudnn (train, eval, sweep)."""
-    i = command.index("--cudnn-benchmark")  # torch's switch; ac_cudnn chooses algorithms by study_a.cudnn
-    return command[:i] + conv_flags(config) + command[i + 2:]
+    """An ac_libtorch command line's flags for ac_cudnn (train, eval, sweep): torch's --cudnn-benchmark becomes
+    study_a.cudnn's algorithm choice, or `find` (cuDNN's own timing of each algorithm, once per shape, untimed)
+    where the job asks for cudnn.benchmark (numerics cudnn-benchmark)."""
+    i = command.index("--cudnn-benchmark")
+    flags = conv_flags(config)
+    if str(command[i + 1]) == "1":
+        flags[flags.index("--conv-algo") + 1] = "find"
+    return command[:i] + flags + command[i + 2:]
 
 
 def train_command(program: Path, data_dir: str | os.PathLike, manifest: dict, weights: str | os.PathLike,

@@ -13,7 +13,7 @@ the store's
 folder, made under a temporary name and renamed into place, so that folder is whole or absent. The store is no
 output of the rule: Snakemake does not remove it with a failed job's outputs. A rerun with the same key copies
 them back as they were (their run_ids and environment rows); a different key (the backends' settings, measure.*,
-the numerics flags, device, seed, the numerics, an input file's path, size or modification time, the torch
+the backend flags, device, seed, the numerics, an input file's path, size or modification time, the torch
 version) discards them: they measured something else. An implementation not kept when the job died is measured
 again whole: its measuring is seconds.
 """
@@ -45,7 +45,7 @@ def job_key(config: dict, numerics: str, inputs) -> str:
     named = dict(inputs.items()) if hasattr(inputs, "items") else dict(vars(inputs))
     backends = {k: v for k, v in config["study_a"]["backends"].items() if k != "numerics"}
     files = {name: _files(Path(str(path))) for name, path in sorted(named.items())}
-    return fingerprint(backends, config["study_a"].get("cudnn"), config["measure"], config["numerics"],
+    return fingerprint(backends, config["study_a"].get("cudnn"), config["measure"], config["backend_flags"],
                        config["device"], config["seed"], numerics, files)
 
 

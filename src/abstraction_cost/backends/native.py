@@ -272,10 +272,10 @@ def _flag_number(x: float) -> str:
 
 
 def common_flags(config: dict, device: torch.device) -> list[str]:
-    """Device and numerics: the C++ process sets what measure/device.apply_numerics sets in Python."""
-    numerics = config["numerics"]
-    return ["--device", str(device), "--tf32", str(int(numerics["tf32"])),
-            "--cudnn-benchmark", str(int(numerics["cudnn_benchmark"]))]
+    """Device and backend flags: the C++ process sets what measure/device.apply_numerics sets in Python."""
+    flags = config["backend_flags"]
+    return ["--device", str(device), "--tf32", str(int(flags["tf32"])),
+            "--cudnn-benchmark", str(int(flags["cudnn_benchmark"]))]
 
 
 def shape_flags(manifest: dict) -> list[str]:

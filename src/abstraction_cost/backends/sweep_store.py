@@ -45,7 +45,7 @@ def job_key(config: dict, wildcards: dict, inputs: dict) -> str:
     grid = {k: s.get(k) for k in ("batches", "resolutions", "transfers", "warmup", "repeats", "cell_budget_s", "pool",
                                    "require_gpu", "compile_shapes")}
     files = {name: _files(Path(str(path))) for name, path in sorted(inputs.items())}
-    return fingerprint(grid, config["numerics"], config["device"], config["seed"], config["measure"],
+    return fingerprint(grid, config["backend_flags"], config["device"], config["seed"], config["measure"],
                        config["study_a"]["backends"], config["study_a"].get("cudnn"), dict(wildcards), files)
 
 

@@ -54,7 +54,7 @@ def _step(log: logging.Logger, what: str):
 
 def step_key(config: dict, model: str, pair: str) -> str:
     """What a kept step's rows depend on (measure/steps.py): the sections this job measures with."""
-    return steps.fingerprint(config["study_b"]["models"], config["numerics"], config["seed"], config["device"],
+    return steps.fingerprint(config["study_b"]["models"], config["backend_flags"], config["seed"], config["device"],
                              model, pair)
 
 

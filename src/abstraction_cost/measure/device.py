@@ -29,12 +29,12 @@ def select(config: dict) -> torch.device:
 
 
 def apply_numerics(config: dict) -> None:
-    """Set TF32 and cudnn.benchmark from config['numerics'], so that compared runs share them."""
-    tf32 = config["numerics"]["tf32"]
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = config["numerics"]["cudnn_benchmark"]
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    """Set TF32 and cudnn.benchmark from config['backend_flags'], so that compared runs share them; TF32 through
+    measure/numerics.set_tf32, the one place that sets it."""
+    from . import numerics  # numerics imports nothing of this module; imported here to keep device's imports light
+    flags = config["backend_flags"]
+    numerics.set_tf32(flags["tf32"])
+    torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
 
 
 def cuda_uuid(device: torch.device) -> str | None:

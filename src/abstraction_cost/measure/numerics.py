@@ -6,6 +6,12 @@ Numerics (config keys study_a.backends.numerics, study_a.sweep.numerics, study_b
     tf32           float32 tensors with TF32 for convolutions (PyTorch's default) and matmuls (precision 'high',
                    the one line PyTorch and Inductor recommend on Ampere and later): what most users get
     bf16-autocast  torch.autocast(bfloat16) around the forward, weights and inputs float32
+    cudnn-benchmark  fp32 with torch.backends.cudnn.benchmark on: cuDNN times its convolution algorithms at each
+                   new shape (in the untimed warm-up) and keeps the fastest, as many users run; the C++ programs
+                   get --cudnn-benchmark 1 (ac_cudnn: --conv-algo find). Study A only
+
+The config block `backend_flags` ({tf32, cudnn_benchmark}) holds the process-wide switches; a job of one numerics
+sets them from its name (job_config). set_tf32 is the only setter of the TF32 flags.
 
 `applied(name)` sets a numerics for a block and restores the previous flags; `apply(name)` sets it for the rest
 of the process (a job that measures one numerics).
@@ -25,7 +31,7 @@ from typing import Callable, Iterator
 
 import torch
 
-NUMERICS = ("fp32", "tf32", "bf16-autocast")
+NUMERICS = ("fp32", "tf32", "bf16-autocast", "cudnn-benchmark")
 # The runner's multiplier (torch/_dynamo/utils.py `same`): compiled error may be this many times eager's.
 FP64_MULTIPLIER = 2.0
 
@@ -40,6 +46,7 @@ TOLERANCES = {
     "fp32": Tolerance(relative=1e-3, cosine=None),
     "tf32": Tolerance(relative=2e-2, cosine=None),
     "bf16-autocast": Tolerance(relative=1e-1, cosine=0.99),
+    "cudnn-benchmark": Tolerance(relative=1e-3, cosine=None),  # fp32's: other algorithms, the same arithmetic
 }
 
 
@@ -54,18 +61,21 @@ NO_CPP_AUTOCAST = "bf16-autocast is torch.autocast in Python; the C++ programs h
 
 
 def job_config(config: dict, name: str, key: str) -> dict:
-    """The config of a job that measures one numerics: config numerics.tf32 set as `name` wants it, which
+    """The config of a job that measures one numerics: config backend_flags.tf32 set as `name` wants it, which
     measure/run.measured_run applies to the process (and records in the environment row) and
     backends/native.common_flags passes to the C++ programs. `key` names the config list `name` came from."""
     check_numerics(name, key)
-    return {**config, "numerics": {**config["numerics"], "tf32": name == "tf32"}}
+    flags = config["backend_flags"]
+    return {**config, "backend_flags": {**flags, "tf32": name == "tf32",
+                                        "cudnn_benchmark": flags["cudnn_benchmark"] or name == "cudnn-benchmark"}}
 
 
 def tolerance(name: str) -> Tolerance:
     return TOLERANCES[check_numerics(name)]
 
 
-def _set_tf32(on: bool) -> None:
+def set_tf32(on: bool) -> None:
+    """TF32 for convolutions and matmuls on or off: the process's only setter of these flags."""
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
     torch.set_float32_matmul_precision("high" if on else "highest")
@@ -73,7 +83,7 @@ def _set_tf32(on: bool) -> None:
 
 def apply(name: str) -> None:
     """Set the TF32 flags of `name` for the rest of the process (autocast is applied per call: autocast())."""
-    _set_tf32(check_numerics(name) == "tf32")
+    set_tf32(check_numerics(name) == "tf32")
 
 
 def current() -> str:

@@ -5,18 +5,18 @@ from .common import PHASE_MEASURES, STATUS
 
 # Which model, on what, shared by both tables.
 _KEYS = {
-    "implementation": pl.String,     # eager | torchscript-python | torchscript-cpp | libtorch | aoti | cudnn | cudnn-graphs
+    "implementation": pl.String,     # implementations.names("backends"): eager, eager-cudagraphs, ..., cudnn-graphs
     "backend": pl.String,            # SPEC's backend names: eager | torchscript | libtorch | aoti | cudnn
     "runtime": pl.String,            # the process the model runs in: python | cpp
     "method": pl.String,             # how it was made: module | script | trace | torch::nn | export+aoti
     "device": pl.String,
     "batch_size": pl.Int64,
     "resolution": pl.Int64,
-    "numerics": pl.String,           # fp32 | tf32 | bf16-autocast (study_a.backends.numerics): eager's of the same
+    "numerics": pl.String,           # fp32 | tf32 | bf16-autocast | cudnn-benchmark: eager's of the same
 }
 
 # The cudnn implementations' convolution algorithm choice (study_a.cudnn.algo: heuristic | find) and the workspace
-# they allocated; null for the others (torch's choice is numerics.cudnn_benchmark, in the environment table).
+# they allocated; null for the others (torch's choice is backend_flags.cudnn_benchmark, in the environment table).
 CONV_ALGORITHMS = {"conv_algo": pl.String, "workspace_mib": pl.Float64}
 
 SCHEMAS = {

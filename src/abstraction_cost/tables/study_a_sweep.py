@@ -15,12 +15,12 @@ STUDY_RELU = {  # the ReLU kernel, second most often executed, ~12% of execution
 }
 
 _KEYS = {
-    "implementation": pl.String,   # eager | torchscript-python | torchscript-cpp | libtorch | aoti | compiled-<mode>
-                                   # | cudnn | cudnn-graphs
+    "implementation": pl.String,   # implementations.py: eager, ..., compiled-<mode>, compiled-static-<mode>,
+                                   # cudnn, cudnn-graphs
     "backend": pl.String,          # eager | torchscript | libtorch | aoti | compiled | cudnn
     "runtime": pl.String,          # python | cpp
     "transfer": pl.String,         # float32-pageable | float32-pinned | uint8-pinned
-    "numerics": pl.String,         # fp32 | tf32 | bf16-autocast (study_a.sweep.numerics; measure/numerics.py):
+    "numerics": pl.String,         # fp32 | tf32 | bf16-autocast | cudnn-benchmark (measure/numerics.py):
                                    # speed against eager only within one numerics
     "device": pl.String,
     "dataset": pl.String,
