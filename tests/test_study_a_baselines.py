@@ -119,3 +119,13 @@ def test_eager_cudagraphs_replays_eagers_output_at_each_shape_and_checks_it(tmp_
             model.check(lambda: x)  # raises WrongOutput unless the replay is eager's
             y = torch.randn(*shape, device=device)
             torch.testing.assert_close(model.forward(y), model.module(y), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cuda_graph_modes_build_marks_a_step_before_each_call_on_the_gpu_only(monkeypatch):
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    build = lambda x: x + 1  # noqa: E731
+    stepped = sweep._stepped(build, "reduce-overhead", torch.device("cuda"))
+    assert stepped(torch.ones(1)).item() == 2 and marks == [1]
+    assert sweep._stepped(build, "default", torch.device("cuda")) is build
+    assert sweep._stepped(build, "max-autotune", CPU) is build
