@@ -10,7 +10,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .. import implementations, tables
+from .. import implementations as registry, tables
 from ..data.specs import spec
 from ..measure import device as devices
 from ..measure import numerics as nx
@@ -30,7 +30,7 @@ def not_run(implementation: str, settings: SweepSettings, numerics: str, device,
     """(status, message) for an implementation this job cannot measure, else None."""
     if settings.require_gpu and device.type != "cuda":
         return "not_run", "no CUDA GPU on this machine and study_a.sweep.require_gpu is true"
-    reason = implementations.get(implementation).not_run_reason(numerics, device.type)
+    reason = registry.get(implementation).not_run_reason(numerics, device.type)
     if reason is not None:
         return "not_run", reason
     if implementation == "aoti":
@@ -95,7 +95,7 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
             return python_specs[impl](oom_at)
         logits = logits_root / impl
         logits.mkdir(parents=True, exist_ok=True)
-        program = named[f"program_{implementations.get(impl).program}"]
+        program = named[f"program_{registry.get(impl).program}"]
         return sweep_command(program, impl, inputs, pool.manifest, settings, config, run.device, classes, 0,
                              oom_at, logits) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
 
