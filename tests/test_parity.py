@@ -76,8 +76,8 @@ def _python_logits(forward, root, device, tmp_path) -> np.ndarray:
 
 def _native_logits(program, model, root, manifest, device, tmp_path, **kw) -> np.ndarray:
     out = tmp_path / f"{model}.f32"
-    command = native.eval_command(program, model, root / "data", manifest, BATCH, 1, 1, {"backend_flags": BACKEND_FLAGS},
-                                  torch.device(device), logits_out=out, **kw)
+    command = native.eval_command(program, model, root / "data", manifest, BATCH, 1, 1,
+                                  {"backend_flags": BACKEND_FLAGS}, torch.device(device), logits_out=out, **kw)
     result = native.launch(command)
     assert result.failure() is None, result.failure()
     return np.fromfile(out, "<f4").reshape(BATCH, -1)

@@ -699,7 +699,8 @@ def test_libtorch_sweep_program_runs_under_the_jobs_tf32(pool_dir, tmp_path, num
     program = native.ensure_built("libtorch")
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
-    config = nx.job_config({"backend_flags": {"tf32": False, "cudnn_benchmark": False}}, numerics, "study_a.sweep.numerics")
+    config = nx.job_config({"backend_flags": {"tf32": False, "cudnn_benchmark": False}}, numerics,
+                           "study_a.sweep.numerics")
     settings = SimpleNamespace(batches=(1,), resolutions=(8,), transfers=("uint8-pinned",), warmup=0, repeats=1,
                                cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
