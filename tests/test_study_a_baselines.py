@@ -129,3 +129,34 @@ def test_a_cuda_graph_modes_build_marks_a_step_before_each_call_on_the_gpu_only(
     assert stepped(torch.ones(1)).item() == 2 and marks == [1]
     assert sweep._stepped(build, "default", torch.device("cuda")) is build
     assert sweep._stepped(build, "max-autotune", CPU) is build
+
+
+def test_the_study_set_leaves_out_the_baselines_and_the_other_compile_modes():
+    assert [j for j in ("eager", "eager-cudagraphs", "libtorch", "compiled-default", "compiled-reduce-overhead",
+                        "compiled-static-default", "cudnn-graphs", "nonsense") if im.in_study(j)] == \
+        ["eager", "libtorch", "compiled-default", "cudnn-graphs"]
+
+
+def test_a_baseline_as_fast_as_eager_does_not_turn_the_studys_time_finding():
+    """The backend comparison's finding (eager ≥ 5× slower than every other implementation) reads the study's
+    implementations: eager-cudagraphs beside it, at eager's speed, is in the table but not in the verdict."""
+    import polars as pl
+    from abstraction_cost.report import study_a_backends as sab
+    rows = [{"status": "ok", "numerics": "fp32", "implementation": name, "speedup_vs_eager": s,
+             "speedup_vs_eager_low": s * 0.95, "speedup_vs_eager_high": s * 1.05}
+            for name, s in (("eager", 1.0), ("libtorch", 10.0), ("eager-cudagraphs", 1.0))]
+    text = sab.time_finding(pl.DataFrame(rows))
+    assert "fp32: holds (libtorch" in text and "eager-cudagraphs" not in text
+    only_baseline = pl.DataFrame([r for r in rows if r["implementation"] != "libtorch"])
+    assert sab.time_finding(only_baseline).startswith("Not measured here")
+
+
+def test_a_baseline_as_slow_as_eager_does_not_turn_the_sweeps_time_finding():
+    import polars as pl
+    from abstraction_cost.report import study_a_sweep as ss
+    from tests.test_sweep_report import _sweep, _verdicts
+    sweep = _sweep()
+    baseline = sweep.filter(pl.col("implementation") == "eager").with_columns(
+        pl.lit("eager-cudagraphs").alias("implementation"))
+    text = ss.time_finding(pl.concat([sweep, baseline]))
+    assert _verdicts(text) == ["holds", "holds"] and "eager-cudagraphs" not in text

@@ -38,6 +38,8 @@ class Implementation:
     sweep_build: str = "none"     # the sweep's build column: none | dynamic | per-shape | compile_shapes (config)
     gpu_only: bool = False
     compile_modes: bool = False   # one job per compile mode, <name>-<mode>
+    baseline: bool = False        # a baseline users run beyond the study's implementations: shown in every table
+                                  # and figure, left out of the study's findings (in_study)
     gpu_reason: str = "{name} runs on a CUDA GPU only, and this run's device is {device}"
 
     def not_run_reason(self, numerics: str, device_type: str) -> str | None:
@@ -56,7 +58,7 @@ _CUDNN_REASON = "the cudnn backend runs on a CUDA GPU only, and this run's devic
 REGISTRY: dict[str, Implementation] = {i.name: i for i in (
     Implementation("eager", "eager", "python", "module", EXPERIMENTS),
     Implementation("eager-cudagraphs", "eager", "python", "module, cuda graph", EXPERIMENTS, gpu_only=True,
-                   sweep_build="per-shape",
+                   sweep_build="per-shape", baseline=True,
                    gpu_reason="CUDA graphs (torch.cuda.graphs) need a CUDA GPU, and this run's device is {device}"),
     Implementation("torchscript-python", "torchscript", "python", "torch.jit.load", EXPERIMENTS,
                    artifacts={"backends": "torchscript", "sweep": "torchscript"}),
@@ -71,7 +73,7 @@ REGISTRY: dict[str, Implementation] = {i.name: i for i in (
     Implementation("compiled", "compiled", "python", "torch.compile", ("sweep",), sweep_build="compile_shapes",
                    compile_modes=True),
     Implementation("compiled-static", "compiled", "python", "torch.compile(dynamic=False)", ("sweep",),
-                   sweep_build="per-shape", compile_modes=True),
+                   sweep_build="per-shape", compile_modes=True, baseline=True),
     Implementation("cudnn", "cudnn", "cpp", "cudnn+cublas", EXPERIMENTS, CPP_NUMERICS, program="cudnn",
                    native_model="cudnn", gpu_only=True, gpu_reason=_CUDNN_REASON),
     Implementation("cudnn-graphs", "cudnn", "cpp", "cudnn+cublas, cuda graph", EXPERIMENTS, CPP_NUMERICS,
@@ -115,6 +117,19 @@ def jobs(implementations, compile_modes, entry_modes: dict | None = None) -> lis
         modes = (entry_modes or {}).get(name) or compile_modes
         out += [f"{name}-{m}" for m in modes] if REGISTRY[name].compile_modes else [name]
     return out
+
+
+STUDY_COMPILE_MODE = "default"  # the study's torch.compile; the other modes are baselines beyond it
+
+
+def in_study(job: str) -> bool:
+    """Whether a job's implementation is one the study measured (its findings compare these only): not a baseline
+    entry, and a compile entry in the study's mode. An unknown name is not."""
+    try:
+        impl, mode = split(job)
+    except UnknownImplementation:
+        return False
+    return not impl.baseline and mode in (None, STUDY_COMPILE_MODE)
 
 
 def of_program(program: str) -> tuple[str, ...]:

@@ -115,11 +115,13 @@ def setting(comparison: pl.DataFrame) -> str | None:
 def time_finding(comparison: pl.DataFrame, threshold: float = 5.0) -> str:
     """The study's "PyTorch almost an order of magnitude slower than all other implementations", per numerics,
     from the chart's speedups and their intervals (verdicts.at_least: eager ≥ threshold× slower, the interval
-    above 1)."""
+    above 1); the study's implementations only (implementations.in_study: not the baselines beyond it)."""
     from . import verdicts
 
     rows = comparison.filter((pl.col("status") == "ok") & (pl.col("implementation") != "eager")
-                             & pl.col("speedup_vs_eager").is_not_null())
+                             & pl.col("speedup_vs_eager").is_not_null()
+                             & pl.col("implementation").map_elements(implementations.in_study,
+                                                                     return_dtype=pl.Boolean))
     if rows.is_empty():
         return "Not measured here: no implementation has a speedup against eager."
     ranks = {n: i for i, n in enumerate(NUMERICS)}

@@ -205,8 +205,10 @@ def time_finding(sweep: pl.DataFrame, paired: pl.DataFrame | None = None) -> str
     resolution. Here, from the heat map's ratios (eager / implementation, per sample, the study's setting), two
     claims with a verdict each: at the smallest cell eager is ≥ ORDER_OF_MAGNITUDE× slower than every other
     implementation (verdicts.at_least), and each gap is measurably narrower at the largest cell (the two ratios'
-    intervals apart)."""
+    intervals apart). The study's implementations only (implementations.in_study: not the baselines beyond it)."""
     data = speed_vs_eager(_study_rows(sweep), paired)
+    if not data.is_empty():
+        data = data.filter(pl.col("implementation").map_elements(implementations.in_study, return_dtype=pl.Boolean))
     if data.is_empty():
         return "Not measured here: no implementation has a cell beside an eager cell."
     parts, slower, narrowing = [], [], []
