@@ -97,7 +97,7 @@ rule roofline:
     log:
         "logs/derived/roofline.log",
     params:
-        peak_numerics="tf32" if config["numerics"]["tf32"] else "fp32",
+        peak_numerics="tf32" if config["backend_flags"]["tf32"] else "fp32",
     priority: SUMMARY_PRIORITY
     script:
         "../../scripts/derived_tables.py"

@@ -1,7 +1,7 @@
 """Achieved TFLOP/s against the peak of the same run (table roofline): each Study A sweep cell's and Study B vision
 model's FLOPs per forward (table flops: convolutions and matmuls) over its median time, against the peak the matmul
 study (study_b_matmul_speedups, GPU pair) reached on the same GPU in the same run: the best of eager and compiled
-over its sizes, 2n³ FLOPs per call. The matmul study runs float32 under the run's global numerics (numerics.tf32),
+over its sizes, 2n³ FLOPs per call. The matmul study runs float32 under the run's global numerics (backend_flags.tf32),
 so its peak is that numerics' (`peak_numerics`); a row of another numerics has no peak, and says so.
 achieved_tflops counts the timed call (copy included); device_tflops the kernels' time alone (sweep_profile)."""
 from __future__ import annotations
