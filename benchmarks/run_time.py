@@ -20,7 +20,11 @@ added up) is the slot's held time, split into
                  compile job ran (the C++ programs, the compile warm-up, the AOTInductor and TorchScript artifacts)
     other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
     idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
-A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. The log's stamps are
+A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
+the measuring seconds over the held seconds of every slot together (issue 28's measure of a run). A job's measured
+runs are found by rule, time and wildcards: the sweep's shards of one numerics run at once on different GPUs, and
+each environment row names its shard, so each slot gets its own shard's runs and its own shard's builds (by
+run_id). The log's stamps are
 the machine's local time, read as this machine's local time: run this where the run ran (or in its time zone).
 
     python benchmarks/run_time.py $(ls -t .snakemake/log/*.snakemake.log | head -1) --results results \
@@ -260,6 +264,12 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
     return list(per.values())
 
 
+def measuring_share(slots: list[dict]) -> float | None:
+    """Measuring seconds over held seconds, every slot together."""
+    held = sum(s["held_s"] for s in slots)
+    return sum(s["measuring_s"] for s in slots) / held if held else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logs", nargs="+", type=Path, help="Snakemake logs, in the order the runs happened")
@@ -285,12 +295,15 @@ def main() -> None:
         print(f"  {step['start'][11:]} {step['seconds']:6.0f} s  {step['job']}{waited}")
     if args.results is not None:
         result["slots"] = slot_breakdown(jobs, measured_runs(args.results))
+        result["measuring_share"] = measuring_share(result["slots"])
         print(f"{'slot':24s} {'held s':>7s} {'jobs':>5s} " + " ".join(
             f"{k:>14s}" for k in ("measuring", "start-up", "builds", "other", "idle")))
         for s in result["slots"]:
             print(f"{s['slot'][:24]:24s} {s['held_s']:7.0f} {s['jobs']:5d} " + " ".join(
                 f"{s[k + '_s']:6.0f} s {s[k + '_pct']:4.0f}%" for k in ("measuring", "start_up", "builds", "other",
                                                                         "idle")))
+        if result["measuring_share"] is not None:
+            print(f"measuring: {100 * result['measuring_share']:.0f}% of the held GPU slots' time")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
 

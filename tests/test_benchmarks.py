@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO
 
 
@@ -211,3 +213,21 @@ def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
     assert _parts(by_slot["GPU-a"]) == {"measuring": 6.0, "start_up": 3.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
     assert _parts(by_slot["GPU-b"]) == {"measuring": 7.0, "start_up": 2.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
     assert by_slot["GPU-a"]["held_s"] == by_slot["GPU-b"]["held_s"] == 12.0
+
+
+def test_run_time_gives_each_gpu_its_own_sweep_shard_and_that_shards_builds(tmp_path):
+    """Two shards of the fp32 sweep at once on two GPUs (rule sweep, wildcards numerics and shard): each slot gets
+    the measured run of its own shard, found by the shard in its environment row, and the compiled builds that
+    shard's rows record (by run_id), counted as builds, not measuring; the share of held time measuring is over
+    both slots."""
+    result = _run_time_of(tmp_path, [(1, "sweep", "numerics=fp32, shard=0", 0, 20, "", "s0"),
+                                     (2, "sweep", "numerics=fp32, shard=1", 0, 20, "", "s1")],
+                          {"run_id": ["a", "b"], "rule": ["sweep"] * 2, "device": ["cuda"] * 2,
+                           "gpu_uuid": ["GPU-a", "GPU-b"], "start": [2, 5], "end": [18, 19],
+                           "job": ["numerics=fp32,shard=0", "numerics=fp32,shard=1"]},
+                          sweep={"run_id": ["a", "a", "b", "b"], "implementation": ["compiled-default", "eager"] * 2,
+                                 "build_s": [3.0, None, 5.0, None]})
+    by_slot = {s["slot"]: s for s in result["slots"]}
+    assert _parts(by_slot["GPU-a"]) == {"measuring": 13.0, "start_up": 2.0, "builds": 3.0, "other": 2.0, "idle": 0.0}
+    assert _parts(by_slot["GPU-b"]) == {"measuring": 9.0, "start_up": 5.0, "builds": 5.0, "other": 1.0, "idle": 0.0}
+    assert result["measuring_share"] == pytest.approx(22.0 / 40.0)

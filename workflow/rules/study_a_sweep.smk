@@ -4,15 +4,19 @@
 # the backend comparison.
 # - sweep_inputs: `pool` test images resized once per resolution (backends/transfer.py)
 # - package_aoti_sweep: one AOTInductor package with dynamic batch and resolution (backends/aoti_dynamic.py)
-# - sweep: one process per implementation walks every cell of resolution × batch × transfer mode in each
+# - sweep: interleaved (the default protocol), one job per numerics and shard (study_a.sweep.shards: whole
+#   resolutions each, backends/sweep_shards.py) runs every implementation in turns (backends/sweep_interleaved.py);
+#   serial, one process per implementation walks every cell of resolution × batch × transfer mode in each
 #   numerics in turn (backends/sweep.py; start-up paid once), the numerics set before its model is built (TF32
-#   flags in Python, --tf32 for the C++ programs); one table per (numerics, implementation); concat_sweep
+#   flags in Python, --tf32 for the C++ programs); one table per job; concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
 # - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point
 #   (torch.profiler; the C++ programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
 # SWEEP (the settings), SWEEP_PROTOCOL, SWEEP_JOBS and the jobs' input functions are in common.smk.
+
+from abstraction_cost.backends import sweep_shards as _sweep_shards
 
 
 localrules: concat_sweep, sweep_h2d, concat_sweep_kernels  # seconds: run where Snakemake runs
@@ -52,40 +56,47 @@ SWEEP_GRID = (SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, S
               reads(*MEASURED, "study_a.sweep.require_gpu", "study_a.cudnn"))  # and what a measuring job reads
 
 if SWEEP_PROTOCOL.mode == "interleaved":
+    # study_a.sweep.shards: whole resolutions per shard, balanced by estimated cost (backends/sweep_shards.py)
+    SWEEP_SHARDS = list(range(len(_sweep_shards.of_config(config))))
 
     rule sweep:
-        # one job per numerics: every implementation as a worker, in turns (backends/sweep_conductor.py)
+        # one job per numerics and shard: every implementation as a worker, in turns (backends/sweep_conductor.py)
         input:
             unpack(lambda wildcards: sweep_interleaved_inputs()),
         output:
-            table=f"{SWEEP_DIR}/jobs/{{numerics}}.rows.parquet",
-            blocks=f"{SWEEP_DIR}/jobs/{{numerics}}.blocks.parquet",
-            profile=f"{SWEEP_DIR}/jobs/{{numerics}}.profile.parquet",
-            env=f"{SWEEP_DIR}/jobs/{{numerics}}.env.parquet",
+            table=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.rows.parquet",
+            blocks=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.blocks.parquet",
+            profile=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.profile.parquet",
+            env=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.env.parquet",
         wildcard_constraints:
             numerics="fp32|tf32|bf16-autocast",
+            shard=r"\d+",
         log:
-            "logs/study_a/sweep/{numerics}.log",
+            "logs/study_a/sweep/{numerics}-shard{shard}.log",
         benchmark:
-            f"{SWEEP_DIR}/jobs/{{numerics}}.benchmark.tsv"
+            f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.benchmark.tsv"
         params:
             implementations=SWEEP_JOBS,
             grid=SWEEP_GRID,
+            shards=len(SWEEP_SHARDS),  # another split gives a shard other cells
         resources:
             **timing_job("sweep"),
         script:
             "../../scripts/sweep_job.py"
 
     SWEEP_JOB_OUTPUTS = {
-        "tables": expand(f"{SWEEP_DIR}/jobs/{{numerics}}.rows.parquet", numerics=SWEEP.numerics),
-        "envs": expand(f"{SWEEP_DIR}/jobs/{{numerics}}.env.parquet", numerics=SWEEP.numerics),
+        "tables": expand(f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.rows.parquet", numerics=SWEEP.numerics,
+                         shard=SWEEP_SHARDS),
+        "envs": expand(f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.env.parquet", numerics=SWEEP.numerics,
+                       shard=SWEEP_SHARDS),
     }
 
     localrules: concat_sweep_blocks, concat_sweep_profile, sweep_speedups
 
     rule concat_sweep_blocks:
         input:
-            tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}.blocks.parquet", numerics=SWEEP.numerics),
+            tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.blocks.parquet", numerics=SWEEP.numerics,
+                          shard=SWEEP_SHARDS),
         output:
             table=SUMMARIES["sweep_blocks"],
         log:
@@ -99,7 +110,8 @@ if SWEEP_PROTOCOL.mode == "interleaved":
     rule concat_sweep_profile:
         # the profiled pass of every cell (study_a.sweep.protocol.profile_calls), after its timed turns
         input:
-            tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}.profile.parquet", numerics=SWEEP.numerics),
+            tables=expand(f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.profile.parquet", numerics=SWEEP.numerics,
+                          shard=SWEEP_SHARDS),
         output:
             table=SUMMARIES["sweep_profile"],
         log:

@@ -175,7 +175,8 @@ CommandFor = Callable[[str, str], list[str]]
 def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cell], settings: SweepSettings,
             protocol: Protocol, store: Store) -> list[dict]:
     """Every (invocation, implementation, cell) record measured, each with its `invocation` and `implementation`;
-    `block` records are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns`."""
+    `block` records are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns`. `cells`
+    may be a shard of the grid (whole resolutions, indices the grid's); the workers know the whole grid."""
     for inv in range(protocol.max_invocations):
         due = cells if inv < protocol.invocations else imprecise(store, implementations, cells, inv,
                                                                  protocol.precision)
@@ -209,10 +210,11 @@ def imprecise(store: Store, implementations: list[str], cells: list[Cell], befor
 def _invocation(inv: int, implementations: list[str], command_for: CommandFor, cells: list[Cell], due: list[Cell],
                 settings: SweepSettings, protocol: Protocol, store: Store) -> None:
     trackers = {impl: OomTracker() for impl in implementations}
-    for (i, impl, _), record in list(store.kept.items()):
-        if i == inv and impl in trackers and record["status"] == "oom" and not str(record.get("message")).startswith(
-                "skipped:"):
-            trackers[impl].add(cells[record["cell"]])
+    by_index = {c.index: c for c in cells}   # a shard's cells keep the whole grid's indices (sweep_shards.py)
+    for (i, impl, index), record in list(store.kept.items()):
+        if i == inv and impl in trackers and index in by_index and record["status"] == "oom" and not str(
+                record.get("message")).startswith("skipped:"):
+            trackers[impl].add(by_index[index])
     started = time.perf_counter()
 
     def up(impl: str, worker: Worker) -> Worker | None:

@@ -1,6 +1,7 @@
-"""Rule sweep (study_a.sweep.protocol: interleaved): one job per numerics measures every implementation of the
-sweep in turns (sweep_conductor.py), and writes the `sweep` table's rows of them all and the `sweep_blocks` table
-of each turn's median, from which comparisons are resampled as pairs."""
+"""Rule sweep (study_a.sweep.protocol: interleaved): one job per numerics and shard (sweep_shards.py: whole
+resolutions; one shard unless study_a.sweep.shards says more) measures every implementation of the sweep in turns
+over the shard's cells (sweep_conductor.py), and writes the `sweep` table's rows of them all and the `sweep_blocks`
+table of each turn's median, from which comparisons are resampled as pairs."""
 from __future__ import annotations
 
 import contextlib
@@ -15,9 +16,9 @@ from ..data.specs import spec
 from ..measure import device as devices
 from ..measure import numerics as nx
 from ..measure.run import Run, measured_run
-from . import aoti_dynamic, native
+from . import aoti_dynamic, native, sweep_shards
 from .sweep import _first_line, _named, _not_run_rows, build_kind, kind, sweep_command
-from .sweep_cells import SweepSettings
+from .sweep_cells import Cell, SweepSettings
 from .sweep_check import check_logits
 from .sweep_conductor import Protocol, Store, block_rows, cell_row, conduct, python_worker_command
 from .sweep_store import CellStore, cells_dir, job_key
@@ -67,10 +68,12 @@ def profile_rows(impl: str, cells, records: list[dict]) -> list[dict]:
 
 def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings, protocol: Protocol, config: dict,
                      classes: int, run: Run, store: CellStore | None, numerics: str, logits_root: Path,
-                     profiles: list[dict] | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
-    """Rows of the sweep table by implementation, and the sweep_blocks rows; the sweep_profile rows are appended
-    to `profiles`."""
-    cells = settings.cells()
+                     profiles: list[dict] | None = None, cells: list[Cell] | None = None
+                     ) -> tuple[dict[str, list[dict]], list[dict]]:
+    """Rows of the sweep table by implementation over `cells` (a shard; default every cell of the grid), and the
+    sweep_blocks rows; the sweep_profile rows are appended to `profiles`."""
+    grid = settings.cells()
+    cells = grid if cells is None else cells
     rows, active = {}, []
     for impl in implementations:
         reason = not_run(impl, settings, numerics, run.device, inputs)
@@ -86,7 +89,7 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
     python_specs = {impl: python_worker_command(
         {"implementation": impl, "inputs": named, "classes": classes, "device": str(run.device),
          "numerics": numerics, "compile_shapes": settings.compile_shapes,
-         "cells": [[c.index, c.batch, c.resolution, c.transfer] for c in cells], "warmup": settings.warmup,
+         "cells": [[c.index, c.batch, c.resolution, c.transfer] for c in grid], "warmup": settings.warmup,
          "warmup_max": protocol.warmup_max, "config": config}, spec_dir)
         for impl in active if kind(impl)[1] == "python"}
 
@@ -99,7 +102,7 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
         return sweep_command(program, impl, inputs, pool.manifest, settings, config, run.device, classes, 0,
                              oom_at, logits) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
 
-    records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(cells)))
+    records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(grid)))
     blocks = []
     for impl in active:
         mine = [r for r in records if r["implementation"] == impl]
@@ -152,18 +155,22 @@ def run(snakemake) -> None:
     classes = spec(dataset, config).classes
     device = devices.select(config)
     implementations = settings.jobs()
-    job = {"numerics": numerics}
-    store = CellStore(cells_dir(snakemake.output.table), job_key(config, job, _named(inputs)))
+    shard = int(getattr(snakemake.wildcards, "shard", 0))
+    cells = sweep_shards.of_config(config)[shard]
+    # the shard's cells in the key: another split of the grid measures other cells under this shard's name
+    job = {"numerics": numerics, "shard": str(shard)}
+    store = CellStore(cells_dir(snakemake.output.table),
+                      job_key(config, {**job, "cells": [c.index for c in cells]}, _named(inputs)))
     started = time.perf_counter()
     profiles: list[dict] = []
     with measured_run(config, rule=snakemake.rule, job=job, env_path=snakemake.output.env, device=device,
                       run_id=store.run_id, resumes=store.resumes) as measured, _scratch(store) as scratch:
         try:
             rows, blocks = interleaved_rows(implementations, inputs, settings, protocol, config, classes, measured,
-                                            store, numerics, scratch, profiles)
+                                            store, numerics, scratch, profiles, cells)
         except Exception as err:  # the job could not start its walk: every cell says why
-            log.error("sweep %s failed:\n%s", numerics, traceback.format_exc())
-            rows = {impl: _not_run_rows(settings.cells(), "error", _first_line(err)) for impl in implementations}
+            log.error("sweep %s shard %d failed:\n%s", numerics, shard, traceback.format_exc())
+            rows = {impl: _not_run_rows(cells, "error", _first_line(err)) for impl in implementations}
             blocks = []
     defaults = dict.fromkeys(tables.schema("sweep"))
     aoti_build = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if "aoti" in implementations else None
@@ -183,6 +190,6 @@ def run(snakemake) -> None:
                                         "device": device.type, "run_id": measured.run_id} for p in profiles],
                      snakemake.output.profile)
     store.clear()
-    log.info("%s: %d of %d cells ok over %d implementations, %.1f s", numerics,
+    log.info("%s shard %d: %d of %d cells ok over %d implementations, %.1f s", numerics, shard,
              sum(r["status"] == "ok" for r in table), len(table), len(implementations),
              time.perf_counter() - started)
