@@ -231,3 +231,22 @@ def test_run_time_gives_each_gpu_its_own_sweep_shard_and_that_shards_builds(tmp_
     assert _parts(by_slot["GPU-a"]) == {"measuring": 13.0, "start_up": 2.0, "builds": 3.0, "other": 2.0, "idle": 0.0}
     assert _parts(by_slot["GPU-b"]) == {"measuring": 9.0, "start_up": 5.0, "builds": 5.0, "other": 1.0, "idle": 0.0}
     assert result["measuring_share"] == pytest.approx(22.0 / 40.0)
+
+
+def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_estimate(tmp_path):
+    """benchmarks/default_estimate.py on the default config: labelled an estimate, two GPUs faster than one, each
+    slot's busy time within the schedule, and the calibration reproduces gpu-smoke's measured one-GPU time."""
+    runs = {}
+    for config, gpus in (("config", 1), ("config", 2), ("gpu-smoke", 1)):
+        out = tmp_path / f"{config}-{gpus}.json"
+        done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "default_estimate.py"),
+                               str(REPO / "config" / f"{config}.yaml"), "--gpus", str(gpus), "--out", str(out)],
+                              check=True, capture_output=True, text=True)
+        assert done.stdout.startswith("ESTIMATE for")
+        runs[(config, gpus)] = json.loads(out.read_text())
+    one, two = runs[("config", 1)], runs[("config", 2)]
+    assert one["estimate"] is True and two["total_s"] < one["total_s"]
+    assert set(two["families_s"]) == {"training", "backend comparison", "sweep and kernels", "Study B on the GPU",
+                                      "Study B on the CPU"} and all(s > 0 for s in two["families_s"].values())
+    assert len(two["slot_busy_s"]) == 2 and max(two["slot_busy_s"]) <= two["gpu_schedule_s"]
+    assert runs[("gpu-smoke", 1)]["calibrated_s"] == pytest.approx(810.0, abs=0.5)
