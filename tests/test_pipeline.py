@@ -1,4 +1,5 @@
-"""The smoke config end to end through Snakemake: every rule runs, every table has its schema, the report renders."""
+"""The smoke config end to end through Snakemake (the session's one run, conftest.smoke_run): every rule runs, every
+table has its schema, the report renders."""
 import datetime as dt
 import json
 import re
@@ -14,18 +15,6 @@ from abstraction_cost import tables
 from abstraction_cost.backends import sweep_summary
 
 from .conftest import REPO
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("smoke")
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
-               "--workflow-profile", str(REPO / "profiles" / "default"), "--configfile",
-               str(REPO / "config" / "smoke.yaml"), "--cores", "2"]
-    result = subprocess.run(command, capture_output=True, text=True)
-    (work / "snakemake.out").write_text(result.stdout + result.stderr)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
-    return work
 
 
 def _table_of(path: Path) -> str:
