@@ -21,6 +21,8 @@ The model (every constant below names its basis; a GUESS is a number no run has 
 - Training: per epoch, steps × max(TRAIN_STEP_FLOOR_S, 3 × SECONDS_PER_PIXEL × batch × resolution²) and the test
   split's evaluation likewise (the floor: a ResNet-50 step's launches; GUESS from gpu-smoke's 2 epochs of 32
   steps in about 10 s of job).
+- Not modelled: the sweep's profiled pass (protocol.profile_calls calls per cell in the first invocation). The
+  calibration run (gpu-smoke, 810 s) predates the interleaved backend comparison, which this model counts.
 - Study B: a building-block case BLOCK_CASE_S per mode (gpu-smoke 2026-11-22: five jobs, about 16 cases, 101 s);
   a vision job VISION_BASE_S per model and batch (gpu-smoke 2026-11-25: MobileNetV2 80 s, SqueezeNet 48 s for
   batches 1 and 32 in one mode; the others GUESSES by their blocks), each further mode VISION_MODE_S per batch.
@@ -35,7 +37,7 @@ from pathlib import Path
 from abstraction_cost import config as config_module
 from abstraction_cost.backends import sweep_shards
 from abstraction_cost.backends.sweep_cells import SweepSettings
-from abstraction_cost.backends.sweep_conductor import Protocol
+from abstraction_cost.backends.sweep_conductor import PROTOCOL_DEFAULTS, Protocol
 
 # gpu-smoke on one H100 from cold caches, measured (issue 28, code of 57575bf), against this model's estimate of it:
 # `calibrated_s` scales an estimate by their ratio
@@ -54,8 +56,9 @@ KERNEL_JOB_S = 17.0            # default sweep 2026-11-25: fp32 kernel jobs 15-1
 KERNEL_COMPILED_S = 63.0
 AOTI_PACKAGE_S = 147.0         # default sweep 2026-11-25: package_aoti_sweep, on the CPUs
 NATIVE_BUILD_S = 120.0         # GUESS: the C++ programs' build before their first timing job
-# the backend comparison: a numerics' program start and measured runs (backend eval merged, 2026-11-25)
-EVAL_NUMERICS_S = 3.0
+# the backend comparison, one job per numerics: an invocation of its seven workers (config/README.md, gpu-smoke:
+# 20-30 s of start-up, warm-ups and turns)
+EVAL_INVOCATION_S = 25.0
 # training
 TRAIN_STEP_FLOOR_S = 0.025
 EVAL_STEP_FLOOR_S = 0.008
@@ -105,10 +108,14 @@ def training_jobs(config: dict) -> list[dict]:
 
 
 def eval_jobs(config: dict) -> list[dict]:
+    """One job per numerics, every implementation interleaved: `invocations`, and the share of the rest up to
+    max_invocations that a host-bound cell takes (batch 32 at 224 px is near the host-bound edge)."""
     b = config["study_a"]["backends"]
-    return [{"job": f"eval_backend[{impl}]", "s": START_S + len(b["numerics"]) * EVAL_NUMERICS_S,
-             "after": AOTI_PACKAGE_S if impl == "aoti" else (NATIVE_BUILD_S if impl != "eager" else 0.0)}
-            for impl in b["implementations"]]
+    p = {**PROTOCOL_DEFAULTS, **(b.get("protocol") or {})}
+    invocations = p["invocations"] + EXTRA_SHARE * max(0, p["max_invocations"] - p["invocations"])
+    after = AOTI_PACKAGE_S if "aoti" in b["implementations"] else NATIVE_BUILD_S
+    return [{"job": f"eval_backend[{numerics}]", "s": START_S + invocations * EVAL_INVOCATION_S, "after": after}
+            for numerics in b["numerics"]]
 
 
 def sweep_jobs(config: dict) -> list[dict]:
