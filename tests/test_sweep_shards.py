@@ -66,7 +66,7 @@ def test_shards_are_balanced_by_estimated_cost_costliest_resolution_first():
     ({"shards": 0}, "'study_a.sweep.shards': 0 is not a positive integer"),
     ({"shards": "2"}, "'study_a.sweep.shards': '2' is not a positive integer"),
     ({"shards": True}, "'study_a.sweep.shards': True is not a positive integer"),
-    ({"shards": 5}, "'study_a.sweep.shards': 5 shards for 4 resolutions"),
+    ({"shards": 3, "resolutions": [32, 256]}, "'study_a.sweep.shards': 3 shards for 2 resolutions"),
     ({"shards": 2, "protocol": {"mode": "serial"}}, "'study_a.sweep.shards': 2 shards need "
                                                       "study_a.sweep.protocol.mode interleaved"),
 ])
@@ -142,8 +142,8 @@ def test_the_rule_makes_one_timing_job_per_numerics_and_shard(tmp_path):
     path = tmp_path / "sharded.yaml"
     path.write_text(yaml.safe_dump(config))
     done = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path / "w"),
-                           "--configfile", str(path), "--cores", "2", "-n", "--quiet", "all",
-                           "results/study_a/sweep.parquet"], capture_output=True, text=True, timeout=600)
+                           "--configfile", str(path), "--cores", "2", "results/study_a/sweep.parquet", "-n",
+                           "--quiet", "rules"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     counts = dict(line.split()[:2] for line in done.stdout.splitlines() if len(line.split()) == 2)
     assert counts.get("sweep") == "4" and counts.get("concat_sweep") == "1", done.stdout
