@@ -165,3 +165,8 @@ def test_on_the_gpu_the_interleaved_comparison_times_every_worker_and_checks_its
         assert r["time_per_sample_ms_low"] <= r["time_per_sample_ms"] <= r["time_per_sample_ms_high"]
     lib = out[1]
     assert lib["parity_ok"] and lib["paired_turns"] >= 8 and lib["steady"] is not None
+    profile = {p["implementation"]: p for p in tables.read("backend_profile", job.output.profile).iter_rows(named=True)}
+    eager = profile["eager"]   # torch.profiler over CUPTI in the Python worker
+    assert eager["status"] == "ok" and eager["device_ms"] > 0 and eager["kernels"] > 0, eager
+    assert eager["device_source"] and eager["device_idle_ms"] is not None
+    assert profile["libtorch"]["status"] == "ok" and (profile["libtorch"]["device_ms"] or 0) > 0, profile["libtorch"]

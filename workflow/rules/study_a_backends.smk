@@ -3,7 +3,8 @@
 # implementation (interleaved: long-lived workers taking turns over invocations, docs/measurement.md;
 # backends/eval_interleaved.py), then compare_backends (medians, paired speedups, memory, parity against eager in
 # each numerics). The C++ programs it runs are built by native.smk.
-localrules: backend_eval_input, concat_backend_eval, concat_backend_profile, compare_backends  # seconds: run where Snakemake runs
+# jobs of seconds: run where Snakemake runs
+localrules: backend_eval_input, concat_backend_eval, concat_backend_profile, compare_backends
 
 
 rule backend_eval_input:

@@ -61,7 +61,7 @@ def decomposition_rows(sweep: pl.DataFrame, profile: pl.DataFrame, backend_compa
 
 def backend_timed(comparison: pl.DataFrame, evals: pl.DataFrame | None) -> pl.DataFrame:
     """The comparison's ok rows as the sweep's columns: time_ms per batch, h2d_ms the median of the timed calls'
-    copies (null without backend_eval or on a serial run), cell 0, its transfer and run_id from backend_eval."""
+    copies (null without backend_eval or on a serial run), cell 0, its transfer from backend_eval."""
     ok = comparison.filter(pl.col("status") == "ok", pl.col("time_per_sample_ms").is_not_null())
     keys = ["numerics", "implementation"]
     timed = ok.select(*keys, "batch_size", "resolution", "run_id",
@@ -89,8 +89,8 @@ def _rows(timed: pl.DataFrame, profile: pl.DataFrame | None, experiment: str) ->
         key = (r["numerics"], r["implementation"], r["cell"])
         p = prof.get(key) or {}
         notes = []
-        row = {"run_id": r["run_id"], "experiment": experiment, "numerics": r["numerics"], "implementation": r["implementation"],
-               "cell": r["cell"], "batch_size": r["batch_size"], "resolution": r["resolution"],
+        row = {"run_id": r["run_id"], "experiment": experiment, "numerics": r["numerics"],
+               "implementation": r["implementation"], "cell": r["cell"], "batch_size": r["batch_size"], "resolution": r["resolution"],
                "transfer": r["transfer"], "time_ms": r["time_ms"], "transfer_ms": r["h2d_ms"],
                **{c: p.get(c) for c in ("host_issue_ms", "host_cpu_ms", "device_ms", "kernels", "launch_calls",
                                         "device_idle_ms")}}
