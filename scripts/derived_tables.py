@@ -19,7 +19,8 @@ elif "conv_predictor" in outputs:
     made = {"conv_predictor": rows, "conv_predictor_summary": summary}
 elif "decomposition" in outputs:
     made = {"decomposition": decomposition.decomposition_rows(
-        frames["sweep"], frames.get("sweep_profile", tables.frame("sweep_profile", [])))}
+        frames["sweep"], frames.get("sweep_profile", tables.frame("sweep_profile", [])),
+        frames["backend_comparison"], frames["backend_eval"], frames.get("backend_profile"))}
 elif "roofline" in outputs:
     made = {"roofline": roofline.roofline_rows(
         frames["flops"], frames["sweep"], frames.get("sweep_profile", tables.frame("sweep_profile", [])),

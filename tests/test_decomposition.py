@@ -1,6 +1,6 @@
 """Where each level's time goes: the profiled pass (measure/profiled.py) on the CPU with fake device traces, the
-decomposition of sweep rows by the pairs of implementations (derived/decomposition.py) and the roofline against the
-run's matmul peak (derived/roofline.py)."""
+decomposition of sweep rows and of the backend comparison's cell by the pairs of implementations
+(derived/decomposition.py) and the roofline against the run's matmul peak (derived/roofline.py)."""
 from __future__ import annotations
 
 import polars as pl
@@ -130,6 +130,74 @@ def test_without_device_times_or_a_pair_the_rows_are_partial_and_say_why():
     # no profile table at all (the serial protocol)
     none = decomposition.decomposition_rows(_sweep(), tables.frame("sweep_profile", []))
     assert set(none["status"]) == {"partial"} and set(none["message"]) == {"no profiled pass for this cell"}
+
+
+def _backends(times=TIMES, numerics="fp32", batch=32, resolution=224):
+    """backend_comparison rows (time per sample) and backend_eval rows (two calls each, their H2D copies)."""
+    comp = [{"implementation": i, "numerics": numerics, "batch_size": batch, "resolution": resolution,
+             "status": "ok", "time_per_sample_ms": t / batch, "run_id": "b1"} for i, t in times.items()]
+    evals = [{"implementation": i, "numerics": numerics, "batch_size": batch, "resolution": resolution,
+              "status": "ok", "transfer": "uint8-pinned", "h2d_ms": h, "time_ms": t, "run_id": "b1"}
+             for i, t in times.items() for h in (0.4, 0.6)]
+    return (tables.frame("backend_comparison", [{**dict.fromkeys(tables.schema("backend_comparison")), **r}
+                                                for r in comp]),
+            tables.frame("backend_eval", [{**dict.fromkeys(tables.schema("backend_eval")), **r} for r in evals]))
+
+
+def _backend_profile(device=DEVICE, numerics="fp32") -> pl.DataFrame:
+    p = _profile(device).with_columns(numerics=pl.lit(numerics), transfer=pl.lit("uint8-pinned"))
+    return tables.frame("backend_profile", p.to_dicts())
+
+
+def test_the_backend_comparisons_cell_is_decomposed_beside_the_sweep_as_its_own_experiment():
+    comparison, evals = _backends()
+    tf32, tf32_evals = _backends({k: v * 0.5 for k, v in TIMES.items()}, "tf32")
+    profile = pl.concat([_backend_profile(), _backend_profile({k: None for k in DEVICE}, "tf32")])
+    d = decomposition.decomposition_rows(_sweep(), _profile(), pl.concat([comparison, tf32]),
+                                         pl.concat([evals, tf32_evals]), profile)
+    assert d.filter(pl.col("experiment") == "sweep").height == len(TIMES)
+    rows = d.filter(pl.col("experiment") == "backend_comparison")
+    assert rows.height == 2 * len(TIMES) and set(rows["cell"]) == {0} and set(rows["transfer"]) == {"uint8-pinned"}
+    by = {(r["numerics"], r["implementation"]): r for r in rows.iter_rows(named=True)}
+    eager = by[("fp32", "eager")]
+    # time = per-sample median × batch; transfer = the median of the timed calls' copies (0.4, 0.6)
+    assert eager["time_ms"] == pytest.approx(10.0) and eager["transfer_ms"] == pytest.approx(0.5)
+    assert eager["python_ms"] == pytest.approx(3.0) and eager["launch_ms"] == pytest.approx(1.5)
+    assert eager["device_ms"] == pytest.approx(2.0) and eager["other_ms"] == pytest.approx(1.5)
+    assert eager["status"] == "ok" and eager["run_id"] == "b1" and eager["batch_size"] == 32
+    # pairs are taken within the comparison's own numerics: tf32's halved times halve its levels
+    t = by[("tf32", "eager")]
+    assert t["python_ms"] == pytest.approx(1.5) and t["status"] == "partial"
+    assert t["device_ms"] is None and "no CUDA device" in t["message"]
+    # a failed implementation in the comparison is no row, and the levels it paired are null, saying so
+    failed = comparison.with_columns(status=pl.when(pl.col("implementation") == "cudnn-graphs")
+                                     .then(pl.lit("error")).otherwise(pl.col("status")))
+    d = decomposition.decomposition_rows(_sweep(), _profile(), failed, evals, _backend_profile())
+    eager = _by_impl(d.filter(pl.col("experiment") == "backend_comparison"))["eager"]
+    assert eager["launch_ms"] is None and "launch: no ok cudnn-graphs row" in eager["message"]
+    # no profiled pass (profile_calls: 0, or the serial protocol): partial rows saying so
+    none = decomposition.decomposition_rows(_sweep(), _profile(), comparison, evals, None)
+    assert set(none.filter(pl.col("experiment") == "backend_comparison")["message"]) == {
+        "no profiled pass for this cell"}
+
+
+def test_the_report_shows_the_backend_comparisons_cell_and_keeps_it_out_of_the_sweeps_figure():
+    from abstraction_cost.report import decomposition as dc
+    comparison, evals = _backends()
+    d = decomposition.decomposition_rows(pl.concat([_sweep(), _sweep(LARGE, 1, 32, 256)]),
+                                         pl.concat([_profile(), _profile(LARGE_DEVICE, cell=1, idle=0.1)]),
+                                         comparison, evals, _backend_profile())
+    assert set(dc.extreme_cells(d)["batch_size"]) == {8, 32} and dc.display(d).height == 2 * len(TIMES)
+    assert set(dc.extreme_cells(d)["resolution"]) == {64, 256}   # the comparison's 224 px cell is not the sweep's
+    shown = dc.backend_display(d)
+    assert shown.height == len(TIMES) and set(shown["resolution"]) == {224}
+    text = dc.backend_finding(d)
+    assert text.startswith("The backend comparison's cell, per call: fp32 at batch 32, 224 px: cudnn-graphs 3.50 ms")
+    assert "eager 10.00 ms (host levels 6.00, device work 2.00)" in text
+    empty = pl.DataFrame(schema=tables.schema("decomposition"))
+    assert dc.backend_display(empty).is_empty()
+    assert dc.backend_finding(empty) == ("The backend comparison's cell was not decomposed (no ok backend_comparison "
+                                         "rows).")
 
 
 def test_the_stacked_form_has_each_implementations_components():

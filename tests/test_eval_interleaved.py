@@ -1,7 +1,8 @@
 """Study A's backend comparison under the interleaved protocol (backends/eval_interleaved.py), on the CPU: one job
 per numerics runs eager (a Python worker) and libtorch (ac_libtorch sweep --serve) in turns over invocations, the
-rows carry invocation and turn, the comparison resamples invocations and paired turns, bad protocol keys are refused naming
-the key. Its faults (a killed job, a dying worker) are in tests/faults/test_eval_workers.py."""
+rows carry invocation and turn, the comparison resamples invocations and paired turns, each implementation's
+profiled pass is its backend_profile row (null device columns on the CPU, saying why), bad protocol keys are refused
+naming the key. Its faults (a killed job, a dying worker) are in tests/faults/test_eval_workers.py."""
 import copy
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,7 +28,8 @@ def _job(tmp_path, smoke_config, program, numerics="fp32", implementations=IMPLE
     config["study_a"]["backends"].update(batch_size=2, resolution=32, dataset="synthetic-cifar10",
                                          implementations=list(implementations))
     config["study_a"]["backends"]["protocol"] = {"mode": "interleaved", "invocations": 2, "max_invocations": 2,
-                                                 "blocks": 3, "block_ms": 1, "warmup_max": 3, **protocol}
+                                                 "blocks": 3, "block_ms": 1, "warmup_max": 3, "profile_calls": 2,
+                                                 **protocol}
     config_module.validate(config)
     ds = spec("synthetic-cifar10", config)
     shape = type(ds)(ds.name, ds.channels, 32, 32, ds.class_names)
@@ -42,7 +44,8 @@ def _job(tmp_path, smoke_config, program, numerics="fp32", implementations=IMPLE
     folder.mkdir(parents=True, exist_ok=True)   # Snakemake makes its outputs' folders
     out = SimpleNamespace(tables=[str(folder / f"{i}.rows.parquet") for i in implementations],
                           logits=[str(folder / f"{i}.logits.f32") for i in implementations],
-                          env=str(folder.parent / f"{numerics}.env.parquet"))
+                          env=str(folder.parent / f"{numerics}.env.parquet"),
+                          profile=str(folder.parent / f"{numerics}.profile.parquet"))
     return SimpleNamespace(config=config, input=inputs, output=out, rule="eval_backend",
                            params=SimpleNamespace(implementations=list(implementations)),
                            wildcards=SimpleNamespace(numerics=numerics))
@@ -79,6 +82,23 @@ def test_the_interleaved_job_measures_every_implementation_in_turns_over_invocat
     assert lib["time_per_sample_ms_low"] <= lib["time_per_sample_ms"] <= lib["time_per_sample_ms_high"]
     assert lib["speedup_vs_eager_low"] <= lib["speedup_vs_eager"] <= lib["speedup_vs_eager_high"]
     assert not cells_dir(job.output.env).exists()   # the job finished: nothing left to resume
+    profile = tables.read("backend_profile", job.output.profile)
+    assert profile["implementation"].to_list() == IMPLEMENTATIONS
+    for p in profile.iter_rows(named=True):   # the pass ran in each worker after its turns; no device to profile
+        assert p["status"] == "ok" and p["profiled_calls"] == 2, p
+        assert p["cell"] == 0 and (p["batch_size"], p["resolution"], p["transfer"]) == (2, 32, "uint8-pinned")
+        assert p["numerics"] == "fp32" and p["run_id"] == env["run_id"][0]
+        assert p["host_issue_ms"] > 0 and p["wall_ms"] > 0
+        assert p["device_ms"] is None and p["device_message"], p
+
+
+def test_without_a_profiled_pass_each_implementation_says_which_key_turned_it_off(tmp_path, smoke_config, program):
+    job = _job(tmp_path, smoke_config, program, invocations=1, max_invocations=1, blocks=1, profile_calls=0)
+    eval_job.run_job(job)
+    assert all((r["status"] == "ok").all() for r in _rows(job).values())
+    profile = tables.read("backend_profile", job.output.profile)
+    assert profile["implementation"].to_list() == IMPLEMENTATIONS and (profile["status"] == "not_run").all()
+    assert all("study_a.backends.protocol.profile_calls: 0" in m for m in profile["message"])
 
 
 def test_an_invocation_that_failed_beside_ok_ones_leaves_the_row_ok_saying_so():
@@ -103,6 +123,7 @@ def test_an_invocation_that_failed_beside_ok_ones_leaves_the_row_ok_saying_so():
     ("block_ms", -1, "study_a.backends.protocol.block_ms"),
     ("precision", "tight", "study_a.backends.protocol.precision"),
     ("mode", "fast", "study_a.backends.protocol.mode"),
+    ("profile_calls", -1, "study_a.backends.protocol.profile_calls"),
     ("interleave_max_pixels", 10, "study_a.backends.protocol': unknown key"),
 ])
 def test_bad_protocol_keys_are_refused_naming_the_key(smoke_config, key, value, message):
@@ -144,3 +165,8 @@ def test_on_the_gpu_the_interleaved_comparison_times_every_worker_and_checks_its
         assert r["time_per_sample_ms_low"] <= r["time_per_sample_ms"] <= r["time_per_sample_ms_high"]
     lib = out[1]
     assert lib["parity_ok"] and lib["paired_turns"] >= 8 and lib["steady"] is not None
+    profile = {p["implementation"]: p for p in tables.read("backend_profile", job.output.profile).iter_rows(named=True)}
+    eager = profile["eager"]   # torch.profiler over CUPTI in the Python worker
+    assert eager["status"] == "ok" and eager["device_ms"] > 0 and eager["kernels"] > 0, eager
+    assert eager["device_source"] and eager["device_idle_ms"] is not None
+    assert profile["libtorch"]["status"] == "ok" and (profile["libtorch"]["device_ms"] or 0) > 0, profile["libtorch"]

@@ -23,7 +23,8 @@ SUMMARIES = {"concat_training", "concat_backend_eval", "compare_backends", "conc
              "concat_sweep_kernels", "concat_sweep_blocks", "sweep_speedups", "concat_study_b_blocks",
              "study_b_block_speedups", "study_b_resnet50_conv_speedups", "concat_vision_table", "vision_summaries",
              "environment", "summarise_training", "report", "precision", "energy", "compile_breakeven",
-             "vision_oracle_curve", "conv_predictor", "concat_sweep_profile", "decomposition", "roofline"}
+             "vision_oracle_curve", "conv_predictor", "concat_sweep_profile", "concat_backend_profile", "decomposition",
+             "roofline"}
 
 
 def dry_run(config: dict, workdir: Path) -> list[dict]:

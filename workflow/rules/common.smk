@@ -156,6 +156,8 @@ if SWEEP_PROTOCOL.mode == "interleaved":  # run_ids: the sweep's
     SUMMARIES.update(sweep_blocks="results/study_a/sweep_blocks.parquet",
                      sweep_speedups="results/study_a/sweep_speedups.parquet",
                      sweep_profile="results/study_a/sweep_profile.parquet")
+if (BACKENDS.get("protocol") or {}).get("mode", "interleaved") == "interleaved":  # its eval jobs' profiled pass
+    SUMMARIES["backend_profile"] = "results/study_a/backend_profile.parquet"
 # computed from whole tables for the report's figures (derived.smk)
 DERIVED = {
     "precision": "results/derived/precision.parquet",

@@ -3,7 +3,8 @@
 # implementation (interleaved: long-lived workers taking turns over invocations, docs/measurement.md;
 # backends/eval_interleaved.py), then compare_backends (medians, paired speedups, memory, parity against eager in
 # each numerics). The C++ programs it runs are built by native.smk.
-localrules: backend_eval_input, concat_backend_eval, compare_backends  # seconds: run where Snakemake runs
+# jobs of seconds: run where Snakemake runs
+localrules: backend_eval_input, concat_backend_eval, concat_backend_profile, compare_backends
 
 
 rule backend_eval_input:
@@ -54,6 +55,7 @@ rule eval_backend:
         logits=expand(f"{BACKENDS_DIR}/eval/{{{{numerics}}}}/{{implementation}}.logits.f32",
                       implementation=BACKENDS["implementations"]),
         env=f"{BACKENDS_DIR}/eval/{{numerics}}.env.parquet",
+        **({"profile": f"{BACKENDS_DIR}/eval/{{numerics}}.profile.parquet"} if "backend_profile" in SUMMARIES else {}),
     wildcard_constraints:
         numerics="|".join(BACKENDS["numerics"]),
     log:
@@ -85,6 +87,23 @@ rule concat_backend_eval:
     priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_table.py"
+
+
+if "backend_profile" in SUMMARIES:  # interleaved: every implementation's profiled pass
+
+    rule concat_backend_profile:
+        # study_a.backends.protocol.profile_calls calls of each implementation, after its timed turns
+        input:
+            tables=expand(f"{BACKENDS_DIR}/eval/{{numerics}}.profile.parquet", numerics=BACKENDS["numerics"]),
+        output:
+            table=SUMMARIES["backend_profile"],
+        log:
+            "logs/study_a/concat-backend-profile.log",
+        params:
+            table="backend_profile",
+        priority: SUMMARY_PRIORITY
+        script:
+            "../../scripts/concat_table.py"
 
 
 rule compare_backends:

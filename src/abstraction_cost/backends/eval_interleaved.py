@@ -16,6 +16,11 @@ the status where an implementation was not measured; an invocation that failed b
 Every (invocation, implementation) record is kept as it arrives (sweep_store.CellStore beside the job's
 environment row): a killed job resumes at the first one missing, under the same run_id.
 
+The profiled pass (study_a.backends.protocol.profile_calls, 0: none): after each implementation's timed turns in
+the first invocation the conductor has it profile that many calls of the same cell (measure/profiled.py); its
+record becomes the implementation's backend_profile row (sweep_interleaved.profile_rows, sweep_profile's columns),
+or a not_run row with the reason, so the timed calls stay unprofiled.
+
 Faults (the fault suite's hooks): AC_SWEEP_FAULT acts in every worker, as in the sweep (kill@0 kills the job once
 its first record is kept); AC_EVAL_FAULT segv@<numerics> makes the C++ workers of that numerics crash (SIGSEGV) as
 the cell starts, oom@<numerics> the Python workers run out of memory there, both outside the timed calls.
@@ -42,6 +47,7 @@ from .eval_job import IMPLEMENTATIONS, EvalSettings, _artifact, _method, job_con
 from .sweep import sweep_command
 from .sweep_cells import Cell, SweepSettings
 from .sweep_conductor import Protocol, Store, conduct, python_worker_command
+from .sweep_interleaved import profile_rows
 from .sweep_store import CellStore, cells_dir
 from .transfer import read_manifest, write_inputs
 
@@ -90,9 +96,12 @@ def call_rows(record: dict, batch: int) -> list[dict]:
 
 
 def measure(implementations: list[str], inputs, settings: EvalSettings, protocol: Protocol, config: dict,
-            classes: int, run: Run, numerics: str, store: CellStore, scratch: Path) -> dict[str, list[dict]]:
-    """Rows by implementation; each measured implementation's logits in scratch/logits/<implementation>/."""
+            classes: int, run: Run, numerics: str, store: CellStore, scratch: Path,
+            profiles: dict[str, list[dict]] | None = None) -> dict[str, list[dict]]:
+    """Rows by implementation; each measured implementation's logits in scratch/logits/<implementation>/, its
+    backend_profile row in `profiles`."""
     rows, active, artifacts = {}, [], {}
+    profiles = {} if profiles is None else profiles
     for impl in implementations:
         artifacts[impl] = _artifact(impl, inputs)
         reason = not_run_reason(impl, settings, run.device, artifacts[impl], numerics)
@@ -101,6 +110,7 @@ def measure(implementations: list[str], inputs, settings: EvalSettings, protocol
         else:
             log.warning("%s %s: %s", impl, *reason)
             rows[impl] = [{"status": reason[0], "message": reason[1]}]
+            profiles[impl] = [{"status": "not_run", "message": f"not measured ({reason[0]}): {reason[1]}"}]
     if not active:
         return rows
     data = prepared.load(inputs.input)   # verified: the programs check sizes only
@@ -148,11 +158,14 @@ def measure(implementations: list[str], inputs, settings: EvalSettings, protocol
                 found = [{**measures, **r} for r in found]
             impl_rows += found
         rows[impl] = impl_rows or [{"status": "error", "message": "the conductor returned no record"}]
+        profiles[impl] = profile_rows(impl, [cell], [r for r in mine if r.get("invocation", 0) == 0],
+                                      "study_a.backends.protocol.profile_calls")
     return rows
 
 
 def run(snakemake) -> None:
-    """Rule eval_backend, one numerics: output.tables and output.logits (params.implementations' order), output.env."""
+    """Rule eval_backend, one numerics: output.tables and output.logits (params.implementations' order), output.env,
+    output.profile (table backend_profile)."""
     numerics = snakemake.wildcards.numerics
     implementations = list(snakemake.params.implementations)
     out, inputs = snakemake.output, snakemake.input
@@ -166,14 +179,16 @@ def run(snakemake) -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     with measured_run(config, rule=snakemake.rule, job={"numerics": numerics}, env_path=out.env, device=device,
                       run_id=store.run_id, resumes=store.resumes) as measured:
+        profiles: dict[str, list[dict]] = {}
         try:
             rows = measure(implementations, inputs, settings, protocol, config, ds.classes, measured, numerics,
-                           store, scratch)
+                           store, scratch, profiles)
         except prepared.MissingDataset as err:
             rows = {impl: [{"status": "missing", "message": str(err)}] for impl in implementations}
         except Exception as err:  # the job could not start its walk: every implementation says why
             log.exception("backend comparison %s failed", numerics)
             rows = {impl: [{"status": "error", "message": f"{type(err).__name__}: {err}"}] for impl in implementations}
+    _write_profile(profiles, rows, implementations, settings, numerics, device.type, measured.run_id, out.profile)
     defaults = dict.fromkeys(tables.schema("backend_eval"))
     for impl, table_path, logits_path in zip(implementations, out.tables, out.logits, strict=True):
         artifact = _artifact(impl, inputs)
@@ -193,6 +208,19 @@ def run(snakemake) -> None:
                      settings.batch_size)
     shutil.rmtree(scratch, ignore_errors=True)
     store.clear()
+
+
+def _write_profile(profiles: dict[str, list[dict]], rows: dict[str, list[dict]], implementations: list[str],
+                   settings: EvalSettings, numerics: str, device: str, run_id: str, path) -> None:
+    """Table backend_profile: one row per implementation on the comparison's cell (cell 0); an implementation the
+    job never reached (it failed before its walk) has its timed row's status and message."""
+    cell = {"cell": 0, "batch_size": settings.batch_size, "resolution": settings.resolution, "transfer": TRANSFER}
+    out = []
+    for impl in implementations:
+        found = profiles.get(impl) or [{"status": rows[impl][0]["status"], "message": rows[impl][0].get("message")}]
+        out += [{**dict.fromkeys(tables.schema("backend_profile")), **cell, **p, "implementation": impl,
+                 "numerics": numerics, "device": device, "run_id": run_id} for p in found]
+    tables.write("backend_profile", out, path)
 
 
 def _copy_logits(source: Path, path: Path, measured: bool) -> None:

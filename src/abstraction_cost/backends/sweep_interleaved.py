@@ -45,9 +45,10 @@ PROFILE_COLUMNS = ("profiled_calls", "host_issue_ms", "host_cpu_ms", "wall_ms", 
                    "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms", "device_message")
 
 
-def profile_rows(impl: str, cells, records: list[dict]) -> list[dict]:
+def profile_rows(impl: str, cells, records: list[dict],
+                 key: str = "study_a.sweep.protocol.profile_calls") -> list[dict]:
     """The sweep_profile rows of one implementation: each cell's profiled pass (its first invocation's), or the
-    reason it has none."""
+    reason it has none (`key`: the config key that turns the pass off). The backend comparison's too."""
     by_cell = {r["cell"]: r for r in sorted(records, key=lambda r: -r.get("invocation", 0))}
     out = []
     for cell in cells:
@@ -61,7 +62,7 @@ def profile_rows(impl: str, cells, records: list[dict]) -> list[dict]:
         elif record is not None and record["status"] != "ok":
             row.update(status="not_run", message=f"cell {record['status']}: nothing to profile")
         else:
-            row.update(status="not_run", message="no profiled pass (study_a.sweep.protocol.profile_calls: 0)")
+            row.update(status="not_run", message=f"no profiled pass ({key}: 0)")
         out.append(row)
     return out
 

@@ -1,6 +1,9 @@
-"""Where each level's time goes (table decomposition), per Study A sweep cell and implementation: the timed call
-(sweep: median time per batch, H2D copy included) set beside its profiled pass (sweep_profile: host issue time,
-kernel time, launches, device idle) and split into the stack's levels by the pairs of implementations that differ
+"""Where each level's time goes (table decomposition), per Study A cell and implementation, for both experiments
+that time the same calls (`experiment`): every sweep cell (sweep: median time per batch, H2D copy included; its
+profiled pass in sweep_profile) and the backend comparison's one cell (backend_comparison: the median of the
+invocations' medians per batch; its H2D copy the median of backend_eval's h2d_ms; its profiled pass in
+backend_profile; cell 0). The timed call is set beside its profiled pass (host issue time, kernel time, launches,
+device idle) and split into the stack's levels by the pairs of implementations that differ
 by one level, in the same numerics and cell:
 - transfer: the host-to-device copy within the timed call (sweep.h2d_ms);
 - python (the interpreter): eager - torchscript-cpp;
@@ -44,12 +47,40 @@ def _fused(implementation: str) -> bool:
     return implementation.startswith("compiled") or implementation in FUSED
 
 
-def decomposition_rows(sweep: pl.DataFrame, profile: pl.DataFrame) -> pl.DataFrame:
-    """Rows of table decomposition: every ok sweep row of the interleaved sweep, with its profile where it has
-    one."""
-    timed = sweep.filter(pl.col("status") == "ok", pl.col("time_ms").is_not_null())
+def decomposition_rows(sweep: pl.DataFrame, profile: pl.DataFrame, backend_comparison: pl.DataFrame | None = None,
+                       backend_eval: pl.DataFrame | None = None,
+                       backend_profile: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Rows of table decomposition: every ok sweep row of the interleaved sweep (experiment sweep), then every ok
+    backend_comparison row (experiment backend_comparison) where the comparison's tables are given, each with its
+    profile where it has one."""
+    frames = [_rows(sweep.filter(pl.col("status") == "ok", pl.col("time_ms").is_not_null()), profile, "sweep")]
+    if backend_comparison is not None:
+        frames.append(_rows(backend_timed(backend_comparison, backend_eval), backend_profile, "backend_comparison"))
+    return pl.concat(frames, how="vertical")
+
+
+def backend_timed(comparison: pl.DataFrame, evals: pl.DataFrame | None) -> pl.DataFrame:
+    """The comparison's ok rows as the sweep's columns: time_ms per batch, h2d_ms the median of the timed calls'
+    copies (null without backend_eval or on a serial run), cell 0, its transfer from backend_eval."""
+    ok = comparison.filter(pl.col("status") == "ok", pl.col("time_per_sample_ms").is_not_null())
+    keys = ["numerics", "implementation"]
+    timed = ok.select(*keys, "batch_size", "resolution", "run_id",
+                      time_ms=pl.col("time_per_sample_ms") * pl.col("batch_size"), cell=pl.lit(0, pl.Int64))
+    if evals is not None and "h2d_ms" in evals.columns:
+        copies = (evals.filter(pl.col("status") == "ok").group_by(keys)
+                  .agg(pl.col("h2d_ms").median(), pl.col("transfer").drop_nulls().first()))
+        timed = timed.join(copies, on=keys, how="left")
+    else:
+        timed = timed.with_columns(h2d_ms=pl.lit(None, pl.Float64), transfer=pl.lit(None, pl.String))
+    return timed
+
+
+def _rows(timed: pl.DataFrame, profile: pl.DataFrame | None, experiment: str) -> pl.DataFrame:
+    """Decomposition rows of one experiment's timed rows (sweep's columns) and its profiled pass."""
     if timed.is_empty():
         return pl.DataFrame(schema=tables.schema("decomposition"))
+    if profile is None:
+        profile = pl.DataFrame(schema=tables.schema("sweep_profile"))
     prof = {(r["numerics"], r["implementation"], r["cell"]): r
             for r in profile.filter(pl.col("status") == "ok").iter_rows(named=True)}
     time_of = {(r["numerics"], r["implementation"], r["cell"]): r["time_ms"] for r in timed.iter_rows(named=True)}
@@ -58,8 +89,8 @@ def decomposition_rows(sweep: pl.DataFrame, profile: pl.DataFrame) -> pl.DataFra
         key = (r["numerics"], r["implementation"], r["cell"])
         p = prof.get(key) or {}
         notes = []
-        row = {"run_id": r["run_id"], "numerics": r["numerics"], "implementation": r["implementation"],
-               "cell": r["cell"], "batch_size": r["batch_size"], "resolution": r["resolution"],
+        row = {"run_id": r["run_id"], "experiment": experiment, "numerics": r["numerics"],
+               "implementation": r["implementation"], "cell": r["cell"], "batch_size": r["batch_size"], "resolution": r["resolution"],
                "transfer": r["transfer"], "time_ms": r["time_ms"], "transfer_ms": r["h2d_ms"],
                **{c: p.get(c) for c in ("host_issue_ms", "host_cpu_ms", "device_ms", "kernels", "launch_calls",
                                         "device_idle_ms")}}

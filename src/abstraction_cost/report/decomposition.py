@@ -15,9 +15,15 @@ ORDER = ["transfer", "python", "dispatch", "launch", "device work", "other"]
 HOST_LEVELS = ("python_ms", "dispatch_ms", "launch_ms")
 
 
+def experiment(d: pl.DataFrame, name: str) -> pl.DataFrame:
+    """The decomposition's rows of one experiment (sweep | backend_comparison)."""
+    return d.filter(pl.col("experiment") == name)
+
+
 def extreme_cells(d: pl.DataFrame) -> pl.DataFrame:
-    """The rows of the smallest and the largest cell (batch × resolution²) of the study's transfer per numerics,
-    with `size` smallest | largest."""
+    """The sweep's rows of the smallest and the largest cell (batch × resolution²) of the study's transfer per
+    numerics, with `size` smallest | largest."""
+    d = experiment(d, "sweep")
     rows = d.filter(pl.col("transfer") == STUDY_TRANSFER) if STUDY_TRANSFER in d["transfer"].to_list() else d
     if rows.is_empty():
         return rows.with_columns(size=pl.lit(None, pl.String))
@@ -55,6 +61,10 @@ def display(d: pl.DataFrame) -> pl.DataFrame:
     cells = extreme_cells(d)
     if cells.is_empty():
         return cells
+    return display_columns(cells)
+
+
+def display_columns(cells: pl.DataFrame) -> pl.DataFrame:
     return cells.select("numerics", "size", "batch_size", "resolution", "implementation", "status",
                         pl.col("time_ms").alias("call ms"), pl.col("transfer_ms").alias("transfer"),
                         pl.col("python_ms").alias("python"), pl.col("dispatch_ms").alias("dispatch"),
@@ -77,6 +87,7 @@ def central_verdict(d: pl.DataFrame, speedups: pl.DataFrame) -> tuple[str, str]:
     make up most of its gap to cudnn-graphs and that gap is measurable (sweep_speedups' interval above 1), and at
     the largest cell they are a smaller share of eager's call; does not hold where either part contradicts it; no
     measurable difference where the gap's interval holds 1 or a level is missing."""
+    d = experiment(d, "sweep")
     cells = extreme_cells(d).filter(pl.col("implementation") == "eager")
     verdict_parts, words = [], []
     for numerics in sorted(cells["numerics"].unique().to_list()) if cells.height else []:
@@ -117,6 +128,38 @@ def central_verdict(d: pl.DataFrame, speedups: pl.DataFrame) -> tuple[str, str]:
     verdict = verdicts.combine(verdict_parts)
     return verdict, (f"The study's central claim in the levels' terms (eager's gap is its host levels, which matter "
                      f"less as the cell grows) {verdict}: " + "; ".join(words) + ".")
+
+
+def backend_display(d: pl.DataFrame) -> pl.DataFrame:
+    """The backend comparison's cell, every numerics and implementation, in display()'s columns."""
+    rows = experiment(d, "backend_comparison")
+    if rows.is_empty():
+        return rows
+    return display_columns(rows.with_columns(size=pl.lit("comparison"))).drop("size").sort("numerics",
+                                                                                            "implementation")
+
+
+def backend_finding(d: pl.DataFrame) -> str:
+    """One sentence per numerics on the backend comparison's cell: each implementation's call beside its device
+    work and its host levels (python + dispatch + launch), from the rows backend_display shows."""
+    rows = experiment(d, "backend_comparison")
+    if rows.is_empty():
+        return "The backend comparison's cell was not decomposed (no ok backend_comparison rows)."
+    parts = []
+    for numerics in sorted(rows["numerics"].unique().to_list()):
+        mine = rows.filter(pl.col("numerics") == numerics).sort("time_ms")
+        first = mine.row(0, named=True)
+        words = []
+        for r in mine.iter_rows(named=True):
+            host = [r[c] for c in HOST_LEVELS]
+            words.append(f"{r['implementation']} {r['time_ms']:.2f} ms"
+                         + (f" (host levels {sum(host):.2f}" if all(v is not None for v in host) else " (host levels "
+                            "not separated")
+                         + (f", device work {r['device_ms']:.2f})" if r["device_ms"] is not None else ")"))
+        parts.append(f"{numerics} at batch {first['batch_size']}, {first['resolution']} px: " + ", ".join(words))
+    missing = rows.filter(pl.col("device_ms").is_null())["message"].drop_nulls().unique().sort()
+    return ("The backend comparison's cell, per call: " + "; ".join(parts) + "."
+            + (f" No device work where: {'; '.join(missing.to_list())}." if missing.len() else ""))
 
 
 # ---------------------------------------------------------------------------------------------- roofline

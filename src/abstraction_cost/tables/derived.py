@@ -118,6 +118,7 @@ SCHEMAS = {
     # call split by the pairs that differ by one level. Per call, ms; a level the implementation does not carry is
     # 0, one whose pair lacks an ok row null (message).
     "decomposition": {
+        "experiment": pl.String,           # sweep (every cell) | backend_comparison (its one cell, cell 0)
         "numerics": pl.String,
         "implementation": pl.String,
         "cell": pl.Int64,
@@ -125,12 +126,12 @@ SCHEMAS = {
         "resolution": pl.Int64,
         "transfer": pl.String,
         **STATUS,                          # ok | partial (a level or the device time missing: message says which)
-        "time_ms": pl.Float64,             # the timed call (sweep)
-        "transfer_ms": pl.Float64,         # its H2D copy (sweep.h2d_ms)
+        "time_ms": pl.Float64,             # the timed call (sweep; backend_comparison's median per batch)
+        "transfer_ms": pl.Float64,         # its H2D copy (sweep.h2d_ms; the median of backend_eval.h2d_ms)
         "python_ms": pl.Float64,           # eager - torchscript-cpp, on implementations that run the interpreter
         "dispatch_ms": pl.Float64,         # libtorch - cudnn, on implementations through ATen's dispatcher
         "launch_ms": pl.Float64,           # cudnn - cudnn-graphs, on implementations that launch kernel by kernel
-        "device_ms": pl.Float64,           # the kernels' summed time (sweep_profile)
+        "device_ms": pl.Float64,           # the kernels' summed time (sweep_profile, backend_profile)
         "other_ms": pl.Float64,            # time - transfer - carried levels - device (negative: overlap)
         "fusion_ms": pl.Float64,           # compiled, aoti: eager's device_ms - the build's (kernel time saved)
         "host_issue_ms": pl.Float64,       # sweep_profile: until the call returns, unsynchronised

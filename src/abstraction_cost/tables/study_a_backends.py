@@ -2,6 +2,7 @@
 import polars as pl
 
 from .common import PHASE_MEASURES, STATUS
+from .study_a_sweep import SCHEMAS as _SWEEP
 
 # Which model, on what, shared by both tables.
 _KEYS = {
@@ -77,4 +78,7 @@ SCHEMAS = {
         "prepare_s": pl.Float64,
         **CONV_ALGORITHMS,
     },
+    # The profiled pass of each implementation per numerics (study_a.backends.protocol.profile_calls), after its
+    # timed turns of the first invocation: sweep_profile's columns on the comparison's one cell (cell 0).
+    "backend_profile": dict(_SWEEP["sweep_profile"]),
 }
