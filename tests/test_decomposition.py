@@ -145,7 +145,7 @@ def _backends(times=TIMES, numerics="fp32", batch=32, resolution=224):
 
 
 def _backend_profile(device=DEVICE, numerics="fp32") -> pl.DataFrame:
-    p = _profile(device).with_columns(numerics=pl.lit(numerics), transfer=pl.lit("uint8-pinned"))
+    p = _profile(device).with_columns(numerics=pl.lit(numerics), transfer=pl.lit("uint8-pinned")).drop("cell")
     return tables.frame("backend_profile", p.to_dicts())
 
 

@@ -18,7 +18,8 @@ environment row): a killed job resumes at the first one missing, under the same 
 
 The profiled pass (study_a.backends.protocol.profile_calls, 0: none): after each implementation's timed turns in
 the first invocation the conductor has it profile that many calls of the same cell (measure/profiled.py); its
-record becomes the implementation's backend_profile row (sweep_interleaved.profile_rows, sweep_profile's columns),
+record becomes the implementation's backend_profile row (sweep_interleaved.profile_rows; sweep_profile's columns
+but the cell),
 or a not_run row with the reason, so the timed calls stay unprofiled.
 
 Faults (the fault suite's hooks): AC_SWEEP_FAULT acts in every worker, as in the sweep (kill@0 kills the job once
@@ -214,12 +215,12 @@ def _write_profile(profiles: dict[str, list[dict]], rows: dict[str, list[dict]],
                    settings: EvalSettings, numerics: str, device: str, run_id: str, path) -> None:
     """Table backend_profile: one row per implementation on the comparison's cell (cell 0); an implementation the
     job never reached (it failed before its walk) has its timed row's status and message."""
-    cell = {"cell": 0, "batch_size": settings.batch_size, "resolution": settings.resolution, "transfer": TRANSFER}
-    out = []
+    cell = {"batch_size": settings.batch_size, "resolution": settings.resolution, "transfer": TRANSFER}
+    columns, out = tables.schema("backend_profile"), []
     for impl in implementations:
         found = profiles.get(impl) or [{"status": rows[impl][0]["status"], "message": rows[impl][0].get("message")}]
-        out += [{**dict.fromkeys(tables.schema("backend_profile")), **cell, **p, "implementation": impl,
-                 "numerics": numerics, "device": device, "run_id": run_id} for p in found]
+        out += [{**dict.fromkeys(columns), **cell, **{k: v for k, v in p.items() if k in columns},
+                 "implementation": impl, "numerics": numerics, "device": device, "run_id": run_id} for p in found]
     tables.write("backend_profile", out, path)
 
 

@@ -2,7 +2,7 @@
 that time the same calls (`experiment`): every sweep cell (sweep: median time per batch, H2D copy included; its
 profiled pass in sweep_profile) and the backend comparison's one cell (backend_comparison: the median of the
 invocations' medians per batch; its H2D copy the median of backend_eval's h2d_ms; its profiled pass in
-backend_profile; cell 0). The timed call is set beside its profiled pass (host issue time, kernel time, launches,
+backend_profile; cell 0 here). The timed call is set beside its profiled pass (host issue time, kernel time, launches,
 device idle) and split into the stack's levels by the pairs of implementations that differ
 by one level, in the same numerics and cell:
 - transfer: the host-to-device copy within the timed call (sweep.h2d_ms);
@@ -55,7 +55,8 @@ def decomposition_rows(sweep: pl.DataFrame, profile: pl.DataFrame, backend_compa
     profile where it has one."""
     frames = [_rows(sweep.filter(pl.col("status") == "ok", pl.col("time_ms").is_not_null()), profile, "sweep")]
     if backend_comparison is not None:
-        frames.append(_rows(backend_timed(backend_comparison, backend_eval), backend_profile, "backend_comparison"))
+        profiled = None if backend_profile is None else backend_profile.with_columns(cell=pl.lit(0, pl.Int64))
+        frames.append(_rows(backend_timed(backend_comparison, backend_eval), profiled, "backend_comparison"))
     return pl.concat(frames, how="vertical")
 
 

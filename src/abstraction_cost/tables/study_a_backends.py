@@ -79,6 +79,6 @@ SCHEMAS = {
         **CONV_ALGORITHMS,
     },
     # The profiled pass of each implementation per numerics (study_a.backends.protocol.profile_calls), after its
-    # timed turns of the first invocation: sweep_profile's columns on the comparison's one cell (cell 0).
-    "backend_profile": dict(_SWEEP["sweep_profile"]),
+    # timed turns of the first invocation: sweep_profile's columns but `cell` (the comparison has one).
+    "backend_profile": {k: v for k, v in _SWEEP["sweep_profile"].items() if k != "cell"},
 }
