@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from abstraction_cost import tables
-from abstraction_cost.compiler import cases, output_check, vision_job, vision_summary
+from abstraction_cost.compiler import cases, output_check, vision_job, vision_protocol, vision_summary
 from abstraction_cost.compiler import vision_models as vm
 from abstraction_cost.compiler.speedups import Bootstrap, compare
 from abstraction_cost.measure import numerics as nx
-from abstraction_cost.measure.run import PrefixedRun, measured_run
+from abstraction_cost.measure.run import measured_run
 
 from .test_study_b_models import _with_id, smoke_config
 
@@ -136,7 +136,8 @@ def test_batch_numerics_and_memory_format_are_labelled_axes_of_the_vision_job(tm
     assert methods.row(0, named=True)["batch_size"] == 2 and methods["device_ms"].is_null().all()   # CPU
     # every setting is its own speedup row, against the eager of its own setting
     speedups = tables.frame("vision_speedups", vision_summary.speedup_rows(e2e, 50, 0.95, 0))
-    assert speedups.height == 4 and set(speedups["status"]) == {"ok"}
+    assert speedups.height == 4 * 2 and set(speedups["status"]) == {"ok"}   # compiled and eager_in_process
+    speedups = speedups.filter(pl.col("variant") == "compiled")
     # the report tells the settings apart wherever it shows pair
     from abstraction_cost.report import study_b_models as sbm
     builds = tables.frame("vision_builds", _with_id(out["vision_builds"]))
@@ -150,10 +151,10 @@ def test_batch_numerics_and_memory_format_are_labelled_axes_of_the_vision_job(tm
     baselines = tables.frame("vision_eager_baselines", vision_summary.eager_baseline_rows(
         {n: tables.frame(n, _with_id(out[n])) for n in ("vision_e2e", "vision_layer_times", "vision_selective",
                                                         "vision_timing_methods")}, 50, 0.95, 0))
-    assert baselines.height == 4 * 4 and set(baselines["step"]) == {"e2e default", "layers", "selective",
-                                                                     "timing_sync"}
+    assert baselines.height == 4 * 5 and set(baselines["step"]) == {
+        "e2e default", "e2e in-process default", "layers", "selective", "timing_sync"}
     assert (baselines["ratio_to_e2e_low"] <= baselines["ratio_to_e2e_high"]).all()
-    assert sbm.eager_baselines_display(baselines).height == 16
+    assert sbm.eager_baselines_display(baselines).height == 20
     selective_summary = tables.frame("vision_selective_summary", vision_summary.selective_summary_rows(
         tables.frame("vision_selective", _with_id(out["vision_selective"])), oracles, 50, 0.95, 0))
     dp = selective_summary.filter(pl.col("variant") == "dp_blocks").row(0, named=True)
@@ -190,14 +191,12 @@ def test_inductor_on_the_gpu_passes_the_output_check_in_every_numerics_and_memor
     config = smoke_config(models={"gpu": ["squeezenet1_1"]}, numerics=["fp32", "tf32", "bf16-autocast"],
                           memory_formats=["contiguous", "channels_last"], batch_size=[4])
     config["device"] = "cuda"
+    config["study_b"]["models"]["protocol"] = dict(invocations=1, max_invocations=1, blocks=2, block_ms=5.0,
+                                                   min_calls=2, warmup_max=6)
     rows = []
-    with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet") as run:
-        for setting in vm.settings(config, "gpu"):
-            case = vm.case_from_config(config, "squeezenet1_1", "gpu", "default", setting)
-            loaded = vm.load_case(case)
-            srun = PrefixedRun(run, f"{setting}/")
-            with nx.applied(setting.numerics), nx.autocast(setting.numerics, loaded.device):
-                rows += vm.end_to_end(case, config, srun, loaded)[0]
+    for setting in vm.settings(config, "gpu"):   # each variant built and checked in its worker, then timed
+        records = vision_protocol.measure(config, "squeezenet1_1", "gpu", setting, None, None, "")
+        rows += vision_protocol.rows(config, "squeezenet1_1", "gpu", setting, records, None, 14)["vision_e2e"]
     e2e = tables.frame("vision_e2e", _with_id(rows))
     assert set(e2e["status"]) == {"ok"}, e2e.filter(pl.col("status") != "ok")["message"].unique().to_list()
     assert e2e.select("numerics", "memory_format").unique().height == 6

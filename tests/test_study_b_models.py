@@ -19,10 +19,11 @@ import torch
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
 from abstraction_cost.compiler import configurations as cfgs
-from abstraction_cost.compiler import compile_cache, experiments, inductor_env, layers, selective, timing_methods, vision_job, vision_summary
+from abstraction_cost.compiler import compile_cache, experiments, inductor_env, layers, selective, timing_methods, vision_job, vision_protocol, vision_summary
 from abstraction_cost.compiler import vision_models as vm
 from abstraction_cost.compiler.oracles import CostModel, dynamic_programme
 from abstraction_cost.measure.run import measured_run
+from abstraction_cost.measure.steps import StepStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +34,8 @@ def smoke_config(**models_overrides):
     config["study_b"]["models"]["timing"].update(warmup=1, rounds=2, repeats_per_round=2, inputs=2)
     config["study_b"]["models"]["timing_methods"].update(calls=2)
     config["study_b"]["models"]["bootstrap"].update(resamples=50)
+    config["study_b"]["models"]["protocol"] = dict(invocations=1, max_invocations=1, blocks=2, block_ms=5.0,
+                                                   min_calls=2, warmup_max=6)
     return config
 
 
@@ -183,20 +186,21 @@ def test_gpu_pair_without_gpu_is_not_run_in_every_table(tmp_path):
     case = vm.case_from_config(config, "squeezenet1_1", "gpu", "default")
     with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet",
                       device=vm.run_device(case, config)) as run:
-        e2e, builds = vm.end_to_end(case, config, run, None)
+        both = vision_protocol.not_run_rows(config, "squeezenet1_1", "gpu", vm.settings(config, "gpu")[0],
+                                            vm.not_run_reason(case, config))
         timing = timing_methods.timing_methods(case, config, run, None)
         layer_rows = layers.layer_times(case, config, run, None)
         oracle_rows = vision_summary.oracle_rows(tables.frame("vision_layer_times", _with_id(layer_rows)),
                                                  50, 0.95, 0, 20)
-        sel, sel_builds = selective.selective(case, config, tables.frame("vision_oracles", oracle_rows), run,
-                                              None)
-    for name, rows in [("vision_e2e", e2e), ("vision_builds", [{**b, "step": "e2e"} for b in builds + sel_builds]),
+    e2e = both["vision_e2e"]
+    for name, rows in [("vision_e2e", e2e), ("vision_builds", both["vision_builds"]),
                        ("vision_timing_methods", timing), ("vision_layer_times", layer_rows),
-                       ("vision_selective", sel)]:
+                       ("vision_selective", both["vision_selective"])]:
         df = tables.frame(name, _with_id(rows))
         assert set(df["status"]) == {"not_run"}, name
         assert df["message"].str.contains("configuration .triton. needs").all(), name
-    assert {r["variant"] for r in e2e} == {"eager", "compiled", "eager_channels_last", "eager_cuda_graphs"}
+    assert {r["variant"] for r in e2e} == {"eager", "compiled", "eager_channels_last", "eager_cuda_graphs",
+                                          "eager_in_process"}
     assert all(r["choice"] is None for r in oracle_rows)
 
 
@@ -226,8 +230,14 @@ def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
                                                         "vision_layer_times"))
     e2e_df = tables.frame("vision_e2e", _with_id(e2e))
     ok = e2e_df.filter(pl.col("status") == "ok")
-    assert set(ok["variant"]) == {"eager", "compiled", "eager_channels_last"}
-    assert ok.height == 3 * 2 * 2 and (ok["time_ms"] > 0).all()
+    assert set(ok["variant"]) == {"eager", "compiled", "eager_channels_last", "eager_in_process"}
+    assert (ok["time_ms"] > 0).all() and set(ok["invocation"]) == {0}
+    # every variant took both turns, eager in the clean process, the compiled model and eager after it in the other
+    turns = ok.group_by("variant").agg(pl.col("round").unique().sort(), pl.col("process").first())
+    assert all(t.to_list() == [0, 1] for t in turns["round"])
+    assert dict(turns.select("variant", "process").iter_rows()) == {
+        "eager": "clean", "eager_channels_last": "clean", "compiled": "compiled", "eager_in_process": "compiled"}
+    assert (ok["warmup_calls"] >= 2).all()
     assert e2e_df.filter(pl.col("variant") == "eager_cuda_graphs")["status"].to_list() == ["not_run"]
     built = {r["variant"]: r for r in builds if r["step"] == "e2e"}
     assert built["compiled"]["graphs"] >= 1 and built["compiled"]["recompiles"] == 0
@@ -252,15 +262,29 @@ def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
 
     sel_df = tables.frame("vision_selective", out["vision_selective"])
     assert set(sel_df["status"]) == {"ok"}, sel_df.filter(pl.col("status") != "ok")["message"].to_list()
-    assert set(sel_df["variant"]) == {"eager", "compiled", "all_blocks", "dp_blocks", "dp_segments", "btr_blocks"}
+    assert set(sel_df["variant"]) == {"eager", "compiled", "all_blocks", "dp_blocks", "dp_segments", "btr_blocks",
+                                      "eager_in_process"}
     assert sel_df.filter(pl.col("variant") == "dp_blocks")["choice"][0] == dp["choice"]
-    # the blocks and the whole model were compiled once, by the steps that first needed them
+    # the selective step's eager and compiled are the end-to-end step's: one measurement, the same numbers
+    for variant in ("eager", "compiled"):
+        assert sorted(sel_df.filter(pl.col("variant") == variant)["time_ms"]) == sorted(
+            ok.filter(pl.col("variant") == variant)["time_ms"])
+    # the blocks were compiled once in the worker, with the whole model: the block-wise choices compile nothing new
     sel_builds = {r["variant"]: r for r in builds if r["step"] == "selective"}
-    assert [sel_builds[v]["graphs"] for v in ("compiled", "dp_blocks", "all_blocks")] == [0, 0, 0]
+    assert [sel_builds[v]["graphs"] for v in ("dp_blocks", "all_blocks")] == [0, 0]
 
     summary = vision_summary.selective_summary_rows(sel_df, oracle_df, 50, 0.95, 0)
     tables.frame("vision_selective_summary", summary)
-    tables.frame("vision_speedups", vision_summary.speedup_rows(e2e_df, 50, 0.95, 0))
+    speedups = tables.frame("vision_speedups", vision_summary.speedup_rows(e2e_df, 50, 0.95, 0))
+    assert set(speedups["status"]) == {"ok"} and (speedups["invocations"] == 1).all()
+    baselines = tables.frame("vision_eager_baselines", vision_summary.eager_baseline_rows(
+        {"vision_e2e": e2e_df, "vision_selective": sel_df, "vision_layer_times": layer_df,
+         "vision_timing_methods": timing_df}, 50, 0.95, 0))
+    by_step = {r["step"]: r for r in baselines.iter_rows(named=True)}
+    assert {s: r["process"] for s, r in by_step.items()} == {
+        "e2e default": "clean", "e2e in-process default": "compiled", "selective": "clean", "layers": "job",
+        "timing_sync": "job"}
+    assert by_step["selective"]["ratio_to_e2e"] == pytest.approx(1.0)
     tables.frame("vision_timing_summary", vision_summary.timing_summary_rows(timing_df, 50, 0.95, 0))
     layer_summary = tables.frame("vision_layer_summary",
                                  vision_summary.layer_summary_rows(layer_df, oracle_df, 50, 0.95, 0))
@@ -409,3 +433,73 @@ def test_gpu_baselines_compute_the_forward_and_every_step_runs(tmp_path):
     timing = tables.frame("vision_timing_methods", out["vision_timing_methods"])
     busy = vision_summary.device_busy(timing)
     assert len(busy) == 2 and all(0 < v <= 1.5 for v in busy.values()), busy
+
+
+def test_a_protocol_key_that_is_not_a_positive_number_is_refused_naming_it():
+    for key, value in (("invocations", 0), ("block_ms", -1.0), ("precision", 0), ("min_calls", 1.5)):
+        config = smoke_config()
+        config["study_b"]["models"]["protocol"][key] = value
+        with pytest.raises(config_module.ConfigError, match=rf"study_b\.models\.protocol\.{key}"):
+            config_module.validate(config)
+    config = smoke_config()
+    config["study_b"]["models"]["protocol"]["rounds"] = 3
+    with pytest.raises(config_module.ConfigError, match=r"study_b\.models\.protocol.*rounds"):
+        config_module.validate(config)
+    with pytest.raises(ValueError, match=r"study_b\.models\.protocol\.blocks"):
+        vision_protocol.Protocol.from_config({"protocol": {"blocks": 0}})
+
+
+def test_a_block_fills_its_time_and_the_invocation_its_minimum_count():
+    p = vision_protocol.Protocol.from_config({"protocol": {"blocks": 4, "block_ms": 50.0, "min_calls": 20}})
+    assert p.calls_per_block(0.5) == 100      # a fast call: the time decides
+    assert p.calls_per_block(40.0) == 5       # a slow call: at least min_calls over the blocks
+    assert p.max_invocations >= p.invocations
+
+
+def test_invocations_go_on_while_a_variants_medians_are_imprecise():
+    def records(*medians):
+        return [[{"worker": "clean", "variant": "eager", "status": "ok", "blocks": [[m, m]]}] for m in medians]
+    assert vision_protocol.imprecise(records(1.0), 0.05)               # one invocation pins nothing
+    assert not vision_protocol.imprecise(records(1.0, 1.01, 0.99), 0.05)
+    assert vision_protocol.imprecise(records(1.0, 1.5, 0.7), 0.05)
+
+
+def test_a_worker_killed_mid_run_leaves_rows_with_its_status_and_a_resumed_job_keeps_its_invocations(
+        tmp_path, eager_backend, monkeypatch):
+    config = smoke_config()
+    config["study_b"]["models"].update(baselines=[], modes=["default"])
+    config["study_b"]["models"]["protocol"].update(invocations=2, max_invocations=2)
+    setting = vm.settings(config, "cpu")[0]
+    monkeypatch.setenv("AC_VISION_WORKER_CRASH", "compiled:compiled:1")
+    store = StepStore(tmp_path / "steps", "k")
+    records = vision_protocol.measure(config, "squeezenet1_1", "cpu", setting, None, store, "")
+    out = vision_protocol.rows(config, "squeezenet1_1", "cpu", setting, records, None, 14)
+    e2e = tables.frame("vision_e2e", _with_id(out["vision_e2e"]))
+    compiled = e2e.filter(pl.col("variant") == "compiled")
+    assert set(compiled.filter(pl.col("status") == "ok")["invocation"]) == {0}
+    failed = compiled.filter(pl.col("status") != "ok").row(0, named=True)
+    assert failed["invocation"] == 1 and failed["status"] == "error" and "exit status 3" in failed["message"]
+    # the clean worker did not die: eager counts in both invocations
+    assert set(e2e.filter(pl.col("variant") == "eager", pl.col("status") == "ok")["invocation"]) == {0, 1}
+    speedup = {r["variant"]: r for r in vision_summary.speedup_rows(e2e, 50, 0.95, 0)}["compiled"]
+    assert speedup["status"] == "ok" and speedup["invocations"] == 1 and "invocation 1: error" in speedup["message"]
+    sel = tables.frame("vision_selective", _with_id(out["vision_selective"]))
+    assert set(sel.filter(pl.col("variant") == "dp_blocks")["status"]) == {"missing"}
+
+    # resumed: both invocations are kept, no worker starts
+    monkeypatch.setattr(vision_protocol, "session", lambda *a, **k: pytest.fail("an invocation measured again"))
+    again = vision_protocol.measure(config, "squeezenet1_1", "cpu", setting, None,
+                                    StepStore(tmp_path / "steps", "k"), "")
+    assert [(r["worker"], r["variant"], r["status"]) for r in again] == [
+        (r["worker"], r["variant"], r["status"]) for r in records]
+
+
+def test_the_drift_sentence_claims_a_slowdown_only_where_the_paired_interval_excludes_one():
+    from abstraction_cost.report import study_b_models as sbm
+    base = {"model": "resnet50", "pair": "gpu", "mode": "default", "batch_size": 1, "numerics": "fp32",
+            "memory_format": "contiguous", "variant": "eager_in_process", "status": "ok"}
+    slower = pl.DataFrame([{**base, "speedup": 0.8, "speedup_low": 0.75, "speedup_high": 0.85}])
+    assert "1.25× [1.18–1.33], slower" in sbm.drift_finding(slower)
+    unclear = pl.DataFrame([{**base, "speedup": 0.98, "speedup_low": 0.9, "speedup_high": 1.05}])
+    assert "no measurable difference at this precision" in sbm.drift_finding(unclear)
+    assert "not measured" in sbm.drift_finding(unclear.filter(pl.col("status") == "error"))

@@ -9,13 +9,14 @@ Two constructions of one choice (a string with one character per block, e eager,
   across the run's inner boundaries. This is how one would ship the choice; the gap to `blocks` is what the
   block-by-block cost model cannot see.
 
-The step (after the oracles, in its (model, pair) job) times, interleaved in the same rounds: eager, the whole model compiled
-(`compiled`), every block compiled alone (`all_blocks`), the dynamic programme's choice in both constructions
-(`dp_blocks`, `dp_segments`) and the best-of-two-runs choice from the layer timers (`btr_blocks`, the study's
-construction). The whole model and the block units are the job's own (vision_models.ensure_compiled: the very
-units the layer times measured), so a build row records what that variant compiled anew: only `dp_segments`
-compiles here; the others' compile costs are in the e2e build rows and the job's log. predicted_ms on a row is
-the oracle's prediction of that variant's end-to-end time (vision_oracles), where there is one.
+The step (after the oracles, in its (model, pair) job) times, in the turns of the end-to-end step
+(vision_protocol.py: the layer mode's compiled worker holds them): eager, the whole model compiled (`compiled`),
+every block compiled alone (`all_blocks`), the dynamic programme's choice in both constructions (`dp_blocks`,
+`dp_segments`) and the best-of-two-runs choice from the layer timers (`btr_blocks`, the study's construction).
+The block units are the worker's own, compiled with its whole model (vision_models.ensure_compiled, as the
+layer times' were), so a build row records what that variant compiled anew: only `dp_segments` compiles a graph
+of its own. predicted_ms on a row is the oracle's prediction of that variant's end-to-end time (vision_oracles),
+where there is one.
 """
 from __future__ import annotations
 
@@ -24,10 +25,9 @@ from typing import Callable
 import polars as pl
 import torch
 
-from . import output_check
 from . import vision_models as vm
 from .layers import chain
-from .oracles import COMPILED, parse_choice
+from .oracles import COMPILED
 
 # variant -> (oracle row it takes the choice from, construction); eager and compiled take none
 VARIANTS = {"all_blocks": (None, "blocks"), "dp_blocks": ("dp", "blocks"), "dp_segments": ("dp", "segments"),
@@ -79,52 +79,6 @@ def choices_from_oracles(oracles: pl.DataFrame, n: int) -> dict[str, tuple[str, 
             raise ValueError(f"vision_oracles has no {oracle!r} row with a choice for this model and pair")
         out[variant] = (row["choice"], row["predicted_ms"])
     return out
-
-
-def selective(case: vm.Case, config: dict, oracles: pl.DataFrame, run,
-              loaded: vm.Loaded | None) -> tuple[list[dict], list[dict]]:
-    """(vision_selective rows, vision_builds rows) for one (model, pair), with the job's shared compiled model
-    and units."""
-    names = ["eager", "compiled", *VARIANTS]
-    configuration = {"eager": case.eager}
-
-    def cfg_of(v):
-        return configuration.get(v, case.compiled)
-
-    reason = vm.not_run_reason(case, config)
-    if reason is None and oracles.filter(pl.col("choice").is_not_null()).is_empty():
-        reason = "no oracle choice: the layer measurements of this model and pair did not run or failed"
-        status = "missing"
-    else:
-        status = "not_run"
-
-    def every_variant(status: str, message: str, extra: dict) -> tuple[list[dict], list[dict]]:
-        return ([vm.missing_row(case, v, cfg_of(v), status, message, extra[v]) for v in names],
-                vm.fill_measures([vm.build_row(case, v, None, cfg_of(v), {}, status, message) for v in names]))
-
-    if reason is not None:
-        return every_variant(status, reason, dict.fromkeys(names, {"choice": None, "predicted_ms": None}))
-    model, parts, inputs, device = loaded.model, loaded.parts, loaded.inputs, loaded.device
-    with torch.no_grad():
-        chosen = choices_from_oracles(oracles, len(parts))
-        extra = {"eager": {"choice": "e" * len(parts), "predicted_ms": None},
-                 "compiled": {"choice": None, "predicted_ms": None},
-                 **{v: {"choice": c, "predicted_ms": p} for v, (c, p) in chosen.items()}}
-        try:
-            vm.ensure_compiled(case, loaded, run)
-        except Exception as err:
-            return every_variant(vm.status_of(err), vm.message_of(err), extra)
-        builders = {
-            "eager": (case.eager, lambda: vm.prepare_timed(model, case.eager, case.mode, inputs[0], device)),
-            "compiled": (case.compiled, lambda: vm.prepare_timed(loaded.whole.fn, case.compiled, case.mode,
-                                                                 inputs[0], device)),
-        }
-        for variant, (_, construction) in VARIANTS.items():
-            choice = parse_choice(chosen[variant][0])
-            builders[variant] = (case.compiled, lambda choice=choice, construction=construction, variant=variant:
-                                 _prepare_choice(case, loaded, choice, construction, variant))
-        return vm.measure_variants(case, builders, run, device, inputs, "selective", extra,
-                                   reference=output_check.reference(model, inputs[0], case.numerics, device))
 
 
 def new_graphs(choice: tuple[int, ...], construction: str, units: list[Callable] | None) -> int:

@@ -1,23 +1,23 @@
-"""One job per (model, pair): every step of Study B's vision models in one process (rule vision_model).
+"""One job per (model, pair): every step of Study B's vision models (rule vision_model).
 
-Steps, in this order, on one Loaded model (vision_models.py):
+Steps, in this order, for every setting of the job's axes (batch size, numerics, memory format;
+vision_models.settings) under that setting's numerics (measure/numerics.py: TF32 flags, and autocast around
+every call); step 4 runs for every setting after all of them, so that no profiler has run before any other
+step's timing:
 
-Steps 1-4 run for every setting of the job's axes (batch size, numerics, memory format; vision_models.settings)
-under that setting's numerics (measure/numerics.py: TF32 flags, and autocast around every call); step 5 runs
-for every setting after all of them, so that no profiler has run before any other step's timing.
+1. in the layer mode, in the job's process: the per-layer times, with the whole model and its blocks compiled
+   once (vision_models.ensure_compiled);
+2. the oracles, computed from this job's layer rows (vision_summary.oracle_rows, as the table vision_oracles);
+3. end to end in every compile mode and selective compilation of the oracles' choices, under the protocol
+   (vision_protocol.py): eager in worker processes that load no compiled code, each mode's compiled model (and
+   the selective variants) in workers of their own, in short turns, over invocations of fresh processes; both
+   steps share the clean eager, so their baselines are one measurement;
+4. the timing methods, last, in the job's process: their profiled variants start torch.profiler (CUPTI on the
+   GPU), which may leave per-launch overhead behind in the process, so nothing else is timed after them.
 
-1. end to end in every compile mode of study_b.models.modes, the layer mode last: each compile resets dynamo,
-   so only the last one's compiled model survives, and the steps below use it;
-2. in the layer mode: the per-layer times, with the blocks compiled one by one once
-   (vision_models.ensure_compiled);
-3. the oracles, computed from this job's layer rows (vision_summary.oracle_rows, as the table vision_oracles);
-4. selective compilation of the oracles' choices, built from those same compiled blocks;
-5. the timing methods, last: their profiled variants start torch.profiler (CUPTI on the GPU), which may leave
-   per-launch overhead behind in the process, so nothing else is timed after them.
-
-One process per (model, pair) rather than one per step, because each process pays torch's import and CUDA's
-start-up, and each step would compile the whole model and its blocks again. Steps that fail become rows with
-their status; a failure in one step does not stop the next. Each step's rows are kept on disk as it completes
+The job's own process pays torch's import and CUDA's start-up once for the in-process steps; the protocol's
+workers each pay theirs, overlapped. Steps that fail become rows with their status; a failure in one step does
+not stop the next. Each step's rows (each protocol invocation's records) are kept on disk as it completes
 (measure/steps.py), so a job killed after hours resumes at the first step it had not finished.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ import logging
 import time
 from contextlib import contextmanager
 
+import polars as pl
 import torch
 
 from .. import tables
@@ -33,7 +34,7 @@ from ..measure import numerics as nx
 from ..measure import steps
 from ..measure.run import PrefixedRun
 from ..tables.study_b_models import JOB_TABLES
-from . import layers, selective, timing_methods, vision_summary
+from . import layers, selective, timing_methods, vision_protocol, vision_summary
 from . import vision_models as vm
 
 
@@ -63,9 +64,9 @@ def run_job(config: dict, model: str, pair: str, run, log: logging.Logger,
     """Rows of every table in JOB_TABLES for one (model, pair), each with run.run_id. With a store, each step's
     rows are kept as it completes, and steps an interrupted attempt completed are taken back, not measured.
 
-    Steps 1-4 run once per setting (batch size × numerics × memory format, vision_models.settings), the study's
-    setting (the first) last; then step 5 for every setting, the study's first, on the model its steps compiled
-    (the others compile theirs again: later settings' compiles reset dynamo). Step 5's profiled runs give the
+    Steps 1-3 run once per setting (batch size × numerics × memory format, vision_models.settings), the study's
+    setting (the first) last; then step 4 for every setting, the study's first, on the model its steps compiled
+    (the others compile theirs again: later settings' compiles reset dynamo). Step 4's profiled runs give the
     device-busy fraction of every setting."""
     out: dict[str, list[dict]] = {name: [] for name in JOB_TABLES}
     every = vm.settings(config, pair)
@@ -119,20 +120,11 @@ def _kept(store: steps.StepStore | None, log: logging.Logger, what: str, name: s
 def _setting_steps(config: dict, model: str, pair: str, setting: vm.Setting, lcase: vm.Case, run,
                    log: logging.Logger, out: dict[str, list[dict]],
                    store: steps.StepStore | None, prefix: str) -> vm.Loaded | None:
-    """Steps 1-4 for one setting, their rows appended to `out`; the Loaded they shared (None: not run here)."""
+    """Steps 1-3 for one setting, their rows appended to `out`; the Loaded they shared (None: not run here)."""
     section = config["study_b"]["models"]
     label = _label(lcase.columns(lcase.compiled))
     what = f"{model} on {pair} at {label}"
     loaded = vm.load_case(lcase) if vm.not_run_reason(lcase, config) is None else None
-
-    def e2e(mode):
-        times, builds = vm.end_to_end(vm.case_from_config(config, model, pair, mode, setting), config, run, loaded)
-        return {"vision_e2e": times, "vision_builds": [{**b, "step": "e2e"} for b in builds]}
-
-    for mode in sorted(section["modes"], key=lambda m: m == lcase.mode):   # stable sort: layer mode last
-        done = _kept(store, log, f"{what}: end to end in mode {mode}", f"{prefix}e2e-{mode}", lambda: e2e(mode))
-        out["vision_e2e"] += done["vision_e2e"]
-        out["vision_builds"] += done["vision_builds"]
 
     def layer_step():
         rows = layers.layer_times(lcase, config, run, loaded, log)
@@ -155,15 +147,27 @@ def _setting_steps(config: dict, model: str, pair: str, setting: vm.Setting, lca
             log.error("%s: the dynamic programme (%s ms) missed the exhaustive optimum (%s ms, %s) of its own "
                       "cost model", what, r["predicted_ms"], r["exhaustive_ms"], r["exhaustive_choice"])
 
-    def selective_step():
-        times, builds = selective.selective(lcase, config, tables.frame("vision_oracles", oracle_rows), run,
-                                            loaded)
-        return {"vision_selective": times, "vision_builds": [{**b, "step": "selective"} for b in builds]}
-
-    done = _kept(store, log, f"{what}: selective compilation", f"{prefix}selective", selective_step)
-    out["vision_selective"] += done["vision_selective"]
-    out["vision_builds"] += done["vision_builds"]
+    reason = vm.not_run_reason(lcase, config)
+    with _step(log, f"{what}: end to end and selective compilation, interleaved over invocations"):
+        if reason is not None:
+            done = vision_protocol.not_run_rows(config, model, pair, setting, reason)
+        else:
+            chosen = _chosen(oracle_rows, len(loaded.parts))
+            records = vision_protocol.measure(config, model, pair, setting,
+                                              {v: c for v, (c, _) in chosen.items()} if chosen else None,
+                                              store, prefix, log)
+            done = vision_protocol.rows(config, model, pair, setting, records, chosen, len(loaded.parts))
+    for table in ("vision_e2e", "vision_selective", "vision_builds"):
+        out[table] += done[table]
     return loaded
+
+
+def _chosen(oracle_rows: list[dict], n: int) -> dict[str, tuple[str, float | None]] | None:
+    """Selective variant -> (choice, predicted_ms) from this setting's oracle rows; None where they chose nothing."""
+    frame = tables.frame("vision_oracles", oracle_rows)
+    if frame.filter(pl.col("choice").is_not_null()).is_empty():
+        return None
+    return {v: c for v, c in selective.choices_from_oracles(frame, n).items() if v in selective.VARIANTS}
 
 
 def _stamp(out: dict[str, list[dict]], run_id: str) -> None:

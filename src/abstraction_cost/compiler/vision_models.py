@@ -1,22 +1,21 @@
-"""Study B's vision models end to end (Fig. 5.6): eager against compiled, with eager baselines, interleaved.
+"""Study B's vision models (Fig. 5.6): cases, models, inputs, and the variants the steps time.
 
-A *case* is one (model, pair, mode) at one batch size and resolution; its job times, interleaved in rounds
-(compiler/interleaved.py), the model eager, the model compiled whole in `mode`, and the extra eager baselines:
+A *case* is one (model, pair, mode) at one batch size and resolution. End to end (vision_protocol.py, with
+vision_worker.py) times the model eager, the model compiled whole in `mode`, and the extra eager baselines:
 
 - `eager_channels_last`: a copy of the model in channels-last memory format; the call converts its NCHW input,
   so the conversion Inductor also does inside its graph is paid here too. Runs on the CPU as well.
 - `eager_cuda_graphs`: the eager model captured once into a CUDA graph (torch.cuda.graph); a call copies its
   input into the graph's static input and replays it. Without a GPU: not_run, with the reason.
 
-Compilation is timed apart (first_call_ms, vision_builds), after a dynamo reset, before any timed round.
+Compilation is timed apart (first_call_ms, vision_builds), after a dynamo reset, before any timed call.
 Inference runs under eval() and no_grad(), as in the study. Failures become rows: a variant that fails to build
-is `error` (or `oom`) with the exception's message and the others are still timed; a recompile inside the
-timed rounds makes every variant of that loop `error`, because its times would include compilation.
+is `error` (or `oom`) with the exception's message and the others are still timed; a recompile inside a timed
+block makes that variant `error`, because its times would include compilation.
 
-One job runs every step of a (model, pair) (vision_job.py) on one `Loaded`: the model, its blocks and inputs,
-and what the steps share once compiled: the whole model in the layer mode (left by the last end_to_end, or built
-by ensure_compiled) and every block compiled alone (`units`). Compiling them once per job, not once per step,
-keeps compilation out of every step but the first that needs it.
+The job's in-process steps (layers, timing methods; vision_job.py) share one `Loaded`: the model, its blocks and
+inputs, and what they share once compiled: the whole model in the layer mode and every block compiled alone
+(`units`), built once by ensure_compiled; a compiled worker of the protocol builds the same in its own process.
 
 Blocks compiled one by one (layers.py, selective.py) go through `compile_unit`, which gives every block a
 code object of its own: dynamo keeps compiled code per code object, and every nn.Module instance of one class
@@ -41,13 +40,11 @@ from torch import nn
 
 from ..measure.timing import synchronize
 from ..models import blocks as model_blocks
-from ..tables.common import PHASE_MEASURES
 from ..measure import numerics as nx
 from . import cache_key
 from . import configurations as cfgs
 from . import output_check
 from .configurations import Configuration, Prepared
-from .interleaved import interleaved
 
 VARIANTS = ("eager", "compiled")
 # The torch.compile backend of every compiled variant; tests set "eager" (dynamo without code generation).
@@ -180,8 +177,7 @@ class Loaded:
     """One (model, pair) on its device, shared by the steps of its job, with what they compiled.
 
     whole: the whole model compiled (a Prepared, mode included), valid until the next dynamo reset;
-    units: every block compiled alone (compile_unit), in the mode of `whole`. end_to_end resets dynamo, so it
-    drops both and leaves its own compiled model in `whole`.
+    units: every block compiled alone (compile_unit), in the mode of `whole`.
     """
     model: nn.Module
     parts: list[model_blocks.Block]
@@ -349,119 +345,3 @@ def prepare_timed(fn: Callable, configuration: Configuration, mode: str, example
     first_ms = (time.perf_counter_ns() - t0) / 1e6
     after = cfgs.compile_counters()
     return cfgs.prepared_from(fn, configuration, mode, first_ms, after - before, after)
-
-
-def build_row(case: Case, variant: str, prepared: Prepared | None, configuration: Configuration,
-              measures: dict, status: str = "ok", message: str | None = None) -> dict:
-    cols = prepared.compile_columns() if prepared is not None else dict.fromkeys(cfgs.COMPILE_COLUMNS)
-    return {**case.columns(configuration), "variant": variant, **cols, **measures, "status": status,
-            "message": message}
-
-
-def time_rows(case: Case, variant: str, configuration: Configuration, samples, extra: dict | None = None) -> list:
-    return [{**case.columns(configuration), "variant": variant, **(extra or {}), "round": r, "repeat": k,
-             "time_ms": t, "status": "ok", "message": None} for r, k, t in samples]
-
-
-def missing_row(case: Case, variant: str, configuration: Configuration, status: str, message: str,
-                extra: dict | None = None) -> dict:
-    return {**case.columns(configuration), "variant": variant, **(extra or {}), "round": None, "repeat": None,
-            "time_ms": None, "status": status, "message": message}
-
-
-def measure_variants(case: Case, builders: dict[str, tuple[Configuration, Callable[[], Prepared]]],
-                     run, device: torch.device, inputs, step: str, extra: dict[str, dict] | None = None,
-                     reference: output_check.Reference | None = None):
-    """Build every variant (each in its own phase, `{step}-build-{variant}`), check every variant but eager
-    against `reference` (eager's output on inputs[0]), then time the built ones interleaved (phase
-    `{step}-timed`).
-
-    builders: variant -> (configuration, build function returning a Prepared). Returns (time rows, build rows)
-    with a status row for every variant that failed to build, computed a wrong output (`wrong_output`, not
-    timed) or whose timed loop failed.
-    """
-    extra = extra or {}
-    prepared: dict[str, Prepared] = {}
-    time_out, build_out = [], []
-    for variant, (configuration, build) in builders.items():
-        phase = f"{step}-build-{variant}"
-        try:
-            with run.phase(phase):
-                prepared[variant] = build()
-            if reference is not None and variant != "eager":
-                reference.require(prepared[variant].fn, inputs[0], f"{case.model} {variant}")
-        except Exception as err:  # a failed build or check is a row, and the other variants still run
-            built = prepared.pop(variant, None)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            status, message = status_of(err), message_of(err)
-            time_out.append(missing_row(case, variant, configuration, status, message, extra.get(variant)))
-            build_out.append(build_row(case, variant, built, configuration, run.measures(phase)
-                                       if run.has_phase(phase) else {}, status, message))
-            continue
-        build_out.append(build_row(case, variant, prepared[variant], configuration, run.measures(phase)))
-    names = list(prepared)
-    if names:
-        try:
-            with run.phase(f"{step}-timed"):
-                samples = interleaved([prepared[v] for v in names], inputs, device=device, warmup=case.warmup,
-                                      rounds=case.rounds, repeats_per_round=case.repeats_per_round,
-                                      flush_l2=case.flush_l2)
-            for v, s in zip(names, samples):
-                time_out.extend(time_rows(case, v, prepared[v].configuration, s, extra.get(v)))
-            for row in build_out:     # warm-up recompiles were noted by interleaved()
-                if row["variant"] in prepared:
-                    row["recompiles"] = prepared[row["variant"]].recompiles
-        except Exception as err:
-            status, message = status_of(err), message_of(err)
-            for v in names:
-                time_out.append(missing_row(case, v, prepared[v].configuration, status, message, extra.get(v)))
-    return time_out, fill_measures(build_out)
-
-
-def fill_measures(rows: list[dict]) -> list[dict]:
-    for row in rows:
-        for column in PHASE_MEASURES:
-            row.setdefault(column, 0 if column == "nvml_samples" else None)
-    return rows
-
-
-def end_to_end(case: Case, config: dict, run, loaded: Loaded | None) -> tuple[list[dict], list[dict]]:
-    """(vision_e2e rows, vision_builds rows) for one case; not_run rows where the case cannot run here.
-
-    Leaves its compiled model in loaded.whole (its compile reset dynamo, so earlier compiled code is gone)."""
-    baselines = config["study_b"]["models"]["baselines"]
-    variants = {"eager": case.eager, "compiled": case.compiled,
-                **{f"eager_{b}": case.eager for b in baselines}}
-    reason = not_run_reason(case, config)
-    if reason is not None:
-        return ([missing_row(case, v, c, "not_run", reason) for v, c in variants.items()],
-                fill_measures([build_row(case, v, None, c, {}, "not_run", reason) for v, c in variants.items()]))
-    model, inputs, device = loaded.model, loaded.inputs, loaded.device
-    loaded.whole = loaded.units = None
-    time_out, build_out = [], []
-
-    def compiled() -> Prepared:
-        # prepare() resets dynamo and compiles the whole model in `mode`, timing the first call
-        loaded.whole = prepare_whole(model, case, inputs[0], device)
-        return loaded.whole
-
-    with torch.no_grad():
-        builders = {
-            "eager": (case.eager, lambda: prepare_timed(model, case.eager, case.mode, inputs[0], device)),
-            "compiled": (case.compiled, compiled),
-        }
-        if "channels_last" in baselines:
-            builders["eager_channels_last"] = (case.eager, lambda: prepare_timed(
-                channels_last(model), case.eager, case.mode, inputs[0], device))
-        if "cuda_graphs" in baselines:
-            if device.type != "cuda":
-                why = "eager CUDA graphs need a CUDA device; this pair runs on the CPU"
-                time_out.append(missing_row(case, "eager_cuda_graphs", case.eager, "not_run", why))
-                build_out.append(build_row(case, "eager_cuda_graphs", None, case.eager, {}, "not_run", why))
-            else:
-                builders["eager_cuda_graphs"] = (case.eager, lambda: prepare_timed(
-                    cuda_graphed(model, inputs[0][0]), case.eager, case.mode, inputs[0], device))
-        t, b = measure_variants(case, builders, run, device, inputs, f"e2e-{case.mode}",
-                                reference=output_check.reference(model, inputs[0], case.numerics, device))
-    return time_out + t, fill_measures(build_out + b)

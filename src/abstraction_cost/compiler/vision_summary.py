@@ -55,17 +55,41 @@ def _first_failure(df: pl.DataFrame) -> tuple[str, str | None]:
     return bad["status"][0], bad["message"][0]
 
 
-def _against_eager(part: pl.DataFrame, ok: np.ndarray, eager: pl.DataFrame, eager_ok: np.ndarray,
-                   resamples: int, confidence: float, seed: int) -> dict:
-    """A variant's median time and speedup over eager with bootstrap intervals, or the first failure's status."""
-    if len(ok) and len(eager_ok):
-        s = statistics.speedup(eager_ok, ok, resamples=resamples, confidence=confidence, seed=seed)
-        t = statistics.median_interval(ok, resamples=resamples, confidence=confidence, seed=seed)
-        return dict(eager_ms=float(np.median(eager_ok)), time_ms=t.estimate, time_ms_low=t.low, time_ms_high=t.high,
-                    **s.columns(), status="ok", message=None)
-    status, message = _first_failure(part if not len(ok) else eager)
-    return dict(eager_ms=None, time_ms=None, time_ms_low=None, time_ms_high=None, speedup=None, speedup_low=None,
-                speedup_high=None, speedup_includes_one=None, status=status, message=message)
+def _by_invocation(df: pl.DataFrame) -> dict[int, dict[int, list[float]]]:
+    """invocation -> turn -> the ok calls' times of one variant."""
+    out: dict[int, dict[int, list[float]]] = {}
+    for inv, turn, t in df.filter(pl.col("status") == "ok").select("invocation", "round", "time_ms").iter_rows():
+        out.setdefault(inv if inv is not None else 0, {}).setdefault(turn, []).append(t)
+    return out
+
+
+def _failures(part: pl.DataFrame) -> str | None:
+    bad = part.filter(pl.col("status") != "ok").unique(["invocation", "status", "message"], maintain_order=True)
+    return "; ".join(f"invocation {inv}: {status}: {message}" for inv, status, message
+                     in bad.select("invocation", "status", "message").iter_rows()) or None
+
+
+def _against_eager(part: pl.DataFrame, eager: pl.DataFrame, resamples: int, confidence: float, seed: int) -> dict:
+    """A variant's time (median of its invocations' medians, hierarchical interval) and its speedup over eager
+    resampled as pairs of the turns both took in each invocation (statistics.paired_speedup); or the first
+    failure's status. The message lists the invocations that failed, the others still count."""
+    mine, base = _by_invocation(part), _by_invocation(eager)
+    common = sorted(i for i in mine if i in base and set(mine[i]) & set(base[i]))
+    if not common:
+        status, message = _first_failure(part if not mine else eager)
+        return dict(eager_ms=None, time_ms=None, time_ms_low=None, time_ms_high=None, speedup=None,
+                    speedup_low=None, speedup_high=None, speedup_includes_one=None, invocations=len(mine),
+                    status=status, message=message)
+    opts = dict(resamples=resamples, confidence=confidence, seed=seed)
+    t = statistics.hierarchical_interval([[x for calls in mine[i].values() for x in calls] for i in sorted(mine)],
+                                         **opts)
+    e = statistics.hierarchical_interval([[x for calls in base[i].values() for x in calls] for i in sorted(base)],
+                                         **opts)
+    turns = {i: sorted(set(mine[i]) & set(base[i])) for i in common}
+    s = statistics.paired_speedup([[float(np.median(base[i][r])) for r in turns[i]] for i in common],
+                                  [[float(np.median(mine[i][r])) for r in turns[i]] for i in common], **opts)
+    return dict(eager_ms=e.estimate, time_ms=t.estimate, time_ms_low=t.low, time_ms_high=t.high, **s.columns(),
+                invocations=len(mine), status="ok", message=_failures(part))
 
 
 def device_busy(timing: pl.DataFrame) -> dict[tuple, float]:
@@ -93,7 +117,6 @@ def speedup_rows(e2e: pl.DataFrame, resamples: int, confidence: float, seed: int
         eager_busy = next((v for k, v in busy.items() if k[-1] == eager_cfg and all(
             k[i] == case[c] for i, c in enumerate(CASE) if c != "mode")), None)
         eager = group.filter(pl.col("variant") == "eager")
-        eager_ok = eager.filter(pl.col("status") == "ok")["time_ms"].to_numpy()
         for variant in [v for v in group["variant"].unique(maintain_order=True).to_list() if v != "eager"]:
             part = group.filter(pl.col("variant") == variant)
             ok = part.filter(pl.col("status") == "ok")["time_ms"].to_numpy()
@@ -102,7 +125,7 @@ def speedup_rows(e2e: pl.DataFrame, resamples: int, confidence: float, seed: int
             row = {"run_id": run_ids(part.vstack(eager)), **case, "configuration": part["configuration"][0],
                    "variant": variant, "study_speedup": study, "samples": len(ok), "eager_device_busy": eager_busy,
                    "device_busy": busy.get((*key, compiled_cfg)) if variant == "compiled" else None}
-            row.update(_against_eager(part, ok, eager, eager_ok, resamples, confidence, seed))
+            row.update(_against_eager(part, eager, resamples, confidence, seed))
             rows.append(row)
     return rows
 
@@ -120,53 +143,80 @@ def timing_summary_rows(timing: pl.DataFrame, resamples: int, confidence: float,
     return rows
 
 
-# The eager model as each step of a vision job timed it (vision_eager_baselines): (table, step, filter).
+# The eager model as each step of a vision job timed it (vision_eager_baselines): (table, step, process, filter).
+# e2e and selective share the clean worker's eager (one measurement); eager_in_process is the same model timed in
+# the compiled worker after its compiled code loaded, in the same turns; layers and timing_sync are timed in the
+# job's own process, which has compiled the model and its blocks.
 EAGER_STEPS = (
-    ("vision_e2e", "e2e", pl.col("variant") == "eager"),
-    ("vision_selective", "selective", pl.col("variant") == "eager"),
-    ("vision_timing_methods", "timing_sync", (pl.col("timing") == "sync") & ~pl.col("profiled")),
+    ("vision_e2e", "e2e", "clean", pl.col("variant") == "eager"),
+    ("vision_e2e", "e2e in-process", "compiled", pl.col("variant") == "eager_in_process"),
+    ("vision_selective", "selective", "clean", pl.col("variant") == "eager"),
+    ("vision_timing_methods", "timing_sync", "job", (pl.col("timing") == "sync") & ~pl.col("profiled")),
 )
+_KEEP = [*CASE, "run_id", "invocation", "round", "time_ms", "status", "message"]
+
+
+def _with_protocol_columns(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(*(pl.lit(None, pl.Int64).alias(c) for c in ("invocation",) if c not in df.columns))
 
 
 def eager_baseline_rows(frames: dict[str, pl.DataFrame], resamples: int, confidence: float,
                         seed: int) -> list[dict]:
     """Every step's eager time of the whole model per case, and its ratio to the end-to-end step's eager (the
-    baseline of vision_speedups) with a bootstrap interval: one eager, if the job's steps agree.
+    baseline of vision_speedups): one eager, if the job's steps agree. Protocol steps (processes clean and
+    compiled) are medians over invocations with the hierarchical interval and their ratio is paired by turn; the
+    job's own steps are one process, their ratio unpaired.
 
-    Steps: e2e (one row per compile mode it was paired with), layers (the all-eager prefix of every block,
-    called block by block), selective, timing_sync (unprofiled, synchronised per call, as the others)."""
+    Steps: e2e (one row per compile mode it was paired with), e2e in-process (eager in each mode's compiled
+    worker), layers (the all-eager prefix of every block, called block by block), selective, timing_sync
+    (unprofiled, synchronised per call, as the others)."""
     parts = []
-    for table, step, keep in EAGER_STEPS:
+    for table, step, process, keep in EAGER_STEPS:
         df = frames.get(table)
         if df is None or df.is_empty():
             continue
-        part = df.filter(keep, pl.col("status") == "ok")
-        parts.append(part.select(*CASE, "run_id", "time_ms").with_columns(
-            step=pl.lit(step) if step != "e2e" else pl.format("e2e {}", "mode")))
+        part = _with_protocol_columns(df).filter(keep).select(_KEEP)
+        name = pl.format(f"{step} {{}}", "mode") if step.startswith("e2e") else pl.lit(step)
+        parts.append(part.with_columns(step=name, process=pl.lit(process)))
     layers = frames.get("vision_layer_times")
     if layers is not None and not layers.is_empty():
-        ok = layers.filter(pl.col("status") == "ok", pl.col("measure") == "prefix")
+        ok = layers.filter(pl.col("measure") == "prefix")
         ok = ok.filter(pl.col("configuration") == pl.col("pair").replace_strict(
             {p: e for p, (e, _) in cfgs.PAIRS.items()}, default=None))
         last = ok.group_by(CASE).agg(pl.col("block").max().alias("n"))
-        full = ok.join(last, on=CASE).filter(pl.col("block") == pl.col("n"))
-        parts.append(full.select(*CASE, "run_id", "time_ms").with_columns(step=pl.lit("layers")))
+        full = _with_protocol_columns(ok.join(last, on=CASE).filter(pl.col("block") == pl.col("n")))
+        parts.append(full.select(_KEEP).with_columns(step=pl.lit("layers"), process=pl.lit("job")))
     if not parts:
         return []
     every = pl.concat(parts)
     keys = [c for c in CASE if c != "mode"]     # eager has no mode; its steps pair it with different ones
+    opts = dict(resamples=resamples, confidence=confidence, seed=seed)
     rows = []
     for key, group in every.group_by(keys, maintain_order=True):
         case = dict(zip(keys, key))
-        reference = group.filter(pl.col("step").str.starts_with("e2e"))["time_ms"].to_numpy()
-        for (step,), part in group.group_by(["step"], maintain_order=True):
-            times = part["time_ms"].to_numpy()
-            t = statistics.median_interval(times, resamples=resamples, confidence=confidence, seed=seed)
-            row = {"run_id": run_ids(part), **case, "step": step, "time_ms": t.estimate, "time_ms_low": t.low,
-                   "time_ms_high": t.high, "samples": len(times)}
-            if len(reference):
-                r = statistics.speedup(times, reference, resamples=resamples, confidence=confidence, seed=seed)
-                row.update(ratio_to_e2e=r.estimate, ratio_to_e2e_low=r.low, ratio_to_e2e_high=r.high)
+        reference = group.filter(pl.col("step").str.starts_with("e2e"), pl.col("process") == "clean")
+        for (step, process), part in group.group_by(["step", "process"], maintain_order=True):
+            ok = _by_invocation(part)
+            if not ok:
+                continue
+            t = statistics.hierarchical_interval([[x for c in ok[i].values() for x in c] for i in sorted(ok)],
+                                                 **opts)
+            row = {"run_id": run_ids(part), **case, "step": step, "process": process, "time_ms": t.estimate,
+                   "time_ms_low": t.low, "time_ms_high": t.high, "samples": sum(len(c) for i in ok
+                                                                                for c in ok[i].values()),
+                   "invocations": len(ok), "ratio_to_e2e": None, "ratio_to_e2e_low": None,
+                   "ratio_to_e2e_high": None}
+            if not reference.filter(pl.col("status") == "ok").is_empty():
+                if process == "job":
+                    r = statistics.speedup(part.filter(pl.col("status") == "ok")["time_ms"].to_numpy(),
+                                           reference.filter(pl.col("status") == "ok")["time_ms"].to_numpy(), **opts)
+                    ratio = (r.estimate, r.low, r.high)
+                else:   # this step's eager / e2e's clean eager, paired by the turns both took
+                    same = reference.filter(pl.col("step") == step.replace(" in-process", "")) \
+                        if step.startswith("e2e") else reference.filter(pl.col("mode") == part["mode"][0])
+                    a = _against_eager(same if not same.is_empty() else reference, part, **opts)
+                    ratio = (a["speedup"], a["speedup_low"], a["speedup_high"])
+                row.update(ratio_to_e2e=ratio[0], ratio_to_e2e_low=ratio[1], ratio_to_e2e_high=ratio[2])
             rows.append(row)
     return rows
 
@@ -351,7 +401,6 @@ def selective_summary_rows(selective: pl.DataFrame, oracle_table: pl.DataFrame, 
     from .selective import VARIANTS
     for key, group in selective.group_by(CASE, maintain_order=True):
         case = dict(zip(CASE, key))
-        eager_ok = group.filter(pl.col("variant") == "eager", pl.col("status") == "ok")["time_ms"].to_numpy()
         found = oracle_table.filter(*[pl.col(c) == v for c, v in case.items()])
         for variant in [v for v in group["variant"].unique(maintain_order=True).to_list() if v != "eager"]:
             part = group.filter(pl.col("variant") == variant)
@@ -369,8 +418,8 @@ def selective_summary_rows(selective: pl.DataFrame, oracle_table: pl.DataFrame, 
                    "predicted_ms_high": o_row["predicted_ms_high"][0] if o_row.height else None,
                    "predicted_speedup": o_row["predicted_speedup"][0] if o_row.height else None,
                    "study_speedup": study, "samples": len(ok)}
-            row.update(_against_eager(part, ok, group.filter(pl.col("variant") == "eager"), eager_ok, resamples,
-                                      confidence, seed))
+            row.update(_against_eager(part, group.filter(pl.col("variant") == "eager"), resamples, confidence,
+                                      seed))
             row.update(_prediction_error(row))
             rows.append(row)
     return rows

@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from . import page
+from . import page, verdicts
 
 PAIR_LABEL = {"cpu": "CPU (interp → cpp)", "gpu": "GPU (cuda → triton)"}
 
@@ -76,7 +76,7 @@ def e2e_display(speedups: pl.DataFrame, builds: pl.DataFrame) -> pl.DataFrame:
                     pl.col("time_ms").alias("variant ms"),
                     pl.format("{} [{}–{}]", pl.col("speedup").round(3), pl.col("speedup_low").round(3),
                               pl.col("speedup_high").round(3)).alias("speedup [95% CI]"),
-                    pl.col("speedup_includes_one").alias("CI includes 1"),
+                    pl.col("speedup_includes_one").alias("CI includes 1"), "invocations",
                     pl.col("study_speedup").alias("study"),
                     pl.col("eager_device_busy").alias("eager GPU busy"),
                     pl.col("device_busy").alias("variant GPU busy"),
@@ -225,17 +225,39 @@ def selective_display(summary: pl.DataFrame) -> pl.DataFrame:
             .sort("model", "pair", "variant"))
 
 
+def drift_finding(speedups: pl.DataFrame) -> str:
+    """One sentence per job setting on eager drift: eager timed in the compiled variant's process (after its
+    compiled code loaded) over eager in a process with none, in the same turns. A slowdown is claimed only where
+    the paired interval excludes 1."""
+    rows = speedups.filter(pl.col("variant") == "eager_in_process", pl.col("status") == "ok",
+                           pl.col("speedup") > 0)
+    if rows.is_empty():
+        return "Eager drift: not measured (no end-to-end rows with eager in a compiled process)."
+    parts = []
+    for r in labelled(rows).sort("model", "pair", "mode").iter_rows(named=True):
+        # the row's speedup is clean / in-process; the drift is its inverse, with the interval's ends swapped
+        low, high = (1 / r["speedup_high"] if r["speedup_high"] else None,
+                     1 / r["speedup_low"] if r["speedup_low"] else None)
+        ratio = 1 / r["speedup"]
+        side = verdicts.direction(low, high)
+        said = ("slower" if side > 0 else "faster") if side else verdicts.NO_DIFFERENCE
+        parts.append(f"{r['model']} ({r['pair']}, {r['mode']}): {verdicts.ratio_text(ratio, low, high)}, {said}")
+    return ("Eager drift, eager in a process that has loaded compiled code over eager in one that has not "
+            "(paired by turn): " + "; ".join(parts) + ".")
+
+
 def eager_baselines_display(baselines: pl.DataFrame) -> pl.DataFrame:
     """Every step's eager time of one job beside the end-to-end step's: one baseline where the ratio's interval
     holds 1."""
     if baselines.is_empty():
         return baselines
     return (labelled(baselines.with_columns(pl.lit(None, pl.String).alias("mode")))
-            .select("model", "pair", "step", pl.col("time_ms").alias("eager ms"),
+            .select("model", "pair", "step", "process", pl.col("time_ms").alias("eager ms"),
                     pl.format("[{}–{}]", pl.col("time_ms_low").round(3), pl.col("time_ms_high").round(3))
                     .alias("95% CI"),
                     pl.format("{} [{}–{}]", pl.col("ratio_to_e2e").round(3), pl.col("ratio_to_e2e_low").round(3),
-                              pl.col("ratio_to_e2e_high").round(3)).alias("÷ e2e eager [95% CI]"), "samples")
+                              pl.col("ratio_to_e2e_high").round(3)).alias("÷ e2e eager [95% CI]"), "invocations",
+                    "samples")
             .sort("model", "pair", "step"))
 
 

@@ -26,13 +26,20 @@ _CASE = {
     "memory_format": pl.String,   # contiguous | channels_last: of the model's weights and inputs
 }
 _SAMPLE = {"round": pl.Int64, "repeat": pl.Int64, "time_ms": pl.Float64}
+# Rows measured under the protocol (compiler/vision_protocol.py): process clean (no compiled code loaded) or
+# compiled (a worker holding compiled variants); invocation: the fresh set of processes; round: the turn, repeat:
+# the call within that turn's block; warmup_calls / steady: the variant's warm-up in that invocation.
+_PROTOCOL = {"process": pl.String, "invocation": pl.Int64, "round": pl.Int64, "repeat": pl.Int64,
+             "time_ms": pl.Float64, "warmup_calls": pl.Int64, "steady": pl.Boolean}
 _INTERVAL = lambda name: {name: pl.Float64, f"{name}_low": pl.Float64, f"{name}_high": pl.Float64}  # noqa: E731
 _SPEEDUP = {**_INTERVAL("speedup"), "speedup_includes_one": pl.Boolean}
 
 SCHEMAS = {
     # Fig. 5.6: the whole model per call. variant: eager, compiled (torch.compile of the whole model),
-    # eager_channels_last (model and input converted inside the call), eager_cuda_graphs (one captured graph).
-    "vision_e2e": {**_CASE, "variant": pl.String, **_SAMPLE, **STATUS},
+    # eager_channels_last (model and input converted inside the call), eager_cuda_graphs (one captured graph),
+    # eager_in_process (eager in the compiled variant's process, after its compiled code loaded: the drift).
+    # The clean process's rows (eager and its baselines) are one measurement, repeated under every mode.
+    "vision_e2e": {**_CASE, "variant": pl.String, **_PROTOCOL, **STATUS},
     # One row per (job, step, variant), step e2e or selective: what building the variant cost and compiled.
     # first_call_ms includes compilation; graphs / graph_breaks / frames_compiled from dynamo's counters;
     # recompiles counts frames compiled by warm-up calls (a recompile in the timed loop is status error);
@@ -54,23 +61,27 @@ SCHEMAS = {
     # Selective compilation measured end to end beside eager and the whole model compiled. variant: eager,
     # compiled, all_blocks (every block its own graph), dp_blocks / dp_segments (the programme's choice, each
     # compiled block its own graph / each run of compiled blocks one graph), btr_blocks (best of two runs).
+    # eager and compiled are the end-to-end step's own rows (the same processes and turns); eager_in_process too.
     "vision_selective": {**_CASE, "variant": pl.String, "choice": pl.String, "predicted_ms": pl.Float64,
-                         **_SAMPLE, **STATUS},
+                         **_PROTOCOL, **STATUS},
 
-    # Speedup of each variant over eager in the same job: median ratio with bootstrap interval; the study's
+    # Speedup of each variant over eager in the same job: ratio of the medians over invocations, its interval
+    # resampled as pairs of turns (statistics.paired_speedup); invocations: the variant's ok ones; the study's
     # number where it gives one (Fig. 5.6: GPU, default mode, compiled).
     # eager_device_busy / device_busy: kernels' device time / wall time per call from the job's profiled `pure`
     # timing method (GPU; compiled: the timing methods' mode only): near 1 kernel-bound, far below launch-bound.
     "vision_speedups": {**_CASE, "variant": pl.String, "eager_ms": pl.Float64, **_INTERVAL("time_ms"),
-                        **_SPEEDUP, "study_speedup": pl.Float64, "samples": pl.Int64,
+                        **_SPEEDUP, "study_speedup": pl.Float64, "samples": pl.Int64, "invocations": pl.Int64,
                         "eager_device_busy": pl.Float64, "device_busy": pl.Float64, **STATUS},
     "vision_timing_summary": {**_CASE, "timing": pl.String, "profiled": pl.Boolean, "metric": pl.String,
                               **_INTERVAL("time_ms"), "device_busy": pl.Float64, "samples": pl.Int64},
-    # The eager model as every step of a job timed it (step: e2e <mode>, layers, selective, timing_sync), and
-    # its ratio to the e2e step's eager with a bootstrap interval: 1 inside the interval = one baseline.
+    # The eager model as every step of a job timed it (step: e2e <mode>, e2e <mode> in-process, layers,
+    # selective, timing_sync; process: clean = a worker with no compiled code, compiled = the compiled variant's
+    # worker, job = the job's own process), and its ratio to the e2e step's clean eager with a bootstrap interval
+    # (paired by turn where both took turns): 1 inside the interval = one baseline; in-process below 1 = drift.
     "vision_eager_baselines": {**{k: v for k, v in _CASE.items() if k not in ("configuration", "mode")},
-                               "step": pl.String, **_INTERVAL("time_ms"), **_INTERVAL("ratio_to_e2e"),
-                               "samples": pl.Int64},
+                               "step": pl.String, "process": pl.String, **_INTERVAL("time_ms"),
+                               **_INTERVAL("ratio_to_e2e"), "samples": pl.Int64, "invocations": pl.Int64},
     # Per block, by method timer (medians of synchronised block timers) or subtraction (differences of prefix
     # medians); speedup = eager / compiled with a bootstrap interval over rounds. Switch costs: subtraction only.
     "vision_layer_summary": {**_CASE, "method": pl.String, "block": pl.Int64, "block_name": pl.String,
@@ -94,5 +105,5 @@ SCHEMAS = {
                                  **_INTERVAL("predicted_ms"), "predicted_speedup": pl.Float64,
                                  "eager_ms": pl.Float64, **_INTERVAL("time_ms"), **_SPEEDUP,
                                  **_INTERVAL("prediction_error"), "study_speedup": pl.Float64,
-                                 "samples": pl.Int64, **STATUS},
+                                 "samples": pl.Int64, "invocations": pl.Int64, **STATUS},
 }
