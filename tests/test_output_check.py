@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from abstraction_cost import tables
-from abstraction_cost.compiler import cases, output_check, vision_job, vision_protocol, vision_summary
+from abstraction_cost.compiler import cases, output_check, selective, vision_job, vision_protocol, vision_summary
 from abstraction_cost.compiler import vision_models as vm
 from abstraction_cost.compiler.speedups import Bootstrap, compare
 from abstraction_cost.measure import numerics as nx
@@ -94,7 +94,11 @@ def test_a_wrong_compiled_model_is_wrong_output_in_every_step(tmp_path, monkeypa
         statuses = {r["status"] for r in out[name]}
         assert statuses == {"wrong_output"}, (name, statuses)
     assert all(r["choice"] is None for r in out["vision_oracles"])
-    assert {r["status"] for r in out["vision_selective"]} == {"missing"}
+    by_variant = {}
+    for r in out["vision_selective"]:
+        by_variant.setdefault(r["variant"], set()).add(r["status"])
+    assert all(by_variant[v] == {"missing"} for v in selective.VARIANTS)
+    assert by_variant["compiled"] == {"wrong_output"} and by_variant["eager"] == {"ok"}
 
 
 def test_a_wrong_building_block_is_wrong_output_not_a_speedup(monkeypatch):

@@ -276,7 +276,8 @@ def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
     summary = vision_summary.selective_summary_rows(sel_df, oracle_df, 50, 0.95, 0)
     tables.frame("vision_selective_summary", summary)
     speedups = tables.frame("vision_speedups", vision_summary.speedup_rows(e2e_df, 50, 0.95, 0))
-    assert set(speedups["status"]) == {"ok"} and (speedups["invocations"] == 1).all()
+    measured = speedups.filter(pl.col("variant") != "eager_cuda_graphs")      # not_run on the CPU
+    assert set(measured["status"]) == {"ok"} and (measured["invocations"] == 1).all()
     baselines = tables.frame("vision_eager_baselines", vision_summary.eager_baseline_rows(
         {"vision_e2e": e2e_df, "vision_selective": sel_df, "vision_layer_times": layer_df,
          "vision_timing_methods": timing_df}, 50, 0.95, 0))
