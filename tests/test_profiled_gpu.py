@@ -1,7 +1,8 @@
-"""The profiled pass changes no timed median (issue 30, Performance): on the GPU, a served eager worker's timed
-blocks after torch.profiler has run in its process (as the next cell's timed calls run after this cell's profiled
-pass) against the blocks before it, at two host-bound cells (16 px: where profiler callbacks left on each launch
-would show most); and the pass's own record, with kernel times and launches.
+"""The profiled pass on the GPU (issue 30): its record has kernel times and launches, for a served eager worker
+(torch.profiler) and ac_libtorch (LibTorch's Kineto profiler). A process stays slower once the profiler has run
+in it (these tests print the timed blocks' medians before and after), which is why the conductor runs every
+worker's profiled passes after all of that worker's timed turns (tests/test_sweep_interleaved.py checks the
+order): adding the pass changes no timed call.
 
     pytest -m gpu tests/test_profiled_gpu.py -s    (prints each cell's medians and ratio)
 """
@@ -14,7 +15,6 @@ import torch
 
 from abstraction_cost.backends.sweep import PythonModel
 from abstraction_cost.backends.sweep_cells import Cell
-from abstraction_cost.backends.sweep_conductor import PROTOCOL_DEFAULTS
 from abstraction_cost.backends.sweep_worker import ServedCells
 from abstraction_cost.backends.transfer import Pool
 from abstraction_cost.measure.statistics import hierarchical_interval
@@ -36,10 +36,9 @@ def _served(tmp_path, cells):
 
 
 @pytest.mark.parametrize("batch,resolution", [(8, 16), (32, 16)])
-def test_timed_blocks_after_the_profiled_pass_keep_the_median_within_the_protocols_interval(tmp_path, batch,
-                                                                                           resolution):
-    """Blocks alternate with profiled passes after a first run of unprofiled blocks: the blocks that follow a
-    profiled pass have a median within the before-blocks' interval widened to study_a.sweep.protocol.precision."""
+def test_the_eager_workers_profiled_pass_records_kernel_time_and_launches(tmp_path, batch, resolution):
+    """Unprofiled blocks, then profiled passes alternating with blocks: the pass's record is complete, and the
+    medians before and after are printed."""
     served = _served(tmp_path, [Cell(0, batch, resolution, "float32-pageable")])
     assert served.prepare(0)["kind"] == "ready"
     before = [served.time(CALLS)["times_ms"] for _ in range(BLOCKS)]
@@ -55,21 +54,17 @@ def test_timed_blocks_after_the_profiled_pass_keep_the_median_within_the_protoco
     assert record["device_ms"] > 0 and record["kernels"] >= 50 and record["launch_calls"] >= 50, record
     assert 0 < record["host_issue_ms"] <= record["wall_ms"] * 1.05, record
     assert record["device_busy_ms"] <= record["wall_ms"] * 1.05 and record["device_idle_ms"] >= 0, record
-    _check(before, after, f"eager batch {batch} × {resolution} px")
+    _print(before, after, f"eager batch {batch} × {resolution} px")
 
 
-def _check(before: list[list[float]], after: list[list[float]], what: str) -> None:
+def _print(before: list[list[float]], after: list[list[float]], what: str) -> None:
     b, a = hierarchical_interval(before), hierarchical_interval(after)
-    precision = PROTOCOL_DEFAULTS["precision"]
-    print(f"{what}: before {b.estimate:.3f} ms [{b.low:.3f}–{b.high:.3f}], after {a.estimate:.3f} ms "
-          f"[{a.low:.3f}–{a.high:.3f}], ratio {a.estimate / b.estimate:.3f}")
-    assert b.low * (1 - precision) <= a.estimate <= b.high * (1 + precision), (
-        f"{what}: timed median moved from {b.estimate:.3f} to {a.estimate:.3f} ms after the profiled pass")
+    print(f"{what}: before {b.estimate:.3f} ms [{b.low:.3f}–{b.high:.3f}], after a profiled pass "
+          f"{a.estimate:.3f} ms [{a.low:.3f}–{a.high:.3f}], ratio {a.estimate / b.estimate:.3f}")
 
 
-def test_ac_libtorch_blocks_after_its_kineto_profiled_pass_keep_the_median(tmp_path):
-    """The same check for ac_libtorch --serve (libtorch), whose device loop runs under LibTorch's Kineto profiler:
-    its blocks after profiled passes against those before, and its trace read into device columns."""
+def test_ac_libtorchs_profiled_pass_reads_its_kineto_trace_into_device_columns(tmp_path):
+    """The same for ac_libtorch --serve (libtorch), whose device loop runs under LibTorch's Kineto profiler."""
     import json
     import subprocess
 
@@ -90,7 +85,7 @@ def test_ac_libtorch_blocks_after_its_kineto_profiled_pass_keep_the_median(tmp_p
     assert result.returncode == 0, result.stderr[-2000:]
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     blocks = [r["times_ms"] for r in records if r["kind"] == "block"]
-    _check(blocks[:BLOCKS], blocks[BLOCKS:], f"ac_libtorch {model}")
+    _print(blocks[:BLOCKS], blocks[BLOCKS:], f"ac_libtorch {model}")
     profile = profiled.with_trace(next(r for r in records if r["kind"] == "profile"))
     print(profile)
     assert profile["device_ms"] and profile["kernels"] >= 50 and profile["launch_calls"] >= 50, profile

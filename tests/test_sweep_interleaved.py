@@ -104,19 +104,28 @@ def test_a_cell_too_large_to_share_the_device_is_measured_one_implementation_at_
             Store(None, ["a", "b"], len(cells)))
     lines = fake.log.read_text().splitlines()
     large = lines[lines.index("a cell 1"):]
-    assert large == ["a cell 1", "a time 2", "a time 2", "a profile 5", "a end", "a release",
-                     "b cell 1", "b time 2", "b time 2", "b profile 5", "b end", "b release"]
+    timed = ["a cell 1", "a time 2", "a time 2", "a end", "a release", "b cell 1", "b time 2", "b time 2", "b end",
+             "b release"]
+    assert large[:10] == timed
+    # then the profiled passes, each cell prepared again; the large one released after each worker's pass
+    assert large[10:] == ["a cell 0", "a profile 5", "a end", "b cell 0", "b profile 5", "b end",
+                          "a cell 1", "a profile 5", "a end", "a release", "b cell 1", "b profile 5", "b end",
+                          "b release"]
 
 
-def test_the_profiled_pass_follows_every_timed_turn_of_the_first_invocation_only(fake):
-    cells = walk([1], [8], ["float32-pageable"])
+def test_no_worker_times_a_call_after_its_profiled_pass_which_only_the_first_invocation_has(fake):
+    """A process stays slower once the profiler has run in it: each worker's passes follow all its timed turns."""
+    cells = walk([1, 2], [8], ["float32-pageable"])
     records = conduct(["a", "b"], fake.command_for(), cells, _settings(), _protocol(invocations=2, blocks=2),
                       Store(None, ["a", "b"], len(cells)))
     lines = fake.log.read_text().splitlines()
-    first = lines[:lines.index("a end")]
-    assert [line for line in first if " profile " in line] == ["a profile 5", "b profile 5"]
-    assert max(i for i, line in enumerate(first) if " time " in line) < first.index("a profile 5")
-    assert sum(" profile " in line for line in lines) == 2  # none in the second invocation
+    last = max(i for i, line in enumerate(lines) if " profile " in line)
+    first = lines[:last + 1]   # invocation 0 up to its last profiled pass
+    for worker in ("a", "b"):
+        mine = [line for line in first if line.startswith(f"{worker} ")]
+        profiles = [i for i, line in enumerate(mine) if " profile " in line]
+        assert len(profiles) == 2 and max(i for i, line in enumerate(mine) if " time " in line) < min(profiles)
+    assert sum(" profile " in line for line in lines) == 4  # none in the second invocation
     by = {(r["invocation"], r["implementation"]): r for r in records}
     assert by[(0, "a")]["profile"]["host_issue_ms"] == 0.5 and "profile" not in by[(1, "a")]
     none = conduct(["a"], fake.command_for(), cells, _settings(), _protocol(profile_calls=0),
@@ -150,7 +159,8 @@ def test_invocations_after_the_minimum_measure_only_the_cells_not_yet_precise(tm
     cells = walk([1, 2], [8], ["float32-pageable"])
     command_for = lambda impl, oom_at: [sys.executable, str(script), impl, str(log), "-1"]  # noqa: E731
     records = conduct(["a", "b"], command_for, cells, _settings(),
-                      _protocol(invocations=2, max_invocations=4, precision=0.05, blocks=1),
+                      _protocol(invocations=2, max_invocations=4, precision=0.05, blocks=1,
+                                profile_calls=0),
                       Store(None, ["a", "b"], len(cells)))
     walked = [(r["invocation"], r["implementation"], r["cell"]) for r in records]
     assert walked == [(0, "a", 0), (0, "b", 0), (0, "a", 1), (0, "b", 1), (1, "a", 0), (1, "b", 0), (1, "a", 1),

@@ -78,7 +78,8 @@ def test_a_bad_shard_count_is_refused_naming_its_key(sweep, message):
 def test_a_shards_walk_asks_only_for_its_cells_by_the_grids_indices(fake):  # noqa: F811
     cells = walk([1, 2], [8, 16], ["float32-pageable"])
     shard = [c for c in cells if c.resolution == 16]
-    records = conduct(["a", "b"], fake.command_for(), shard, _settings(resolutions=(8, 16)), _protocol(blocks=1),
+    records = conduct(["a", "b"], fake.command_for(), shard, _settings(resolutions=(8, 16)),
+                      _protocol(blocks=1, profile_calls=0),
                       Store(None, ["a", "b"], len(cells)))
     asked = [line for line in fake.log.read_text().splitlines() if " cell " in line]
     assert asked == ["a cell 2", "b cell 2", "a cell 3", "b cell 3"]

@@ -182,7 +182,8 @@ def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cel
                                                                  protocol.precision)
         if not due:
             break
-        missing = [i for i in implementations if any(store.get(inv, i, c.index) is None for c in due)]
+        missing = [i for i in implementations if any(store.get(inv, i, c.index) is None for c in due)
+                   or (inv == 0 and protocol.profile_calls > 0 and _unprofiled(store, i, due))]
         if missing:
             log.info("invocation %d: %d cells (%s)", inv, len(due), ",".join(str(c.index) for c in due))
             _invocation(inv, missing, command_for, cells, due, settings, protocol, store)
@@ -243,17 +244,48 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
             groups = [todo] if protocol.together(cell) else [[impl] for impl in todo]
             for group in groups:
                 _measure(inv, group, workers, start, cell, settings, protocol, store, trackers,
-                         release=not protocol.together(cell), profile=protocol.profile_calls if inv == 0 else 0)
+                         release=not protocol.together(cell))
+        if inv == 0 and protocol.profile_calls > 0:
+            _profile_walk(inv, workers, start, due, protocol, store)
     finally:
         for worker in workers.values():
             if worker is not None:
                 worker.close()
 
 
+def _unprofiled(store: Store, impl: str, cells: list[Cell]) -> bool:
+    return any((r := store.get(0, impl, c.index)) is not None and r["status"] == "ok" and "profile" not in r
+               for c in cells)
+
+
+def _profile_walk(inv: int, workers: dict, start, cells: list[Cell], protocol: Protocol, store: Store) -> None:
+    """The profiled pass of every cell the invocation measured, walked again once all of its timed turns are done:
+    a process that has run the profiler stays slower (eager by a fifth at batch 8: CUPTI's callbacks stay
+    registered), so no timed call of a worker may follow its profiled pass. Each pass is kept with its cell's
+    record; a worker that dies in it is started again for the next cell."""
+    for cell in cells:
+        for impl in list(workers):
+            record = store.get(inv, impl, cell.index)
+            if workers[impl] is None or record is None or record["status"] != "ok" or "profile" in record:
+                continue
+            try:
+                ready = workers[impl].ask(f"cell {cell.index}", "ready", "cell")
+                if ready["kind"] == "cell":   # it could not prepare the cell again (out of memory, say)
+                    profile = {"status": ready["status"], "message": f"not profiled: {ready.get('message')}"}
+                else:
+                    profile = profiled.with_trace(workers[impl].ask(f"profile {protocol.profile_calls}", "profile"))
+                    workers[impl].ask("end", "cell")
+                if not protocol.together(cell):
+                    workers[impl].ask("release", "released")
+            except WorkerDied as err:
+                profile = {"status": "error", "message": f"the worker died in its profiled pass: {err.message}"}
+                workers[impl] = start(impl)
+            store.keep(inv, impl, {**record, "profile": profile})
+
+
 def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, settings: SweepSettings,
-             protocol: Protocol, store: Store, trackers: dict, release: bool, profile: int = 0) -> None:
-    """One cell for a group of workers: each prepares it, then `blocks` turns each in rotating order, then (with
-    `profile` > 0) each one's profiled pass of that many calls, after every timed turn of the cell, then ends."""
+             protocol: Protocol, store: Store, trackers: dict, release: bool) -> None:
+    """One cell for a group of workers: each prepares it, then `blocks` turns each in rotating order, then ends."""
     ready: dict[str, dict] = {}
 
     def died(impl: str, err: WorkerDied) -> None:
@@ -294,11 +326,6 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                 continue
             ready[impl]["blocks"].append(record["times_ms"])
             ready[impl]["turns"].append(turn)
-    for impl in list(ready) if profile > 0 else []:
-        try:
-            ready[impl]["profile"] = profiled.with_trace(workers[impl].ask(f"profile {profile}", "profile"))
-        except WorkerDied as err:
-            died(impl, err)
     for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
         try:
             record = workers[impl].ask("end", "cell")
@@ -309,8 +336,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             continue
         store.keep(inv, impl, {**record, "blocks": prepared["blocks"], "turns": prepared["turns"],
                                "steady": prepared["steady"], "warmup_calls": prepared["warmup_calls"],
-                               "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv,
-                               **({"profile": prepared["profile"]} if "profile" in prepared else {})})
+                               "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv})
 
 
 def _failed(cell: Cell, died: WorkerDied) -> dict:
