@@ -34,7 +34,7 @@ else:
 
 # Priorities, highest first among the jobs ready to run: tables and summaries (seconds, so the report is made as
 # soon as its inputs exist), a compile warm-up (a few threads; its timing job waits for it), the longest timing
-# jobs (so no long job starts last), then every other job (0).
+# jobs (the sweep's and Study B's vision models: so no long job starts last), then every other job (0).
 SUMMARY_PRIORITY = 60
 WARM_UP_PRIORITY = 50
 LONG_JOB_PRIORITY = 40

@@ -81,6 +81,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             shards=len(SWEEP_SHARDS),  # another split gives a shard other cells
         resources:
             **timing_job("sweep"),
+        priority: LONG_JOB_PRIORITY
         script:
             "../../scripts/sweep_job.py"
 
@@ -156,6 +157,7 @@ else:
             grid=SWEEP_GRID,
         resources:
             **timing_job("sweep"),
+        priority: LONG_JOB_PRIORITY
         script:
             "../../scripts/sweep_job.py"
 
