@@ -12,7 +12,7 @@ import pytest
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.backends import comparison, eval_interleaved, eval_job
+from abstraction_cost.backends import comparison, eval_backend
 from abstraction_cost.backends.sweep_store import cells_dir
 from abstraction_cost.data import offline, prepared
 from abstraction_cost.data.specs import spec
@@ -57,7 +57,7 @@ def _rows(job) -> dict[str, pl.DataFrame]:
 
 def test_the_interleaved_job_measures_every_implementation_in_turns_over_invocations(tmp_path, smoke_config, program):
     job = _job(tmp_path, smoke_config, program)
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     rows = _rows(job)
     env = tables.read("environment", job.output.env)
     assert env.height == 1 and env["job"][0] == "numerics=fp32"
@@ -94,7 +94,7 @@ def test_the_interleaved_job_measures_every_implementation_in_turns_over_invocat
 
 def test_without_a_profiled_pass_each_implementation_says_which_key_turned_it_off(tmp_path, smoke_config, program):
     job = _job(tmp_path, smoke_config, program, invocations=1, max_invocations=1, blocks=1, profile_calls=0)
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     assert all((r["status"] == "ok").all() for r in _rows(job).values())
     profile = tables.read("backend_profile", job.output.profile)
     assert profile["implementation"].to_list() == IMPLEMENTATIONS and (profile["status"] == "not_run").all()
@@ -135,7 +135,7 @@ def test_bad_protocol_keys_are_refused_naming_the_key(smoke_config, key, value, 
 
 def test_the_serial_protocol_measures_each_implementation_in_its_own_run(tmp_path, smoke_config, program):
     job = _job(tmp_path, smoke_config, program, mode="serial")
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     rows = _rows(job)
     env = tables.read("environment", job.output.env)
     assert env.height == 2 and sorted(env["job"]) == ["implementation=eager,numerics=fp32",
@@ -153,7 +153,7 @@ def test_on_the_gpu_the_interleaved_comparison_times_every_worker_and_checks_its
                block_ms=20)
     job.config["device"] = "cuda"
     job.config["study_a"]["backends"].update(require_gpu=True, batch_size=2, resolution=32)
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     rows = _rows(job)
     env = tables.read("environment", job.output.env)
     assert env["device"][0] == "cuda" and env["tf32_matmul"][0] is True

@@ -11,7 +11,7 @@ import torch
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.backends import aoti, comparison, eval_job
+from abstraction_cost.backends import aoti, comparison, eval_backend, eval_job
 from abstraction_cost.data import offline, prepared
 from abstraction_cost.data.specs import spec
 from abstraction_cost.measure.nvml import NvmlSampler
@@ -248,7 +248,7 @@ def _numerics_job(tmp_path, smoke_config, implementations=("eager",), numerics="
 def test_a_serial_job_measures_each_implementation_in_its_own_run_and_a_failed_one_is_only_its_row(
         tmp_path, smoke_config, monkeypatch):
     job = _numerics_job(tmp_path, smoke_config, ("eager", "libtorch"), numerics="tf32")
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     eager, libtorch = (tables.read("backend_eval", t) for t in job.output.tables)
     envs = tables.read("environment", job.output.env)
     assert eager["status"].to_list() == ["ok", "ok"] and (eager["protocol"] == "serial").all()
@@ -264,7 +264,7 @@ def test_a_serial_job_measures_each_implementation_in_its_own_run_and_a_failed_o
 def test_an_injected_oom_is_the_numerics_row_of_a_serial_job(tmp_path, smoke_config, monkeypatch):
     job = _numerics_job(tmp_path, smoke_config)
     monkeypatch.setenv("AC_EVAL_FAULT", "oom@fp32")
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     rows = tables.read("backend_eval", job.output.tables[0])
     assert rows["status"].to_list() == ["oom"] and "AC_EVAL_FAULT" in rows["message"][0]
 
@@ -286,12 +286,12 @@ def test_a_killed_serial_job_resumes_without_measuring_its_finished_implementati
         return measure(job, impl, numerics, out)
     monkeypatch.setattr(eval_job, "run", killing)
     with pytest.raises(_Killed):
-        eval_job.run_job(job)
+        eval_backend.run_job(job)
     assert measured == ["eager", "libtorch"]
     kept_run = tables.read("backend_eval", job.output.tables[0])["run_id"][0]
     for path in (*job.output.tables, job.output.env, *job.output.logits):   # Snakemake removes a failed job's outputs
         Path(path).unlink(missing_ok=True)
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     assert measured == ["eager", "libtorch", "libtorch"]   # the rerun measured only the implementation not finished
     eager = tables.read("backend_eval", job.output.tables[0])
     assert eager["run_id"].unique().to_list() == [kept_run] and (eager["status"] == "ok").all()

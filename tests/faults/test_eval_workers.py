@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import comparison, eval_interleaved, eval_job
+from abstraction_cost.backends import comparison, eval_backend, eval_interleaved
 from abstraction_cost.backends.sweep_store import cells_dir
 from tests.test_eval_interleaved import _job, _rows
 
@@ -24,7 +24,7 @@ def test_a_killed_interleaved_job_resumes_with_the_invocations_it_has(tmp_path, 
     monkeypatch.setattr(sweep_conductor, "kill_job", kill)
     monkeypatch.setenv("AC_SWEEP_FAULT", "kill@0")   # the job dies once its first record is kept
     with pytest.raises(_Killed):
-        eval_job.run_job(job)
+        eval_backend.run_job(job)
     kept = cells_dir(job.output.env)
     assert sorted(p.name for p in kept.glob("cell*.json")) == ["cell0.json"]   # invocation 0 of eager
     monkeypatch.delenv("AC_SWEEP_FAULT")
@@ -35,8 +35,9 @@ def test_a_killed_interleaved_job_resumes_with_the_invocations_it_has(tmp_path, 
         launched.append(name)
         command(self, name, cmd)
     monkeypatch.setattr(sweep_conductor.Worker, "__init__", counting)
-    eval_job.run_job(job)
-    assert launched == ["eager"]   # only invocation 1 was measured again
+    eval_backend.run_job(job)
+    # invocation 0's worker again for its profiled pass alone (its timed calls were kept), then invocation 1's
+    assert launched == ["eager", "eager"]
     rows = _rows(job)["eager"]
     env = tables.read("environment", job.output.env)
     assert sorted(rows["invocation"].unique()) == [0, 1] and (rows["status"] == "ok").all()
@@ -51,7 +52,7 @@ def test_a_worker_that_dies_is_its_row_and_the_others_are_measured(tmp_path, smo
     def dying(*args, **kwargs):   # libtorch's worker is a process that dies of SIGSEGV as it starts
         return ["python", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
     monkeypatch.setattr(eval_interleaved, "sweep_command", dying)
-    eval_job.run_job(job)
+    eval_backend.run_job(job)
     monkeypatch.setattr(eval_interleaved, "sweep_command", real)
     rows = _rows(job)
     assert (rows["eager"]["status"] == "ok").all() and sorted(rows["eager"]["invocation"].unique()) == [0, 1]

@@ -203,21 +203,6 @@ def job_config(config: dict, numerics: str) -> dict:
     return nx.job_config(config, numerics, "study_a.backends.numerics")
 
 
-def run_job(snakemake) -> None:
-    """Rule eval_backend: every implementation of params.implementations in one numerics (wildcards.numerics);
-    output.tables and output.logits in that order, output.env the job's environment rows. The protocol's mode
-    (study_a.backends.protocol.mode) says how: interleaved (eval_interleaved.py, the default) or serial."""
-    numerics = snakemake.wildcards.numerics
-    if faults.eval_numerics(numerics) == "kill":
-        faults.kill_self()
-    mode = (snakemake.config["study_a"]["backends"].get("protocol") or {}).get("mode", "interleaved")
-    if mode == "interleaved":
-        from . import eval_interleaved
-        eval_interleaved.run(snakemake)
-    else:
-        run_serial(snakemake)
-
-
 def run_serial(snakemake) -> None:
     """The study's protocol: each implementation in turn in this job, its warm-up and timed calls back to back
     (measure/timing.benchmark), a C++ program launched for it. Each implementation has its own measured run; the
