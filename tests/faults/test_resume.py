@@ -58,9 +58,9 @@ def test_vision_job_killed_mid_run_resumes_where_it_stopped(work):
     proc = work.start(target)
     try:
         deadline = time.monotonic() + 900
-        while not (steps / "layers.json").exists():   # end to end and the layer times done
+        while not (steps / "protocol-0.json").exists():   # the layer times and the first invocation done
             assert proc.poll() is None, proc.stdout.read()[-4000:]
-            assert time.monotonic() < deadline, "the vision job never finished its layer step"
+            assert time.monotonic() < deadline, "the vision job never finished its first invocation"
             time.sleep(0.5)
         job = _job_pid(proc.pid)
         assert job is not None
@@ -70,12 +70,12 @@ def test_vision_job_killed_mid_run_resumes_where_it_stopped(work):
         kill_group(proc)
     assert proc.returncode != 0
     kept = json.loads((steps / "lineage.json").read_text())
-    assert {p.stem for p in steps.glob("*.json")} >= {"e2e-default", "layers", "lineage"}
+    assert {p.stem for p in steps.glob("*.json")} >= {"layers", "protocol-0", "lineage"}
 
     rerun = work.snakemake(target)
     assert rerun.returncode == 0, rerun.output[-4000:]
     log = (work.path / "logs/study_b/models/cpu-squeezenet1_1.log").read_text()
-    assert "step e2e-default:" in log and "step layers:" in log and "kept from an earlier attempt" in log, log
+    assert "step layers:" in log and "step protocol-0:" in log and "kept from an earlier attempt" in log, log
     env = tables.read("environment", work.path / target)
     assert env["run_id"].to_list() == [kept["run_id"]] and env["resumes"].to_list() == [1]
     for name in JOB_TABLES:
