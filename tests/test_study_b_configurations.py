@@ -8,8 +8,9 @@ from abstraction_cost.compiler.interleaved import interleaved
 CPU = torch.device("cpu")
 
 
-def test_four_configurations_and_modes():
-    assert set(cf.CONFIGURATIONS) == {"interp", "cpp", "cuda", "triton"}
+def test_four_configurations_numpy_beside_them_and_modes():
+    assert set(cf.CONFIGURATIONS) == {"interp", "cpp", "cuda", "triton", "numpy"}
+    assert cf.configuration("numpy").pair == "cpu" and "numpy" not in cf.PAIRS["cpu"]   # timed beside the pair
     assert [c.name for c in cf.CONFIGURATIONS.values() if c.compiled] == ["cpp", "triton"]
     assert cf.configuration("cpp").eager == "interp" and cf.configuration("triton").eager == "cuda"
     assert cf.configuration("triton").pair == "gpu" and cf.configuration("interp").pair == "cpu"
