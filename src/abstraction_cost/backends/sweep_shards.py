@@ -8,10 +8,11 @@ the invocations, the store of kept records (one per shard job), cell indices tho
 tables concatenate to the unsharded job's rows (rule concat_sweep).
 
 Resolutions go to shards by estimated cost, the costliest first to the least loaded shard (longest processing time
-first). The estimate (cell_cost_s) is per implementation and invocation, from H100 measurements of the default grid
-(docs/results/2026-11-25-h100-default-sweep.md, 2026-11-25-h100-repeatability.md): a fixed cost to prepare a cell
-(warm-up, host input, output check), the turns (`blocks` × `block_ms`), and calls whose time grows with batch ×
-resolution², at least MIN_BUDGET_REPEATS of them, cut at the cell budget. It orders cells; it times nothing.
+first). The estimate (cell_cost_s) is per implementation and invocation: a fixed cost to prepare a cell (warm-up,
+host input, output check), the turns (`blocks` × `block_ms`), and calls whose time grows with batch × resolution²,
+at least MIN_BUDGET_REPEATS of them, cut at the cell budget. It only orders and balances cells, so its constants
+need the right proportions, not a GPU's absolute speed (their basis: the measured default sweep in docs/results/).
+It times nothing.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from .sweep_conductor import Protocol
 
 KEY = "study_a.sweep.shards"
 PREPARE_S = 0.5          # a cell's preparation per implementation: warm-up calls, host input, C++ output check
-SECONDS_PER_PIXEL = 8e-9  # ResNet-50 fp32 on an H100: about 13 ms per call at batch 32, 224 px (1.6 M pixels)
+SECONDS_PER_PIXEL = 8e-9  # a ResNet-50 fp32 call's time per input pixel on a current datacentre GPU
 
 
 def shard_count(sweep: dict) -> int:
