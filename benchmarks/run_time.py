@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from abstraction_cost.measure.gpu_slots import is_timing_rule
+from abstraction_cost.measure.statistics import union_length
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 START = re.compile(r"^(?:local)?(?:checkpoint|rule) (\S+):$")
@@ -162,18 +163,6 @@ def _utc(local: dt.datetime) -> float:
     return local.astimezone(dt.timezone.utc).timestamp()   # a naive stamp is this machine's local time
 
 
-def _union_s(intervals: list[tuple[float, float]]) -> float:
-    total, last = 0.0, None
-    for a, b in sorted(intervals):
-        if last is None or a > last:
-            total += b - a
-            last = b
-        elif b > last:
-            total += b - last
-            last = b
-    return total
-
-
 def _clip(intervals, lo: float, hi: float) -> list[tuple[float, float]]:
     return [(max(a, lo), min(b, hi)) for a, b in intervals if min(b, hi) > max(a, lo)]
 
@@ -245,7 +234,7 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
             continue   # a timing job with no measured run on a box of several slots: its GPU is not known
         s = per[slot]
         inside = _clip([(r["start"], r["end"]) for r in mine], start, end)
-        measured, builds = _union_s(inside), sum(r["build_s"] for r in mine)
+        measured, builds = union_length(inside), sum(r["build_s"] for r in mine)
         start_up = max(0.0, min(a for a, _ in inside) - start) if inside else 0.0
         s["jobs"] += 1
         s["measuring_s"] += max(0.0, measured - builds)
@@ -256,7 +245,7 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
     building = [(_utc(j.start), _utc(j.end)) for j in done if j.rule in BUILD_RULES]
     for slot, s in per.items():
         free = _minus(spans, occupied[slot])
-        waiting = _union_s([p for a, b in building for p in _clip(free, a, b)])
+        waiting = union_length([p for a, b in building for p in _clip(free, a, b)])
         s["builds_s"] += waiting
         s["idle_s"] = max(0.0, held - s["measuring_s"] - s["start_up_s"] - s["builds_s"] - s["other_s"])
         for k in ("measuring", "start_up", "builds", "other", "idle"):

@@ -70,3 +70,8 @@ def test_rejects_bad_settings():
         st.median_interval([1.0], resamples=0)
     with pytest.raises(ValueError, match="positive"):
         st.speedup([1.0], [0.0])
+
+
+def test_union_length_counts_overlapping_intervals_once():
+    assert st.union_length([(5, 7), (0, 2), (1, 3), (6, 6.5)]) == 5
+    assert st.union_length([]) == 0

@@ -26,6 +26,8 @@ from typing import Callable
 
 import torch
 
+from .statistics import union_length
+
 DEVICE_COLUMNS = ("device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms")
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                 "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch")
@@ -33,19 +35,6 @@ SOURCE = "torch.profiler (Kineto/CUPTI)"
 NO_CUDA = "no CUDA device: no kernels to profile"
 NO_KERNELS = ("torch.profiler recorded no CUDA kernel (CUPTI unavailable or not permitted to this process): "
               "device columns null")
-
-
-def _union_ms(intervals: list[tuple[float, float]]) -> float:
-    """Total length (µs in, ms out) of the union of [start, end) intervals."""
-    total, end = 0.0, None
-    for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total += stop - start
-            end = stop
-        elif stop > end:
-            total += stop - end
-            end = stop
-    return total / 1000
 
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -76,7 +65,8 @@ def device_summary(events: list[dict], calls: int, wall_ms: float | None) -> dic
     copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
     launches = sum(1 for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
                    and e.get("name") in LAUNCH_CALLS)
-    busy = _union_ms([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels + copies]) / calls
+    spans = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels + copies]   # µs
+    busy = union_length(spans) / 1000 / calls
     return {"device_ms": sum(float(e["dur"]) for e in kernels) / 1000 / calls,
             "memcpy_ms": sum(float(e["dur"]) for e in copies) / 1000 / calls,
             "kernels": len(kernels) / calls, "launch_calls": launches / calls, "device_busy_ms": busy,

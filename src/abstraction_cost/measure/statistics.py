@@ -174,3 +174,16 @@ def paired_speedup(baseline: Sequence[Sequence[float]], treatment: Sequence[Sequ
     stats = np.median(ratios[pick, np.arange(resamples)[:, None], np.arange(k)[None, :]], axis=1)
     estimate = float(np.median([np.median(b) / np.median(t) for b, t in zip(bs, ts)]))
     return Speedup(estimate, *_quantiles(stats, confidence))
+
+
+def union_length(intervals: Sequence[tuple[float, float]]) -> float:
+    """Total length of the union of [start, end) intervals, in their own unit (overlaps counted once)."""
+    total, end = 0.0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total
