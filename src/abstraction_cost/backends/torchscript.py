@@ -2,7 +2,10 @@
 (`ac_libtorch eval --model torchscript`, torch::jit::load, as the study did) and from Python (torch.jit.load).
 
 Scripting is tried first; tracing only where scripting fails, and the artifact's metadata says which, with
-scripting's error. torch.jit is deprecated in recent torch releases (it warns) but still loads and runs; the
+scripting's error. A trace records each convolution as aten::_convolution with the tracing process's cuDNN flags
+(benchmark, deterministic, enabled, allow_tf32) as constants, so a module traced under PyTorch's default
+(TF32 on) would run TF32 convolutions in an fp32 job; `runtime_flag_convolutions` rewrites them into
+aten::convolution, which reads the flags of the process that runs it, as a scripted module's aten::conv2d does. torch.jit is deprecated in recent torch releases (it warns) but still loads and runs; the
 study measured it, so it is measured here. Inference only, as in the study.
 """
 from __future__ import annotations
@@ -28,7 +31,26 @@ def make_module(model: torch.nn.Module, example: torch.Tensor) -> tuple[torch.ji
         except Exception as err:  # any scripting failure: fall back to tracing, and say why
             reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
             with torch.no_grad():
-                return torch.jit.trace(model, example), "trace", reason
+                traced = torch.jit.trace(model, example)
+            runtime_flag_convolutions(traced)
+            return traced, "trace", reason
+
+
+def runtime_flag_convolutions(module: torch.jit.ScriptModule) -> int:
+    """Every aten::_convolution of a traced module's graphs (the trace-time flags as constants) replaced in place
+    by aten::convolution on its first nine inputs (the flags read at run time); returns how many."""
+    count = 0
+    for sub in module.modules():
+        graph = sub.graph
+        for node in graph.findAllNodes("aten::_convolution"):
+            replacement = graph.create("aten::convolution", list(node.inputs())[:9], 1)
+            replacement.insertBefore(node)
+            replacement.output().setType(node.output().type())
+            node.output().replaceAllUsesWith(replacement.output())
+            node.destroy()
+            count += 1
+        torch._C._jit_pass_dce(graph)
+    return count
 
 
 def save(weights_path: str | os.PathLike, channels: int, classes: int, resolution: int, out_path: str | os.PathLike,
