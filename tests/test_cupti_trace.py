@@ -66,7 +66,8 @@ def test_the_trace_has_the_shape_kineto_exports(check_program, tmp_path):
 def test_ac_cudnns_trace_gives_kernel_time_launches_and_copies_per_call(check_program, tmp_path):
     out, _ = _profile_record(check_program, tmp_path, "eager")
     assert out["device_source"] == SOURCE and out["device_message"] is None
-    assert out["kernels"] == 4 and out["launch_calls"] == 4   # 3 cudaLaunchKernel + 1 cuLaunchKernel per call
+    # per call: __cudaLaunchKernel (CUDA 13's <<<...>>>), 2 cudaLaunchKernel, 1 cuLaunchKernel
+    assert out["kernels"] == 4 and out["launch_calls"] == 4
     assert out["device_ms"] == pytest.approx(4 * 8.001e-3)    # four kernels of 8.001 µs
     assert out["memcpy_ms"] == pytest.approx(7e-3)            # the copy's 6 µs and the memset's 1 µs
     assert out["device_busy_ms"] == pytest.approx((6 + 4 * 8.001 + 1) * 1e-3)
@@ -81,13 +82,15 @@ def test_a_graph_replay_is_one_launch_and_its_kernels_count(check_program, tmp_p
 
 
 def test_cupti_callback_names_lose_their_abi_suffixes(check_program):
-    names = ["cudaLaunchKernel_v7000", "cudaGraphLaunch_v10000", "cuLaunchKernel", "cuLaunchKernel_ptsz",
+    names = ["cudaLaunchKernel_v7000", "__cudaLaunchKernel_v13000", "__cudaLaunchKernel_ptsz_v13000",
+             "cudaGraphLaunch_v10000", "cuLaunchKernel", "cuLaunchKernel_ptsz",
              "cudaGraphLaunch_v10000_ptsz", "cuLaunchKernelEx", "cudaLaunchKernelExC_v11060", "cudaMemcpy_v3020",
              "cudaMemcpyAsync_ptsz", "cuMemcpyHtoD_v2", "my_function_vx"]
     out = subprocess.run([str(check_program), "names", *names], check=True, capture_output=True, text=True)
-    assert out.stdout.split() == ["cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernel", "cuLaunchKernel",
-                                  "cudaGraphLaunch", "cuLaunchKernelEx", "cudaLaunchKernelExC", "cudaMemcpy",
-                                  "cudaMemcpyAsync", "cuMemcpyHtoD", "my_function_vx"]
+    assert out.stdout.split() == ["cudaLaunchKernel", "__cudaLaunchKernel", "__cudaLaunchKernel", "cudaGraphLaunch",
+                                  "cuLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cuLaunchKernelEx",
+                                  "cudaLaunchKernelExC", "cudaMemcpy", "cudaMemcpyAsync", "cuMemcpyHtoD",
+                                  "my_function_vx"]
 
 
 def test_a_record_without_a_source_is_ac_libtorchs(tmp_path):

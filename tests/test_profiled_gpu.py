@@ -9,6 +9,7 @@ order): adding the pass changes no timed call.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -135,7 +136,13 @@ def _served_profile(implementation: str, inputs, weights, batch: int, resolution
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert [r["kind"] for r in records if r["kind"] in ("ready", "profile", "cell")] == ["ready", "profile", "cell"], \
         records
-    return profiled.with_trace(next(r for r in records if r["kind"] == "profile"))
+    record = next(r for r in records if r["kind"] == "profile")
+    if record.get("trace_file"):  # which API calls the trace holds, per call (printed with -s: what counts as a launch)
+        from collections import Counter
+        events = json.loads(Path(record["trace_file"]).read_text())["traceEvents"]
+        calls = Counter(f"{e['cat']}:{e['name']}" for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver"))
+        print(implementation, {k: v / PROFILE_CALLS for k, v in calls.most_common()})
+    return profiled.with_trace(record)
 
 
 def test_ac_cudnns_profiled_pass_records_kernel_time_and_launches_under_cupti(tmp_path):

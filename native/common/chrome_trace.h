@@ -8,8 +8,9 @@
 //                                     replay): "ts" and "dur" in µs; their durations summed are device_ms
 //   "cat":"gpu_memcpy" / "gpu_memset" copies and memsets (memcpy_ms, and the device's busy time with the kernels)
 //   "cat":"cuda_runtime" / "cuda_driver"  the host's API calls; those named in profiled.LAUNCH_CALLS are the launch
-//                                     calls (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch: a graph replay is
-//                                     one), and their span is the window device records must fall in
+//                                     calls (cudaLaunchKernel, CUDA 13's __cudaLaunchKernel behind <<<...>>>,
+//                                     cuLaunchKernel, cudaGraphLaunch: a graph replay is one), and their span is
+//                                     the window device records must fall in
 // API names are CUPTI's callback names without their version suffix ("cudaLaunchKernel_v7000" ->
 // "cudaLaunchKernel"), as Kineto writes them. Driver calls are kept only where they launch (as Kineto keeps only
 // cuLaunchKernel among driver calls) and not inside a runtime call of the same thread (the runtime's own launch
@@ -44,7 +45,7 @@ struct Event {
 inline bool is_launch(const std::string& name) {
   static const char* const kLaunches[] = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
                                           "cuLaunchKernelEx", "cudaLaunchCooperativeKernel", "cudaGraphLaunch",
-                                          "cuGraphLaunch"};
+                                          "cuGraphLaunch", "__cudaLaunchKernel"};
   return std::find(std::begin(kLaunches), std::end(kLaunches), name) != std::end(kLaunches);
 }
 

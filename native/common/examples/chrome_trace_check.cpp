@@ -3,9 +3,10 @@
 // the trace measure/profiled.py reads.
 //   g++ -std=c++20 -I native/common native/common/examples/chrome_trace_check.cpp -o chrome_trace_check
 //   chrome_trace_check eager PATH    cudnn: per call a pageable copy, a memset and four kernels, three launched by
-//                                    cudaLaunchKernel (one of them also reported as the driver's cuLaunchKernel
-//                                    inside it) and one by cuLaunchKernel alone (cuDNN's runtime-compiled kernels),
-//                                    plus a driver call that launches nothing
+//                                    the runtime (__cudaLaunchKernel, CUDA 13's <<<...>>>, and cudaLaunchKernel,
+//                                    one of them also reported as the driver's cuLaunchKernel inside it) and one
+//                                    by cuLaunchKernel alone (cuDNN's runtime-compiled kernels), plus a driver call
+//                                    that launches nothing
 //   chrome_trace_check graphs PATH   cudnn-graphs: per call the copy, then one cudaGraphLaunch whose four kernels
 //                                    CUPTI reports one by one (CONCURRENT_KERNEL)
 //   chrome_trace_check names NAME... each CUPTI callback name as api_name() writes it, one per line
@@ -44,7 +45,9 @@ void call(std::vector<Event>& out, int64_t t, bool graphs) {
   } else {
     for (int k = 0; k < 3; ++k) {
       const int64_t at = t + 10'000 + k * 10'000;
-      out.push_back(api("cuda_runtime", "cudaLaunchKernel_v7000", at, at + 3'000, 10 + k));
+      // ac_cudnn's own kernels: <<<...>>>, which CUDA 13 routes through __cudaLaunchKernel; cuBLAS's cudaLaunchKernel
+      out.push_back(api("cuda_runtime", k == 0 ? "__cudaLaunchKernel_v13000" : "cudaLaunchKernel_v7000", at, at + 3'000,
+                        10 + k));
       if (k == 1) out.push_back(api("cuda_driver", "cuLaunchKernel", at + 500, at + 2'500, 10 + k));
       out.push_back(device("kernel", "void relu<float>(float*, long)", at + 4'000, at + 4'000 + 8'001, 10 + k));
     }

@@ -31,8 +31,10 @@ import torch
 from .statistics import union_length
 
 DEVICE_COLUMNS = ("device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms")
+# __cudaLaunchKernel: the runtime entry point that CUDA 13's nvcc routes a <<<...>>> launch through (CUPTI's
+# callback __cudaLaunchKernel_v13000), e.g. ac_cudnn's own kernels
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch")
+                "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch", "__cudaLaunchKernel")
 SOURCE = "torch.profiler (Kineto/CUPTI)"
 LIBTORCH_SOURCE = "LibTorch profiler (Kineto/CUPTI)"  # ac_libtorch's; ac_cudnn's record names its own (CUPTI's API)
 NO_CUDA = "no CUDA device: no kernels to profile"
