@@ -123,10 +123,17 @@ class SweepBackend {
   // The last forward's logits (batch × classes, row-major) on the host; empty where the backend has none.
   virtual std::vector<float> logits() const { return {}; }
   // The profiled pass's device loop (sweep_serve.h `profile N`): runs `loop` under a device profiler and writes its
-  // Chrome trace to `path`. Returns "" when written, else why there is no device time (no profiler linked in).
+  // Chrome trace to `path` (the shape measure/profiled.py reads: Kineto's, or native/common/chrome_trace.h).
+  // Returns "" when written, else why there is no device time (no profiler linked in, or it refused).
   virtual std::string trace_device(const std::function<void()>& loop, const std::string& path) {
     (void)loop;
     (void)path;
+    return no_device_profiler();
+  }
+  // Which profiler wrote the trace: the profile record's device_source ("" leaves it to the conductor, whose
+  // default is ac_libtorch's "LibTorch profiler (Kineto/CUPTI)").
+  virtual std::string device_source() const { return ""; }
+  static std::string no_device_profiler() {
     return "C++ program: no CUPTI activity subscriber is linked in (its kernels: sweep_kernels, under Nsight "
            "Compute); device columns null";
   }

@@ -10,9 +10,10 @@
 //   time N    N timed calls, as run_sweep's: {"kind":"block","cell":K,"times_ms":[...],"h2d_ms":[...]}
 //   profile N the profiled pass after the cell's timed turns (measure/profiled.py's two loops: never timed):
 //             {"kind":"profile","cell":K,"status":"ok","profiled_calls":N,"host_issue_ms":m,"host_cpu_ms":m,
-//             "wall_ms":m,"trace_file":path}, the device loop's Chrome trace in `path` (ac_libtorch: LibTorch's
-//             Kineto profiler), which the conductor reads and deletes; or "device_message":why and null device
-//             columns where the backend has no device profiler (ac_cudnn) or it failed
+//             "wall_ms":m,"trace_file":path[,"device_source":what]}, the device loop's Chrome trace in `path`
+//             (ac_libtorch: LibTorch's Kineto profiler; ac_cudnn: CUPTI's activity API, native/cudnn/cupti_trace.h),
+//             which the conductor reads and deletes; or "device_message":why and null device columns where the
+//             backend has no device profiler (ac_cudnn built without CUPTI) or it failed or refused
 //   end       the cell's record, as run_sweep writes it, with every block's calls
 //   release   the shape's state freed: {"kind":"released"}
 // End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_SWEEP_FAULT) acts at the
@@ -116,7 +117,11 @@ inline Record profiled_pass(SweepBackend& b, int64_t cell, int64_t calls, const 
   } catch (const std::exception& e) {
     why = std::string("the device profiler failed: ") + e.what();
   }
-  if (why.empty()) return r.add("trace_file", path).add("cuda", b.cuda());
+  if (why.empty()) {
+    r.add("trace_file", path).add("cuda", b.cuda());
+    if (!b.device_source().empty()) r.add("device_source", b.device_source());
+    return r;
+  }
   const std::optional<double> none;
   for (const char* key : {"device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms"})
     r.add(key, none);

@@ -17,7 +17,8 @@
 // pinned: cudaMallocHost; its samples written on every core, as torch's host operations are in the other
 // implementations); end_cell() frees the cell's own buffers, release() everything with the workspace, so each
 // cell's alloc_peak_mib is its shape's (plus the weights). An allocation failure (cudaMalloc, cudaMallocHost,
-// cuDNN's own) is the cell's oom.
+// cuDNN's own) is the cell's oom. --serve's profiled pass (`profile N`) runs its device loop under CUPTI's activity
+// API (cupti_trace.h) where the build found CUPTI.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "cupti_trace.h"
 #include "host_memory.h"
 #include "parameters.h"
 #include "prepared.h"
@@ -193,6 +195,20 @@ class CudnnSweep : public SweepBackend {
     } catch (const std::exception&) {
     }
   }
+
+  // The profiled pass's device loop under CUPTI's activity API (cupti_trace.h), where the build found CUPTI.
+  std::string trace_device(const std::function<void()>& loop, const std::string& path) override {
+#ifdef AC_WITH_CUPTI
+    return cupti_trace(loop, path);
+#else
+    (void)loop;
+    (void)path;
+    return no_device_profiler();
+#endif
+  }
+#ifdef AC_WITH_CUPTI
+  std::string device_source() const override { return kCuptiSource; }
+#endif
 
   int64_t input_bytes() const override { return host_ ? static_cast<int64_t>(host_->bytes()) : 0; }
   bool cuda() const override { return true; }

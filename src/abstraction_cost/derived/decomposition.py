@@ -17,8 +17,9 @@ An implementation carries the levels above it in the stack (CARRIES); a pair dif
 measurable cost at that cell, so the level is 0. fusion_ms, for compiled builds and aoti, is the kernel time fusion
 saved: eager's device_ms minus the build's. `bound` is host where the device idled more than half the call.
 A level whose pair lacks a row (an implementation not run, not ok) is null, and the message names what is missing;
-without device times (no CUDA, a C++ program without CUPTI) device work and other are null, and the message says
-why (the profile's device_message)."""
+without device times (no CUDA; CUPTI refused, or an ac_cudnn built without CUPTI) device work and other are null,
+and the message says why (the profile's device_message); ac_cudnn's CUPTI trace gives cudnn and cudnn-graphs
+theirs as the other implementations'."""
 from __future__ import annotations
 
 import polars as pl

@@ -6,11 +6,13 @@ Two loops of N calls on the prepared cell, each call synchronised before it star
   synchronisation): the time the host spends issuing the call's work; `host_cpu_ms` the thread's CPU time in that
   span (time.thread_time: below the wall time where the host waited, e.g. on a blocking copy or allocation);
   `wall_ms` the call until the device has finished (synchronised).
-- device: the same calls under torch.profiler (Kineto over CUPTI's activity API). Per call: `device_ms` the sum
-  of kernel durations, `memcpy_ms` the sum of copies and memsets, `kernels` the kernels the device ran (a CUDA
-  graph's replayed kernels count), `launch_calls` the runtime launch calls the host made (cudaLaunchKernel,
-  cuLaunchKernel, cudaGraphLaunch, ...; a graph replay is one), `device_busy_ms` the union of kernel and copy
-  intervals, and `device_idle_ms` = wall_ms (host loop) - device_busy_ms: the device waiting on the host.
+- device: the same calls under torch.profiler (Kineto over CUPTI's activity API; ac_libtorch: LibTorch's Kineto;
+  ac_cudnn: its own subscriber to CUPTI's activity API, writing the same trace shape, native/common/chrome_trace.h).
+  Per call: `device_ms` the sum of kernel durations, `memcpy_ms` the sum of copies and memsets, `kernels` the
+  kernels the device ran (a CUDA graph's replayed kernels count), `launch_calls` the runtime launch calls the host
+  made (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch, ...; a graph replay is one), `device_busy_ms` the union
+  of kernel and copy intervals, and `device_idle_ms` = wall_ms (host loop) - device_busy_ms: the device waiting on
+  the host.
 The host loop is unprofiled because the profiler's own callbacks lengthen each launch's host side.
 
 Where there is no CUDA device or the profiler yields no kernel (CUPTI missing, no permission), the device columns
@@ -29,9 +31,12 @@ import torch
 from .statistics import union_length
 
 DEVICE_COLUMNS = ("device_ms", "memcpy_ms", "kernels", "launch_calls", "device_busy_ms", "device_idle_ms")
+# __cudaLaunchKernel: the runtime entry point that CUDA 13's nvcc routes a <<<...>>> launch through (CUPTI's
+# callback __cudaLaunchKernel_v13000), e.g. ac_cudnn's own kernels
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch")
+                "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cuGraphLaunch", "__cudaLaunchKernel")
 SOURCE = "torch.profiler (Kineto/CUPTI)"
+LIBTORCH_SOURCE = "LibTorch profiler (Kineto/CUPTI)"  # ac_libtorch's; ac_cudnn's record names its own (CUPTI's API)
 NO_CUDA = "no CUDA device: no kernels to profile"
 NO_KERNELS = ("torch.profiler recorded no CUDA kernel (CUPTI unavailable or not permitted to this process): "
               "device columns null")
@@ -107,16 +112,19 @@ def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
 
 def with_trace(record: dict) -> dict:
     """A C++ program's profile record with its device columns from the Chrome trace it wrote (`trace_file`, then
-    deleted; `cuda` false: a CPU trace, read but without kernels to count); a record without one as it is."""
+    deleted; `cuda` false: a CPU trace, read but without kernels to count; `device_source` the profiler that wrote
+    it: ac_cudnn's CUPTI subscriber names itself, ac_libtorch's Kineto is the default); a record without one as it
+    is."""
     path, cuda = record.pop("trace_file", None), record.pop("cuda", True)
     if path is None:
         return record
+    source = record.pop("device_source", None) or LIBTORCH_SOURCE
     try:
         events = json.loads(Path(path).read_text()).get("traceEvents", [])
         if not cuda:
             return {**record, **dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_CUDA}
         summary = device_summary(events, record["profiled_calls"], record.get("wall_ms"))
-        return {**record, **summary, "device_source": "LibTorch profiler (Kineto/CUPTI)"}
+        return {**record, **summary, "device_source": source}
     except (OSError, ValueError, KeyError) as err:
         return {**record, **dict.fromkeys(DEVICE_COLUMNS),
                 "device_message": f"the program's trace {path} could not be read: {type(err).__name__}: {err}"}

@@ -92,14 +92,15 @@ SCHEMAS = {
         "host_issue_ms": pl.Float64,          # wall time from before the copy until the call returns, unsynchronised
         "host_cpu_ms": pl.Float64,            # the calling thread's CPU time in that span
         "wall_ms": pl.Float64,                # the call until the device finished (synchronised), unprofiled
-        "device_source": pl.String,           # torch.profiler (Kineto/CUPTI); null where nothing profiled the device
+        "device_source": pl.String,           # torch.profiler, LibTorch's (Kineto/CUPTI) or ac_cudnn's CUPTI activity
+                                              # API; null where nothing profiled the device
         "device_ms": pl.Float64,              # sum of kernel durations (profiled loop)
         "memcpy_ms": pl.Float64,              # sum of copies and memsets on the device
         "kernels": pl.Float64,                # kernels the device ran (a CUDA graph's replayed kernels count)
         "launch_calls": pl.Float64,           # host launch API calls (cudaLaunchKernel ..., a graph launch is one)
         "device_busy_ms": pl.Float64,         # union of kernel and copy intervals
         "device_idle_ms": pl.Float64,         # wall_ms - device_busy_ms: the device waiting on the host
-        "device_message": pl.String,          # why the device columns are null (no CUDA, no CUPTI, a C++ program)
+        "device_message": pl.String,          # why the device columns are null (no CUDA, CUPTI refused, no profiler)
     },
     # Speed against eager per (numerics, implementation, cell) of the interleaved sweep: eager's time over the
     # implementation's, from paired turns (backends/sweep_summary.speedup_rows); above 1 = faster than eager.
