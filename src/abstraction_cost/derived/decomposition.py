@@ -236,16 +236,16 @@ def _rows(timed: pl.DataFrame, profile: pl.DataFrame | None, experiment: str) ->
     return tables.frame("decomposition", out)
 
 
-def vision_stacked(decomposition: pl.DataFrame) -> pl.DataFrame:
+def vision_stacked(decomposition: pl.DataFrame, extra: tuple[str, ...] = ()) -> pl.DataFrame:
     """The Study B figure's long form: (model, pair, setting, variant label, component, ms) with components host,
-    device work and other; nulls dropped."""
+    device work and other, and the `extra` columns kept; nulls dropped."""
     rows = decomposition.filter(pl.col("experiment") == "vision_e2e").with_columns(
         label=pl.when(pl.col("mode").is_null()).then(pl.col("implementation"))
         .otherwise(pl.format("{} ({})", "implementation", "mode")))
     components = {"host_ms": "host (python + dispatch + launch)", "device_ms": "device work", "other_ms": "other"}
-    long = rows.unpivot(index=["model", "pair", "batch_size", "resolution", "numerics", "memory_format", "mode",
-                               "implementation", "label"],
-                        on=list(components), variable_name="column", value_name="ms")
+    index = ["model", "pair", "batch_size", "resolution", "numerics", "memory_format", "mode", "implementation",
+             "label", *(c for c in extra if c in rows.columns)]
+    long = rows.unpivot(index=index, on=list(components), variable_name="column", value_name="ms")
     return long.drop_nulls("ms").with_columns(component=pl.col("column").replace_strict(components)).drop("column")
 
 
