@@ -1,5 +1,6 @@
 """The profiled pass of a served sweep cell (the worker's `profile N`, after the cell's timed turns, so no timed call
-is ever profiled): where one call's time goes, per call.
+is ever profiled), and of Study B's end-to-end variants (compiler/vision_worker.py: every variant's host loop, then
+every variant's device loop): where one call's time goes, per call.
 
 Two loops of N calls on the prepared cell, each call synchronised before it starts:
 - host: no profiler. `host_issue_ms` is the wall time from before the copy until the call returns (before any
