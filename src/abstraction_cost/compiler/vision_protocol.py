@@ -302,8 +302,9 @@ def _profile_not_run(case: vm.Case, variant: str, cfg, why: str) -> dict:
 
 def rows(config: dict, model: str, pair: str, setting: vm.Setting, records: list[dict],
          chosen: dict[str, tuple[str, float | None]] | None, n_blocks: int) -> dict[str, list[dict]]:
-    """vision_e2e, vision_selective, vision_builds and vision_profile rows from the protocol's records. chosen: selective variant
-    -> (choice, predicted_ms), None where the oracles have no choice (the selective variants are then `missing`).
+    """vision_e2e, vision_selective, vision_builds and vision_profile rows from the protocol's records. chosen:
+    selective variant -> (choice, predicted_ms), None where the oracles have no choice (the selective variants are
+    then `missing`).
     A (worker, variant) without a record of an invocation takes its worker's `*` record (the worker died before
     preparing) or is `missing`."""
     section = config["study_b"]["models"]
