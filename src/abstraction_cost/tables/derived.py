@@ -116,7 +116,8 @@ SCHEMAS = {
     },
     # Where each level's time goes per Study A sweep cell and implementation (derived/decomposition.py): the timed
     # call split by the pairs that differ by one level. Per call, ms; a level the implementation does not carry is
-    # 0, one whose pair lacks an ok row null (message).
+    # 0, one whose pair lacks an ok row null (message). Study B's end-to-end variants (experiment vision_e2e): the
+    # call split into host (python + dispatch + launch together), device work and other, from vision_profile.
     "decomposition": {
         "experiment": pl.String,           # sweep (every cell) | backend_comparison (its one cell, cell 0) | vision_e2e
         "numerics": pl.String,
