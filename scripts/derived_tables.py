@@ -20,7 +20,8 @@ elif "conv_predictor" in outputs:
 elif "decomposition" in outputs:
     made = {"decomposition": decomposition.decomposition_rows(
         frames["sweep"], frames.get("sweep_profile", tables.frame("sweep_profile", [])),
-        frames["backend_comparison"], frames["backend_eval"], frames.get("backend_profile"))}
+        frames["backend_comparison"], frames["backend_eval"], frames.get("backend_profile"),
+        frames.get("vision_e2e"), frames.get("vision_profile"))}
 elif "roofline" in outputs:
     made = {"roofline": roofline.roofline_rows(
         frames["flops"], frames["sweep"], frames.get("sweep_profile", tables.frame("sweep_profile", [])),

@@ -71,16 +71,17 @@ rule conv_predictor:
         "../../scripts/derived_tables.py"
 
 
-# Per-level decomposition of the sweep's and the backend comparison's calls (derived/decomposition.py): their times
-# beside their profiled passes (sweep_profile, backend_profile: interleaved protocol only; without one, its rows are
-# partial).
+# Per-level decomposition of the sweep's and the backend comparison's calls and of Study B's end-to-end variants
+# (derived/decomposition.py): their times beside their profiled passes (sweep_profile, backend_profile: interleaved
+# protocol only; vision_profile; without one, its rows are partial).
 SWEEP_PROFILE = ["sweep_profile"] if "sweep_profile" in SUMMARIES else []
 BACKEND_PROFILE = ["backend_profile"] if "backend_profile" in SUMMARIES else []
 
 
 rule decomposition:
     input:
-        **derived_inputs("sweep", *SWEEP_PROFILE, "backend_comparison", "backend_eval", *BACKEND_PROFILE),
+        **derived_inputs("sweep", *SWEEP_PROFILE, "backend_comparison", "backend_eval", *BACKEND_PROFILE,
+                         "vision_e2e", "vision_profile"),
     output:
         decomposition=DERIVED["decomposition"],
     log:

@@ -157,7 +157,7 @@ def _setting_steps(config: dict, model: str, pair: str, setting: vm.Setting, lca
                                               {v: c for v, (c, _) in chosen.items()} if chosen else None,
                                               store, prefix, log)
             done = vision_protocol.rows(config, model, pair, setting, records, chosen, len(loaded.parts))
-    for table in ("vision_e2e", "vision_selective", "vision_builds"):
+    for table in ("vision_e2e", "vision_selective", "vision_builds", "vision_profile"):
         out[table] += done[table]
     return loaded
 

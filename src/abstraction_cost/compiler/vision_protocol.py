@@ -17,6 +17,13 @@ invocation medians do not pin its time within `precision` (the t-interval's rela
 invocation's records are kept as a step of the job (measure/steps.py), so a resumed job keeps the invocations it
 has. A worker that dies makes its unfinished variants of that invocation `error` records with its exit status;
 the other invocations still count.
+
+The profiled pass (study_b.models.protocol.profile_calls; 0: none): in the first invocation only, after every
+variant's last timed turn (a process stays slower once the profiler has run in it, so no timed call follows it),
+each worker is told `profile N` with its end-to-end variants: measure/profiled.py's host loop of every variant,
+then its device loop of every variant under torch.profiler. The pass is kept in the variant's record (`profile`)
+and becomes its vision_profile row; a worker that dies in it leaves its timed blocks as they are, and its
+variants' profile rows `error` with the exit status.
 """
 from __future__ import annotations
 
@@ -29,16 +36,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.sweep_conductor import Worker, WorkerDied
-from ..measure import steps
+from ..measure import profiled, steps
 from ..measure.statistics import median, relative_half_width
 from . import vision_models as vm
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_DEFAULTS = {"invocations": 3, "max_invocations": 5, "precision": 0.05, "blocks": 6, "block_ms": 50.0,
-                     "min_calls": 12, "warmup_max": 60}
+                     "min_calls": 12, "warmup_max": 60, "profile_calls": 5}
 CLEAN = "clean"
 E2E_CLEAN = ("eager", "eager_channels_last", "eager_cuda_graphs")
+E2E_VARIANTS = (*E2E_CLEAN, "compiled", "eager_in_process")   # those the profiled pass profiles
+PROFILE_KEY = "study_b.models.protocol.profile_calls"
+PROFILE_COLUMNS = ("profiled_calls", "host_issue_ms", "host_cpu_ms", "wall_ms", "device_source",
+                   *profiled.DEVICE_COLUMNS, "device_message")
 MAX_CALLS_PER_BLOCK = 2000
 
 
@@ -52,6 +63,7 @@ class Protocol:
     block_ms: float
     min_calls: int
     warmup_max: int
+    profile_calls: int = 0   # the profiled pass's calls per variant, in the first invocation after its turns; 0: none
 
     @classmethod
     def from_config(cls, section: dict) -> "Protocol":
@@ -60,11 +72,15 @@ class Protocol:
             if key not in PROTOCOL_DEFAULTS:
                 raise ValueError(f"config key study_b.models.protocol.{key}: unknown key; known: "
                                  f"{sorted(PROTOCOL_DEFAULTS)}")
+            if key == "profile_calls":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"config key {PROFILE_KEY}: {value!r} is not a non-negative integer")
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"config key study_b.models.protocol.{key}: {value!r} is not a positive number")
         return cls(int(p["invocations"]), max(int(p["max_invocations"]), int(p["invocations"])),
                    float(p["precision"]), int(p["blocks"]), float(p["block_ms"]), int(p["min_calls"]),
-                   int(p["warmup_max"]))
+                   int(p["warmup_max"]), p["profile_calls"])
 
     def calls_per_block(self, call_ms: float) -> int:
         """Calls filling about block_ms, and over the blocks at least min_calls."""
@@ -148,10 +164,33 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
                         continue
                     record["blocks"].append(answer["times_ms"])
                     record["turns"].append(turn)
+            if inv == 0 and protocol.profile_calls > 0:
+                _profile(alive, records, protocol.profile_calls, inv)
         finally:
             for worker in workers.values():
                 worker.close()
     return [{**r, "invocation": inv} for r in records.values()]
+
+
+def _profile(alive: dict[str, Worker], records: dict[tuple[str, str], dict], calls: int, inv: int) -> None:
+    """The profiled pass of every worker still alive, one after another, once all timed turns are done: each
+    ok end-to-end variant's record gets `profile` (measure/profiled.py's columns, status, message). A worker that
+    dies in it keeps its timed blocks; its variants' profiles are `error` with its exit status."""
+    for key, worker in list(alive.items()):
+        names = [v for (k, v), r in records.items() if k == key and v in E2E_VARIANTS and r["status"] == "ok"]
+        if not names:
+            continue
+        try:
+            found = worker.ask(f"profile {calls} {' '.join(names)}", "profile")["variants"]
+        except WorkerDied as err:
+            log.warning("invocation %d: worker %s died in its profiled pass: %s", inv, key, err.message)
+            alive.pop(key, None)
+            message = f"the worker died in its profiled pass (exit status {err.returncode}): {err.message}"
+            found = {v: {"status": err.status if err.status != "ok" else "error", "message": message}
+                     for v in names}
+        for variant in names:
+            records[(key, variant)]["profile"] = found.get(variant) or {
+                "status": "error", "message": "the worker's profile answer has no record of this variant"}
 
 
 def imprecise(by_invocation: list[list[dict]], precision: float) -> bool:
@@ -238,10 +277,34 @@ def _build_row(columns: dict, step: str, variant: str, by_inv: dict[int, dict]) 
             "message": r.get("message")}
 
 
+def _profile_row(columns: dict, key: str, variant: str, by_inv: dict[int, dict], calls: int) -> dict:
+    """A variant's vision_profile row: its first invocation's profiled pass, or why it has none."""
+    inv = min(by_inv)
+    r = by_inv[inv]
+    row = {**columns, "variant": variant, "process": _process(key), "invocation": inv,
+           **dict.fromkeys(PROFILE_COLUMNS)}
+    profile = r.get("profile")
+    if profile is not None:
+        row.update({c: profile.get(c) for c in PROFILE_COLUMNS}, status=profile.get("status", "ok"),
+                   message=profile.get("message"))
+    elif r["status"] != "ok":
+        row.update(status="not_run", message=f"not timed in invocation {inv} ({r['status']}): nothing to profile")
+    else:
+        row.update(status="not_run", message=f"no profiled pass ({PROFILE_KEY}: {calls})" if calls == 0 else
+                   "no profiled pass in its record (kept by an attempt that ran none)")
+    return row
+
+
+def _profile_not_run(case: vm.Case, variant: str, cfg, why: str) -> dict:
+    return {**case.columns(cfg), "variant": variant, "process": None, "invocation": None,
+            **dict.fromkeys(PROFILE_COLUMNS), "status": "not_run", "message": why}
+
+
 def rows(config: dict, model: str, pair: str, setting: vm.Setting, records: list[dict],
          chosen: dict[str, tuple[str, float | None]] | None, n_blocks: int) -> dict[str, list[dict]]:
-    """vision_e2e, vision_selective and vision_builds rows from the protocol's records. chosen: selective variant
-    -> (choice, predicted_ms), None where the oracles have no choice (the selective variants are then `missing`).
+    """vision_e2e, vision_selective, vision_builds and vision_profile rows from the protocol's records. chosen:
+    selective variant -> (choice, predicted_ms), None where the oracles have no choice (the selective variants are
+    then `missing`).
     A (worker, variant) without a record of an invocation takes its worker's `*` record (the worker died before
     preparing) or is `missing`."""
     section = config["study_b"]["models"]
@@ -257,7 +320,8 @@ def rows(config: dict, model: str, pair: str, setting: vm.Setting, records: list
                           and r["variant"] in (variant, "*")), None)
                 found.setdefault((key, variant), {})[inv] = r or {
                     "status": "missing", "message": f"no record of invocation {inv}"}
-    out = {"vision_e2e": [], "vision_selective": [], "vision_builds": []}
+    calls = Protocol.from_config(section).profile_calls
+    out = {"vision_e2e": [], "vision_selective": [], "vision_builds": [], "vision_profile": []}
     for mode in section["modes"]:
         case = vm.case_from_config(config, model, pair, mode, setting)
         for key, variant in [*((CLEAN, v) for v in want[CLEAN]),
@@ -265,9 +329,11 @@ def rows(config: dict, model: str, pair: str, setting: vm.Setting, records: list
             cfg = case.compiled if variant == "compiled" else case.eager
             out["vision_e2e"] += _sample_rows(case.columns(cfg), key, variant, found[(key, variant)], {})
             out["vision_builds"].append(_build_row(case.columns(cfg), "e2e", variant, found[(key, variant)]))
+            out["vision_profile"].append(_profile_row(case.columns(cfg), key, variant, found[(key, variant)], calls))
         if vm.device_of(case).type != "cuda" and "cuda_graphs" in section["baselines"]:
             why = "eager CUDA graphs need a CUDA device; this pair runs on the CPU"
             out["vision_e2e"].append(_not_run(case, "eager_cuda_graphs", case.eager, why))
+            out["vision_profile"].append(_profile_not_run(case, "eager_cuda_graphs", case.eager, why))
             out["vision_builds"].append(_build_row(case.columns(case.eager), "e2e", "eager_cuda_graphs",
                                                    {0: {"status": "not_run", "message": why}}))
     key = worker_key(layer_mode)
@@ -299,7 +365,7 @@ def _not_run(case: vm.Case, variant: str, cfg, why: str, status: str = "not_run"
 def not_run_rows(config: dict, model: str, pair: str, setting: vm.Setting, why: str) -> dict[str, list[dict]]:
     """Every row of both steps `not_run` with the reason (the case cannot run here)."""
     section = config["study_b"]["models"]
-    out = {"vision_e2e": [], "vision_selective": [], "vision_builds": []}
+    out = {"vision_e2e": [], "vision_selective": [], "vision_builds": [], "vision_profile": []}
     from ..tables.common import PHASE_MEASURES
     from .configurations import COMPILE_COLUMNS
     from .selective import VARIANTS
@@ -315,6 +381,7 @@ def not_run_rows(config: dict, model: str, pair: str, setting: vm.Setting, why: 
             cfg = case.compiled if variant == "compiled" else case.eager
             out["vision_e2e"].append(_not_run(case, variant, cfg, why))
             out["vision_builds"].append(build(case, "e2e", variant, cfg))
+            out["vision_profile"].append(_profile_not_run(case, variant, cfg, why))
     lcase = vm.case_from_config(config, model, pair, section["layer_mode"], setting)
     for variant in ["eager", "compiled", *VARIANTS, "eager_in_process"]:
         cfg = lcase.eager if variant.startswith("eager") else lcase.compiled

@@ -6,6 +6,9 @@ block of one of them on command. One JSON record per line on stdout, one command
     prepare -> {"kind": "ready", "variants": {name: {status, message, call_ms, warmup_calls, steady, build...}}}
     time NAME N -> {"kind": "block", "variant": NAME, "times_ms": [...]} | {"kind": "failed", "variant", "status",
                    "message"} (the variant is over for this process)
+    profile N [NAME ...] -> {"kind": "profile", "variants": {name: {status, message, profiled_calls, host_issue_ms,
+                   ..., device_ms, ...}}} (measure/profiled.py; every variant held when no name is given): sent only
+                   after the last timed turn of the process, since a process stays slower once the profiler has run
 
 Roles (spec["role"]): `clean` holds eager and the eager baselines and never compiles anything, so its eager is the
 baseline the study compares with; `compiled` holds the whole model compiled in spec["mode"] (with the selective
@@ -30,6 +33,7 @@ from pathlib import Path
 import torch
 
 from ..measure import numerics as nx
+from ..measure import profiled
 from ..measure.timing import StepTimer, synchronize
 from . import configurations as cfgs
 from . import output_check, selective
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 STEADY_WINDOW = 3          # warm-up calls per window
 STEADY_TOLERANCE = 0.05    # two consecutive windows' medians within this: steady
 CRASH_ENV = "AC_VISION_WORKER_CRASH"   # tests: "ROLE:VARIANT:INVOCATION" exits the worker in that variant's 1st block
+PROFILE_CRASH_ENV = "AC_VISION_WORKER_PROFILE_CRASH"   # tests: "ROLE" exits the worker in its profiled pass
 
 
 class _NoRun:
@@ -172,6 +177,48 @@ class Variants:
             self.fns.pop(name, None)
             return {"kind": "failed", "variant": name, "status": vm.status_of(err), "message": vm.message_of(err)}
 
+    def _call(self, name: str):
+        """One call of the variant on the next input, unsynchronised (the profiled pass synchronises)."""
+        fn, inputs = self.fns[name], self.loaded.inputs
+
+        def call():
+            x = inputs[self.calls % len(inputs)]
+            self.calls += 1
+            fn(*x)
+        return call
+
+    def profile(self, names: list[str], calls: int) -> dict:
+        """The profiled pass (measure/profiled.py) of `calls` calls of each variant of `names` (all held where
+        empty), after the invocation's timed turns, never timed: every variant's host loop (one untimed call
+        first, as a turn has), then every variant's device loop under torch.profiler, so that no host loop follows
+        a profiler session. A variant's failure is its own record's status; its timed blocks stand."""
+        if os.environ.get(PROFILE_CRASH_ENV) == self.spec["role"]:
+            os._exit(3)
+        device, out, host = self.loaded.device, {}, {}
+        names = names or list(self.fns)
+        for name in names:
+            if name not in self.fns:
+                out[name] = {"status": "not_run", "message": f"{name} is not held (its build or a turn failed)"}
+        held = [n for n in names if n in self.fns]
+        for stage in ("host", "device"):
+            for name in held:
+                if name in out:
+                    continue
+                try:
+                    with vm.refuse_compilation(f"{self.case.model} {name} profiled pass"), torch.no_grad():
+                        call = self._call(name)
+                        if stage == "host":
+                            call()
+                            host[name] = profiled.host_loop(call, device, calls)
+                        else:
+                            out[name] = {"status": "ok", "message": None,
+                                         **profiled.device_loop(call, device, host[name])}
+                except Exception as err:  # noqa: BLE001 - an oom or error while profiling is this record's status
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    out[name] = {"status": vm.status_of(err), "message": vm.message_of(err)}
+        return {"kind": "profile", "variants": out}
+
 
 def serve(variants_of, commands, answer) -> None:
     variants = variants_of()
@@ -183,8 +230,12 @@ def serve(variants_of, commands, answer) -> None:
         elif op == "time":
             name, _, n = arg.rpartition(" ")
             answer(variants.time(name, int(n)))
+        elif op == "profile":
+            n, *names = arg.split()
+            answer(variants.profile(names, int(n)))
         else:
-            raise ValueError(f"vision_worker: {line.strip()!r} is not 'prepare' or 'time NAME N'")
+            raise ValueError(f"vision_worker: {line.strip()!r} is not 'prepare', 'time NAME N' or "
+                             "'profile N [NAME ...]'")
 
 
 def main(spec_path: str) -> None:

@@ -1,5 +1,6 @@
 """The profiled pass of a served sweep cell (the worker's `profile N`, after the cell's timed turns, so no timed call
-is ever profiled): where one call's time goes, per call.
+is ever profiled), and of Study B's end-to-end variants (compiler/vision_worker.py: every variant's host loop, then
+every variant's device loop): where one call's time goes, per call.
 
 Two loops of N calls on the prepared cell, each call synchronised before it starts:
 - host: no profiler. `host_issue_ms` is the wall time from before the copy until the call returns (before any
@@ -84,6 +85,13 @@ def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
                   trace: Callable[[Callable[[], None], int], list[dict]] | None = None) -> dict:
     """The host loop, then the device loop, of `calls` calls of `call` (which must not synchronise); `trace`
     (tests: fake device times) returns the profiled loop's trace events."""
+    return device_loop(call, device, host_loop(call, device, calls), trace)
+
+
+def host_loop(call: Callable[[], None], device: torch.device, calls: int) -> dict:
+    """The profiled pass's host columns: `calls` synchronised calls of `call`, no profiler. A worker holding
+    several variants runs every variant's host loop before any device loop (a process stays slower once the
+    profiler has run in it)."""
     if calls < 1:
         raise ValueError(f"profiled_pass: calls must be >= 1, got {calls}")
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
@@ -98,8 +106,15 @@ def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
         issue.append((t1 - t0) * 1000)
         cpu.append((c1 - c0) * 1000)
         wall.append((t2 - t0) * 1000)
-    row = {"profiled_calls": calls, "host_issue_ms": statistics.median(issue), "host_cpu_ms": statistics.median(cpu),
-           "wall_ms": statistics.median(wall), "device_source": SOURCE}
+    return {"profiled_calls": calls, "host_issue_ms": statistics.median(issue),
+            "host_cpu_ms": statistics.median(cpu), "wall_ms": statistics.median(wall), "device_source": SOURCE}
+
+
+def device_loop(call: Callable[[], None], device: torch.device, row: dict,
+                trace: Callable[[Callable[[], None], int], list[dict]] | None = None) -> dict:
+    """`row` (host_loop's) with the device columns of its `profiled_calls` calls of `call` under the profiler."""
+    calls = row["profiled_calls"]
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     if trace is None and device.type != "cuda":
         return {**row, **dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_CUDA, "device_source": None}
     try:

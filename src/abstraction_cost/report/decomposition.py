@@ -162,6 +162,93 @@ def backend_finding(d: pl.DataFrame) -> str:
             + (f" No device work where: {'; '.join(missing.to_list())}." if missing.len() else ""))
 
 
+# ---------------------------------------------------------------------------------- Study B end to end
+VISION_ORDER = ["host (python + dispatch + launch)", "device work", "other"]
+
+
+def _vision(d: pl.DataFrame) -> pl.DataFrame:
+    """The decomposition's vision_e2e rows with `run` (model's pair and setting) and `variant` (mode added where
+    the variant has one)."""
+    rows = experiment(d, "vision_e2e")
+    parts = [pl.col(c).cast(pl.String).fill_null("?") for c in ("batch_size", "numerics", "memory_format")]
+    return rows.with_columns(pl.format("{} · batch {} · {} · {}", "pair", *parts).alias("run"),
+                             pl.when(pl.col("mode").is_null()).then(pl.col("implementation"))
+                             .otherwise(pl.format("{} ({})", "implementation", "mode")).alias("variant"))
+
+
+def vision_figure(d: pl.DataFrame) -> alt.TopLevelMixin | None:
+    """Study B, per model, pair and setting: each end-to-end variant's call split into its host levels (python,
+    dispatch and launch together: the device's idle time), device work and the rest (other)."""
+    rows = _vision(d)
+    if rows.is_empty():
+        return None
+    long = dec.vision_stacked(rows, extra=("run", "variant"))
+    if long.is_empty():
+        return None
+    long = long.with_columns(order=pl.col("component").replace_strict({c: i for i, c in enumerate(VISION_ORDER)},
+                                                                      return_dtype=pl.Int64))
+    bars = alt.Chart().mark_bar().encode(
+        y=alt.Y("variant:N", title=None), x=alt.X("sum(ms):Q", title="ms per call (stacked)"),
+        color=alt.Color("component:N", sort=VISION_ORDER, scale=alt.Scale(domain=VISION_ORDER)),
+        order=alt.Order("order:Q"), tooltip=["model", "run", "variant", "component", "ms"])
+    return (alt.layer(bars, data=long).properties(width=300)
+            .facet(row=alt.Row("run:N", title=None, header=page.row_labels()), column=alt.Column("model:N", title=None))
+            .resolve_scale(x="independent"))
+
+
+def vision_display(d: pl.DataFrame) -> pl.DataFrame:
+    rows = _vision(d)
+    if rows.is_empty():
+        return rows
+    return rows.select("model", "run", "variant", "status", pl.col("time_ms").alias("call ms"),
+                       pl.col("host_ms").alias("host"), pl.col("device_ms").alias("device work"),
+                       pl.col("other_ms").alias("other"), pl.col("fusion_ms").alias("fusion saved"),
+                       pl.col("launch_saved_ms").alias("launch saved"), pl.col("host_issue_ms").alias("host issue"),
+                       "kernels", pl.col("launch_calls").alias("launches"),
+                       pl.col("device_idle_ms").alias("device idle"), "bound", "message"
+                       ).sort("model", "run", "variant")
+
+
+VISION_FORMATS = {**FORMATS, "host": "{:.3f}", "launch saved": "{:.3f}"}
+
+
+def vision_finding(d: pl.DataFrame) -> str:
+    """One clause per model, pair and setting, from the rows vision_display shows: eager's host levels and device
+    work, what compiling saved in kernel time (fusion) and in the rest, what the CUDA graph saved and its launches
+    against eager's; and, where there is no device time, why."""
+    rows = _vision(d)
+    if rows.is_empty():
+        return "Study B's end-to-end variants were not decomposed (no ok vision_e2e rows)."
+    parts = []
+    for (model, run), group in rows.sort("model", "run").group_by(["model", "run"], maintain_order=True):
+        by = {r["variant"]: r for r in group.iter_rows(named=True)}
+        eager = by.get("eager")
+        if eager is None or eager["host_ms"] is None:
+            continue
+        words = [f"eager {eager['time_ms']:.2f} ms, of which host levels {eager['host_ms']:.2f} "
+                 f"({eager['host_ms'] / eager['time_ms']:.0%}) and device work {eager['device_ms']:.2f}"
+                 + (f" over {eager['kernels']:.0f} kernels" if eager["kernels"] is not None else "")]
+        for r in group.filter(pl.col("implementation") == "compiled").iter_rows(named=True):
+            if r["fusion_ms"] is not None and r["host_ms"] is not None:
+                words.append(f"{r['variant']} {r['time_ms']:.2f} ms: fusion saved {r['fusion_ms']:.2f} ms of "
+                             f"kernel time, host levels {r['host_ms']:.2f}")
+        graphs = by.get("eager_cuda_graphs")
+        if graphs is not None and graphs["launch_saved_ms"] is not None:
+            words.append(f"one CUDA graph of eager saved {graphs['launch_saved_ms']:.2f} ms"
+                         + (f" with {graphs['launch_calls']:.0f} launch calls against eager's "
+                            f"{eager['launch_calls']:.0f}" if graphs["launch_calls"] is not None
+                            and eager["launch_calls"] is not None else ""))
+        parts.append(f"{model} ({run}): " + "; ".join(words))
+    missing = rows.filter(pl.col("device_ms").is_null())
+    reasons = missing["message"].drop_nulls().unique().sort().to_list()
+    text = ("Study B end to end, per call: " + "; ".join(parts) + "." if parts else
+            "No Study B variant has its host levels and device work separated.")
+    if missing.height:
+        text += (f" No device work for {missing.height} of {rows.height} variants, because: "
+                 + "; ".join(reasons) + ".")
+    return text
+
+
 # ---------------------------------------------------------------------------------------------- roofline
 def roofline_figure(r: pl.DataFrame, study: str) -> alt.TopLevelMixin | None:
     """Achieved TFLOP/s per implementation (Study A: per cell; Study B: per model and variant), with the run's

@@ -116,15 +116,20 @@ SCHEMAS = {
     },
     # Where each level's time goes per Study A sweep cell and implementation (derived/decomposition.py): the timed
     # call split by the pairs that differ by one level. Per call, ms; a level the implementation does not carry is
-    # 0, one whose pair lacks an ok row null (message).
+    # 0, one whose pair lacks an ok row null (message). Study B's end-to-end variants (experiment vision_e2e): the
+    # call split into host (python + dispatch + launch together), device work and other, from vision_profile.
     "decomposition": {
-        "experiment": pl.String,           # sweep (every cell) | backend_comparison (its one cell, cell 0)
+        "experiment": pl.String,           # sweep (every cell) | backend_comparison (its one cell, cell 0) | vision_e2e
         "numerics": pl.String,
-        "implementation": pl.String,
-        "cell": pl.Int64,
+        "implementation": pl.String,       # Study A implementation | Study B end-to-end variant
+        "cell": pl.Int64,                  # Study A; null for vision_e2e
         "batch_size": pl.Int64,
         "resolution": pl.Int64,
         "transfer": pl.String,
+        "model": pl.String,                # vision_e2e: the model, pair (cpu | gpu), memory format and compile mode
+        "pair": pl.String,                 # (mode null: the clean process's eager and baselines, one per setting)
+        "memory_format": pl.String,
+        "mode": pl.String,
         **STATUS,                          # ok | partial (a level or the device time missing: message says which)
         "time_ms": pl.Float64,             # the timed call (sweep; backend_comparison's median per batch)
         "transfer_ms": pl.Float64,         # its H2D copy (sweep.h2d_ms; the median of backend_eval.h2d_ms)
@@ -132,8 +137,10 @@ SCHEMAS = {
         "dispatch_ms": pl.Float64,         # libtorch - cudnn, on implementations through ATen's dispatcher
         "launch_ms": pl.Float64,           # cudnn - cudnn-graphs, on implementations that launch kernel by kernel
         "device_ms": pl.Float64,           # the kernels' summed time (sweep_profile, backend_profile)
+        "host_ms": pl.Float64,             # vision_e2e: python + dispatch + launch together, wall - device busy
         "other_ms": pl.Float64,            # time - transfer - carried levels - device (negative: overlap)
         "fusion_ms": pl.Float64,           # compiled, aoti: eager's device_ms - the build's (kernel time saved)
+        "launch_saved_ms": pl.Float64,     # vision_e2e eager_cuda_graphs: eager's time - the graph's
         "host_issue_ms": pl.Float64,       # sweep_profile: until the call returns, unsynchronised
         "host_cpu_ms": pl.Float64,
         "kernels": pl.Float64,

@@ -11,9 +11,10 @@ One job per (model, pair) (rule vision_model, compiler/vision_job.py) writes its
 import polars as pl
 
 from .common import PHASE_MEASURES, STATUS
+from .study_a_sweep import SCHEMAS as _SWEEP
 
 JOB_TABLES = ("vision_e2e", "vision_builds", "vision_timing_methods", "vision_layer_times", "vision_oracles",
-              "vision_selective")
+              "vision_selective", "vision_profile")
 
 _CASE = {
     "model": pl.String,
@@ -40,6 +41,16 @@ SCHEMAS = {
     # eager_in_process (eager in the compiled variant's process, after its compiled code loaded: the drift).
     # The clean process's rows (eager and its baselines) are one measurement, repeated under every mode.
     "vision_e2e": {**_CASE, "variant": pl.String, **_PROTOCOL, **STATUS},
+    # Where one call's time goes, per end-to-end variant (vision_e2e's variants and rows' columns): the profiled
+    # pass of study_b.models.protocol.profile_calls calls in the variant's worker after the last timed turn of the
+    # first invocation (measure/profiled.py; sweep_profile's columns: host loop unprofiled, then the device loop
+    # under torch.profiler; device columns null with device_message without CUDA or CUPTI). status: ok, error / oom
+    # (the pass failed or its worker died in it: the timed rows stand), not_run (the variant was not timed, or
+    # profile_calls is 0). The clean process's variants repeat under every mode, as in vision_e2e.
+    "vision_profile": {**_CASE, "variant": pl.String, "process": pl.String, "invocation": pl.Int64, **STATUS,
+                       **{k: v for k, v in _SWEEP["sweep_profile"].items()
+                          if k not in ("implementation", "numerics", "device", "cell", "batch_size", "resolution",
+                                       "transfer", "status", "message")}},
     # One row per (job, step, variant), step e2e or selective: what building the variant cost and compiled.
     # first_call_ms includes compilation; graphs / graph_breaks / frames_compiled from dynamo's counters;
     # recompiles counts frames compiled by warm-up calls (a recompile in the timed loop is status error);
