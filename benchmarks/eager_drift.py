@@ -29,12 +29,12 @@ from contextlib import nullcontext
 
 import torch
 
-from abstraction_cost.compiler import configurations as cfgs
-from abstraction_cost.compiler import vision_models as vm
-from abstraction_cost.compiler.layers import chain
 from abstraction_cost.measure import device as devices
 from abstraction_cost.measure.nvml import NvmlReader
 from abstraction_cost.measure.timing import benchmark, gc_paused
+from abstraction_cost.study_b import configurations as cfgs
+from abstraction_cost.study_b.models import vision as vm
+from abstraction_cost.study_b.models.layers import chain
 
 PROTOCOLS = ("plain", "hygienic")
 

@@ -26,8 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sweep_overhead import make_inputs  # noqa: E402
 
-from abstraction_cost.backends import transfer  # noqa: E402
-from abstraction_cost.backends.sweep_cells import TRANSFERS  # noqa: E402
+from abstraction_cost.study_a import transfer  # noqa: E402
+from abstraction_cost.study_a.sweep.cells import TRANSFERS  # noqa: E402
 
 
 def out_of_place(data: transfer.CellInput, pool: transfer.Pool) -> torch.Tensor:

@@ -6,6 +6,6 @@ from abstraction_cost.workflow import setup_logging
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 
-from abstraction_cost.backends import sweep, sweep_interleaved  # noqa: E402
+from abstraction_cost.study_a.sweep import serial as sweep, interleaved as sweep_interleaved  # noqa: E402
 
 (sweep_interleaved if "numerics" in snakemake.wildcards.keys() else sweep).run(snakemake)

@@ -22,7 +22,7 @@ if sys.argv[2] == "front":
     sys.modules["aaa_script"] = early
     sys.modules.update(rest)
 if sys.argv[3] == "stable":
-    from abstraction_cost.compiler import cache_key
+    from abstraction_cost.compile import cache_key
     cache_key.stable()
 fn = torch.compile(lambda x: (x * 2).relu().sum(1), dynamic=False)
 fn(torch.randn(8, 8))

@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 import torch
 
-from abstraction_cost.backends import cudnn, eager, eval_job, native
 from abstraction_cost.config import TrainingSettings
 from abstraction_cost.data import offline, prepared
 from abstraction_cost.data import order as orders
 from abstraction_cost.data.specs import spec
 from abstraction_cost.measure.run import measured_run
 from abstraction_cost.models import init, resnet, weights_file
+from abstraction_cost.study_a import cudnn, eager, native
+from abstraction_cost.study_a.comparison import serial as eval_job
 
 LOGIT_RTOL = 1e-4
 LOSS_RTOL = 1e-4

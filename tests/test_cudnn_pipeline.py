@@ -12,7 +12,6 @@ import torch
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.backends import comparison, cudnn, eval_job, native
 from abstraction_cost.config import TrainingSettings
 from abstraction_cost.data import offline, prepared
 from abstraction_cost.data import order as orders
@@ -20,6 +19,8 @@ from abstraction_cost.data.specs import spec
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.report import study_a_backends
+from abstraction_cost.study_a import cudnn, native
+from abstraction_cost.study_a.comparison import compare as comparison, serial as eval_job
 
 REPO = Path(__file__).resolve().parents[1]
 REASON = "the cudnn backend runs on a CUDA GPU only, and this run's device is cpu"

@@ -21,12 +21,13 @@ import numpy as np
 import pytest
 import torch
 
-from abstraction_cost.backends import cudnn, native, sweep, transfer
-from abstraction_cost.backends.sweep_cells import walk
 from abstraction_cost.measure import numerics as nx
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.models import init, resnet, weights_file
+from abstraction_cost.study_a import cudnn, native, transfer
+from abstraction_cost.study_a.sweep import serial as sweep
+from abstraction_cost.study_a.sweep.cells import walk
 from tests.fixtures.sweep_jobs import sweep_job
 
 REPO = Path(__file__).resolve().parents[1]

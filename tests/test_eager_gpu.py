@@ -4,9 +4,10 @@ from types import SimpleNamespace
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import eager, training_job
 from abstraction_cost.data import offline, order, prepared
 from abstraction_cost.models import init, resnet, weights_file
+from abstraction_cost.study_a import eager
+from abstraction_cost.study_a.training import job as training_job
 
 
 @pytest.mark.gpu

@@ -12,11 +12,11 @@ import pytest
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.backends import comparison, eval_backend
-from abstraction_cost.backends.sweep_store import cells_dir
 from abstraction_cost.data import offline, prepared
 from abstraction_cost.data.specs import spec
 from abstraction_cost.models import init, resnet, weights_file
+from abstraction_cost.study_a.comparison import compare as comparison, job as eval_backend
+from abstraction_cost.study_a.sweep.store import cells_dir
 
 IMPLEMENTATIONS = ["eager", "libtorch"]
 

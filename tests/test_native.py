@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from abstraction_cost.backends import native
 from abstraction_cost.config import TrainingSettings
 from abstraction_cost.measure.nvml import NvmlSampler, Sample
+from abstraction_cost.study_a import native
 
 
 def _fake_program(tmp_path: Path, body: str) -> list[str]:

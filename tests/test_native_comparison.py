@@ -11,12 +11,13 @@ import torch
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.backends import aoti, comparison, eval_backend, eval_job
 from abstraction_cost.data import offline, prepared
 from abstraction_cost.data.specs import spec
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.report import study_a_backends
+from abstraction_cost.study_a import aoti
+from abstraction_cost.study_a.comparison import compare as comparison, job as eval_backend, serial as eval_job
 
 
 def test_parity_of_identical_logits_is_exact_and_ok():
@@ -301,7 +302,7 @@ def test_a_killed_serial_job_resumes_without_measuring_its_finished_implementati
 
 
 def test_kept_steps_of_another_setting_are_measured_again(tmp_path, smoke_config):
-    from abstraction_cost.backends import eval_store
+    from abstraction_cost.study_a.comparison import store as eval_store
     job = _numerics_job(tmp_path, smoke_config)
     key = eval_store.job_key(job.config, "fp32", job.input)
     store = eval_store.NumericsStore(tmp_path / "kept", key)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.compiler import layers, oracles, vision_summary
-from abstraction_cost.compiler.oracles import CostModel
+from abstraction_cost.study_b.models import layers, oracles, summary as vision_summary
+from abstraction_cost.study_b.models.oracles import CostModel
 
 CASE = {"model": "mobilenet_v2", "pair": "gpu", "mode": "default", "batch_size": 1, "resolution": 224,
         "numerics": "fp32", "memory_format": "contiguous"}

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from abstraction_cost.compiler import oracles
-from abstraction_cost.compiler.oracles import CostModel, OracleError
+from abstraction_cost.study_b.models import oracles
+from abstraction_cost.study_b.models.oracles import CostModel, OracleError
 
 
 def test_best_of_two_runs_picks_each_faster_block_and_keeps_ties_eager():

@@ -9,11 +9,14 @@ import pytest
 import torch
 
 from abstraction_cost import tables
-from abstraction_cost.compiler import cases, output_check, selective, vision_job, vision_protocol, vision_summary
-from abstraction_cost.compiler import vision_models as vm
-from abstraction_cost.compiler.speedups import Bootstrap, compare
+from abstraction_cost.measure import output_check
 from abstraction_cost.measure import numerics as nx
 from abstraction_cost.measure.run import measured_run
+from abstraction_cost.study_b.blocks import cases
+from abstraction_cost.study_b.blocks.speedups import Bootstrap, compare
+from abstraction_cost.study_b.models import (selective, job as vision_job, protocol as vision_protocol,
+                                             summary as vision_summary)
+from abstraction_cost.study_b.models import vision as vm
 
 from .test_study_b_models import _with_id, smoke_config
 

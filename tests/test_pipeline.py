@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from abstraction_cost import tables
-from abstraction_cost.backends import sweep_summary
+from abstraction_cost.study_a.sweep import summary as sweep_summary
 
 from .conftest import REPO
 

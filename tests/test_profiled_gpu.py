@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from abstraction_cost.backends.sweep import PythonModel
-from abstraction_cost.backends.sweep_cells import Cell
-from abstraction_cost.backends.sweep_worker import ServedCells
-from abstraction_cost.backends.transfer import Pool
 from abstraction_cost.measure.statistics import hierarchical_interval
+from abstraction_cost.study_a.sweep.cells import Cell
+from abstraction_cost.study_a.sweep.serial import PythonModel
+from abstraction_cost.study_a.sweep.worker import ServedCells
+from abstraction_cost.study_a.transfer import Pool
 from tests.fixtures.sweep_jobs import make_pool
 
 pytestmark = [pytest.mark.gpu,
@@ -68,7 +68,7 @@ def test_ac_libtorchs_profiled_pass_reads_its_kineto_trace_into_device_columns(t
     import json
     import subprocess
 
-    from abstraction_cost.backends import native
+    from abstraction_cost.study_a import native
     from abstraction_cost.measure import profiled
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"

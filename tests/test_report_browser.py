@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import training_summary
 from abstraction_cost.report import render
+from abstraction_cost.study_a.training import summary as training_summary
 from tests.report_fixtures import (NOT_RUN_MESSAGE, derived_report_tables, environment_rows, report_run_ids,
                                   training_rows)
 

@@ -11,7 +11,7 @@ import torchvision
 
 PROBE = """
 import json, sys, torch
-from abstraction_cost.backends import sweep
+from abstraction_cost.study_a.sweep import serial as sweep
 from abstraction_cost.measure import environment
 row = environment.capture({"seed": 0}, torch.device("cpu"))
 print(json.dumps({"torchvision_imported": "torchvision" in sys.modules, "version": row["torchvision_version"]}))

@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from abstraction_cost import implementations as im
-from abstraction_cost.backends import cuda_graphs, eval_job, sweep, sweep_cells
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.models import resnet, weights_file
+from abstraction_cost.study_a import cuda_graphs
+from abstraction_cost.study_a.comparison import serial as eval_job
+from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
 
 CPU = torch.device("cpu")
 
@@ -69,7 +71,7 @@ def test_a_bad_static_compile_mode_is_refused_naming_the_key():
 
 
 def test_cudnn_benchmark_is_fp32_with_the_benchmark_flag_in_python_and_in_both_programs():
-    from abstraction_cost.backends import cudnn, native
+    from abstraction_cost.study_a import cudnn, native
     from abstraction_cost.measure import numerics as nx
     base = {"backend_flags": {"tf32": True, "cudnn_benchmark": False},
             "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 64}}}

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from abstraction_cost import config as config_module, tables
-from abstraction_cost.compiler import convolutions as cv
-from abstraction_cost.compiler.cases import TimingSettings, time_case
-from abstraction_cost.compiler.experiments import resnet_conv_speedups, run_timing, speedups
-from abstraction_cost.compiler.speedups import Bootstrap, speedup_rows
 from abstraction_cost.report import study_b_blocks as report
+from abstraction_cost.study_b.blocks import convolutions as cv
+from abstraction_cost.study_b.blocks.cases import TimingSettings, time_case
+from abstraction_cost.study_b.blocks.experiments import resnet_conv_speedups, run_timing, speedups
+from abstraction_cost.study_b.blocks.speedups import Bootstrap, speedup_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -268,7 +268,7 @@ def test_gpu_in_model_profile(smoke, mode, compiled_status):
 
 # ---- NumPy beside PyTorch (App. Fig. 1) -----------------------------------------------------------------------
 def test_the_cpu_matmul_times_numpy_in_the_same_rounds_on_the_same_inputs():
-    from abstraction_cost.compiler import matmul
+    from abstraction_cost.study_b.blocks import matmul
     rows = time_case(_mm_case(16), "cpu", "default", CPU, SETTINGS, {"n": 16, "dtype": "float32"}, "mm",
                      extras=matmul.extras("cpu"))
     df = tables.frame("study_b_matmul", [{"run_id": "r", **r} for r in rows])
@@ -280,7 +280,7 @@ def test_the_cpu_matmul_times_numpy_in_the_same_rounds_on_the_same_inputs():
 
 
 def test_numpy_whose_output_differs_is_wrong_output_and_untimed():
-    from abstraction_cost.compiler.configurations import CONFIGURATIONS
+    from abstraction_cost.study_b.configurations import CONFIGURATIONS
     wrong = lambda a, b: torch.mm(a, b) + 1  # noqa: E731
     rows = time_case(_mm_case(16), "cpu", "default", CPU, SETTINGS, {"n": 16, "dtype": "float32"}, "mm",
                      extras=[(CONFIGURATIONS["numpy"], wrong)])

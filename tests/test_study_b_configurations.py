@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from abstraction_cost.compiler import configurations as cf
-from abstraction_cost.compiler.interleaved import interleaved
+from abstraction_cost.study_b import configurations as cf
+from abstraction_cost.study_b.blocks.interleaved import interleaved
 
 CPU = torch.device("cpu")
 

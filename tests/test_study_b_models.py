@@ -18,12 +18,16 @@ import torch
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.compiler import configurations as cfgs
-from abstraction_cost.compiler import compile_cache, experiments, inductor_env, layers, selective, timing_methods, vision_job, vision_protocol, vision_summary
-from abstraction_cost.compiler import vision_models as vm
-from abstraction_cost.compiler.oracles import CostModel, dynamic_programme
+from abstraction_cost.compile import inductor_env
 from abstraction_cost.measure.run import measured_run
 from abstraction_cost.measure.steps import StepStore
+from abstraction_cost.study_b import configurations as cfgs
+from abstraction_cost.study_b import compile_cache
+from abstraction_cost.study_b.blocks import experiments
+from abstraction_cost.study_b.models import (layers, selective, timing_methods, job as vision_job,
+                                             protocol as vision_protocol, summary as vision_summary)
+from abstraction_cost.study_b.models import vision as vm
+from abstraction_cost.study_b.models.oracles import CostModel, dynamic_programme
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +89,7 @@ def test_compile_cache_workers_run_torch_with_the_timing_jobs_thread_count():
 
 _CONFIGURE = """
 import json, os, sys
-from abstraction_cost.compiler import inductor_env
+from abstraction_cost.compile import inductor_env
 path = inductor_env.configure({"study_b": {"fresh_compile_cache": %s}}, %r)
 import torch._inductor.config as c
 print(json.dumps([path, os.environ.get("TORCHINDUCTOR_CACHE_DIR"), os.environ.get("TRITON_CACHE_DIR"),

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from abstraction_cost.backends import native, sweep, sweep_cells, transfer
-from abstraction_cost.backends.sweep_cells import Cell, OomTracker, SweepConfigError, walk
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
+from abstraction_cost.study_a import native, transfer
+from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.study_a.sweep.cells import Cell, OomTracker, SweepConfigError, walk
 from tests.fixtures.sweep_jobs import make_pool, sweep_job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -360,7 +361,7 @@ def test_dynamic_compile_is_one_build_for_the_job_each_shape_first_call_timed_an
                                                                                         monkeypatch):
     """compile_shapes: dynamic compiles once with dynamic shapes; every new shape's first call (the compile, a
     recompile or one run) is still timed apart as build_s and its output checked against eager's."""
-    from abstraction_cost.compiler import output_check
+    from abstraction_cost.measure import output_check
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
@@ -407,7 +408,7 @@ def test_dynamic_compile_does_not_recompile_where_a_feature_map_grows_past_1x1(p
 def test_a_shape_whose_eager_reference_is_out_of_memory_is_oom_before_its_build(pool_dir, tmp_path, monkeypatch):
     """Eager's logits for the output check come before a new shape's build: a shape eager cannot hold is an oom
     cell at once, not after minutes of compiling, and its later modes are skipped by the oom rule."""
-    from abstraction_cost.compiler import output_check
+    from abstraction_cost.measure import output_check
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
@@ -662,7 +663,7 @@ def test_one_sweep_job_measures_each_numerics_in_turn_in_one_process(pool_dir, t
     """One job per implementation: each numerics gets its own model built under its own flags, its own table and
     environment row (own run_id); the kept cells are cleared only after the last numerics is written."""
     from abstraction_cost import tables
-    from abstraction_cost.backends.sweep_store import cells_dir
+    from abstraction_cost.study_a.sweep.store import cells_dir
     seen = []
     built = sweep.PythonModel.__init__
 
@@ -853,7 +854,7 @@ def test_dynamic_compile_on_cuda_times_every_shape_after_one_checked_build(pool_
 
 
 def test_kernels_from_a_chrome_trace_grouped_by_name_grid_block():
-    from abstraction_cost.backends.sweep_kernels import kernels_from_trace
+    from abstraction_cost.study_a.sweep.kernels import kernels_from_trace
     trace = {"traceEvents": [
         {"cat": "kernel", "name": "relu", "dur": 4.0, "args": {"grid": [1024, 2, 1], "block": [128, 1, 1]}},
         {"cat": "kernel", "name": "relu", "dur": 6.0, "args": {"grid": [1024, 2, 1], "block": [128, 1, 1]}},
@@ -871,7 +872,7 @@ def test_kernels_from_a_chrome_trace_grouped_by_name_grid_block():
 
 def test_kernel_job_without_a_gpu_is_one_not_run_row(pool_dir, tmp_path, process_numerics):
     from abstraction_cost import config as config_module, tables
-    from abstraction_cost.backends import sweep_kernels
+    from abstraction_cost.study_a.sweep import kernels as sweep_kernels
     config = config_module.load(REPO / "config/smoke.yaml")
     out = SimpleNamespace(table=str(tmp_path / "k.parquet"), env=str(tmp_path / "k.env.parquet"))
     sweep_kernels.run(SimpleNamespace(config=config, input=SimpleNamespace(inputs=str(pool_dir)), output=out,
@@ -889,7 +890,7 @@ def test_aoti_package_exports_again_with_relaxed_dims_where_export_cannot_prove_
     exported with relaxed dynamic dims, and meta.json says so with the guard. (The AOTInductor compile is stubbed:
     on a 2-core CPU it takes minutes; the package's runs are covered by the GPU runs of the sweep.)"""
     from torch._dynamo.exc import UserError, UserErrorType
-    from abstraction_cost.backends import aoti_dynamic
+    from abstraction_cost.study_a import aoti_dynamic
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)

@@ -14,11 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from abstraction_cost.backends import native, sweep_conductor, sweep_interleaved
-from abstraction_cost.backends.sweep_cells import SweepConfigError, SweepSettings, check, walk
-from abstraction_cost.backends.sweep_conductor import Protocol, Store, cell_row, conduct
-from abstraction_cost.backends.sweep_store import CellStore
 from abstraction_cost.measure import statistics
+from abstraction_cost.study_a import native
+from abstraction_cost.study_a.sweep import conductor as sweep_conductor, interleaved as sweep_interleaved
+from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, check, walk
+from abstraction_cost.study_a.sweep.conductor import Protocol, Store, cell_row, conduct
+from abstraction_cost.study_a.sweep.store import CellStore
 from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,10 +21,11 @@ import pytest
 import torch
 
 from abstraction_cost import tables
-from abstraction_cost.backends import cudnn, ncu, native, sweep, sweep_kernels, transfer
-from abstraction_cost.backends.sweep_cells import SweepSettings
 from abstraction_cost.measure import numerics as nx
 from abstraction_cost.models import init, resnet, weights_file
+from abstraction_cost.study_a import cudnn, native, transfer
+from abstraction_cost.study_a.sweep import ncu, serial as sweep, kernels as sweep_kernels
+from abstraction_cost.study_a.sweep.cells import SweepSettings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ncu_summary.csv"
 CPP = ("torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs")
@@ -166,7 +167,7 @@ def test_unreadable_summary_says_why(text, words):
 def test_report_finds_relu_among_ncu_kernel_names():
     """The report's ReLU rows (beside the study's) include ncu's names: eager's and LibTorch's ReLU is ATen's
     clamp kernel (launch_clamp_scalar), ac_cudnn's its relu_kernel and add_relu_kernel."""
-    from abstraction_cost.backends import sweep_summary
+    from abstraction_cost.study_a.sweep import summary as sweep_summary
     from abstraction_cost.report import study_a_sweep as ss  # here: altair, which the GPU tests need not bring
     rows = ncu.top_rows(ncu.parse_summary(FIXTURE.read_text()), top=100, forwards=2, message=None)
     rows.append({**rows[0], "kernel": "add_relu_kernel(float *, const float *, long)", "rank": 101})

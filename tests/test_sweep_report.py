@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import sweep_summary
 from abstraction_cost.report import study_a_sweep as ss
+from abstraction_cost.study_a.sweep import summary as sweep_summary
 from tests.report_fixtures import sweep_rows
 
 

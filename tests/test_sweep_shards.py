@@ -14,9 +14,10 @@ import pytest
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.backends import native, sweep_interleaved, sweep_shards
-from abstraction_cost.backends.sweep_cells import SweepConfigError, SweepSettings, walk
-from abstraction_cost.backends.sweep_conductor import Store, conduct
+from abstraction_cost.study_a import native
+from abstraction_cost.study_a.sweep import interleaved as sweep_interleaved, shards as sweep_shards
+from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, walk
+from abstraction_cost.study_a.sweep.conductor import Store, conduct
 from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 from tests.test_sweep_interleaved import _protocol, _settings, fake  # noqa: F401 (fixture)
 

@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import training_summary
+from abstraction_cost.study_a.training import summary as training_summary
 
 from .report_fixtures import training_rows
 

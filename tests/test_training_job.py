@@ -4,8 +4,8 @@ from types import SimpleNamespace
 import torch
 
 from abstraction_cost import tables
-from abstraction_cost.backends import training_job
 from abstraction_cost.data import prepared
+from abstraction_cost.study_a.training import job as training_job
 
 
 def _snakemake(tmp_path, config, data_dir):

@@ -16,7 +16,7 @@
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
 # SWEEP (the settings), SWEEP_PROTOCOL, SWEEP_JOBS and the jobs' input functions are in common.smk.
 
-from abstraction_cost.backends import sweep_shards as _sweep_shards
+from abstraction_cost.study_a.sweep import shards as _sweep_shards
 
 
 localrules: concat_sweep, sweep_h2d, concat_sweep_kernels  # seconds: run where Snakemake runs

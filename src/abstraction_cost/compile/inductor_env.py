@@ -1,6 +1,6 @@
 """Where a Study B timing job's compiles are cached and how they run: environment set before torch is imported.
 
-    from abstraction_cost.compiler import inductor_env
+    from abstraction_cost.compile import inductor_env
     inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # first, before anything imports torch
 
 This module imports no torch, and configure() refuses to run once torch is imported: torch reads

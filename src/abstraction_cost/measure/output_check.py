@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from ..measure import numerics as nx
+from . import numerics as nx
 
 
 class WrongOutput(RuntimeError):

@@ -23,7 +23,7 @@ graph got another key in the job), the rest of the warm-up is skipped, since it 
 nothing; the
 manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
 
-Each task runs in a fresh `python -m abstraction_cost.compiler.compile_cache` process (CUDA cannot be
+Each task runs in a fresh `python -m abstraction_cost.study_b.compile_cache` process (CUDA cannot be
 initialised in forked children, and a spawned pool would re-run the rule's script). A failed or crashed task is
 reported in the manifest and the log and fails nothing: the job that compiles the same graph records the
 failure as a row.
@@ -41,11 +41,12 @@ from typing import Iterator
 
 import torch
 
+from ..compile import inductor_env
 from ..measure import device as devices
 from ..measure import numerics as nx
 from . import configurations as cfgs
-from . import experiments, inductor_env
-from . import vision_models as vm
+from .blocks import experiments
+from .models import vision as vm
 
 log = logging.getLogger(__name__)
 

@@ -38,8 +38,8 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from .. import faults
+from ..compile import cache_key
 from ..measure.timing import synchronize
-from . import cache_key
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})

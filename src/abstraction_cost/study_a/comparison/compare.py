@@ -22,9 +22,9 @@ from typing import Mapping
 import numpy as np
 import polars as pl
 
-from ..measure import numerics as nx
-from ..measure import statistics
-from .eval_job import IMPLEMENTATIONS
+from ...measure import numerics as nx
+from ...measure import statistics
+from .serial import IMPLEMENTATIONS
 
 BASELINE = "eager"
 

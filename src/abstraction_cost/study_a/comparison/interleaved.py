@@ -38,19 +38,20 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .. import faults, tables
-from ..data import prepared
-from ..data.specs import spec
-from ..measure import device as devices
-from ..measure.run import Run, measured_run
-from . import cudnn, eval_store, native
-from .eval_job import IMPLEMENTATIONS, EvalSettings, _artifact, _method, job_config, not_run_reason
-from .sweep import sweep_command
-from .sweep_cells import Cell, SweepSettings
-from .sweep_conductor import Protocol, Store, conduct, python_worker_command
-from .sweep_interleaved import profile_rows
-from .sweep_store import CellStore, cells_dir
-from .transfer import read_manifest, write_inputs
+from ... import faults, tables
+from ...data import prepared
+from ...data.specs import spec
+from ...measure import device as devices
+from ...measure.run import Run, measured_run
+from .. import cudnn, native
+from ..sweep.cells import Cell, SweepSettings
+from ..sweep.conductor import Protocol, Store, conduct, python_worker_command
+from ..sweep.interleaved import profile_rows
+from ..sweep.serial import sweep_command
+from ..sweep.store import CellStore, cells_dir
+from ..transfer import read_manifest, write_inputs
+from . import store as eval_store
+from .serial import IMPLEMENTATIONS, EvalSettings, _artifact, _method, job_config, not_run_reason
 
 log = logging.getLogger(__name__)
 

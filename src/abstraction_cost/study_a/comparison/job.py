@@ -4,8 +4,8 @@ output.tables and output.logits in that order, output.env the job's environment 
 (eval_job.run_serial, the study's)."""
 from __future__ import annotations
 
-from .. import faults
-from . import eval_interleaved, eval_job
+from ... import faults
+from . import interleaved as eval_interleaved, serial as eval_job
 
 
 def run_job(snakemake) -> None:

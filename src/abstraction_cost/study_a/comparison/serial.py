@@ -43,17 +43,18 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from .. import faults, implementations, tables
-from ..compiler.output_check import WrongOutput, reference
-from ..data import prepared
-from ..data.specs import spec
-from ..measure import device as devices
-from ..measure import numerics as nx
-from ..measure.run import Run, measured_run
-from ..measure.timing import benchmark
-from ..models import resnet
-from . import aoti, cuda_graphs, cudnn, eval_store, native, torchscript
-from .eager import Normaliser
+from ... import faults, implementations, tables
+from ...data import prepared
+from ...data.specs import spec
+from ...measure import device as devices
+from ...measure import numerics as nx
+from ...measure.output_check import WrongOutput, reference
+from ...measure.run import Run, measured_run
+from ...measure.timing import benchmark
+from ...models import resnet
+from .. import aoti, cuda_graphs, cudnn, native, torchscript
+from ..eager import Normaliser
+from . import store as eval_store
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
-from ..measure.steps import StepStore, fingerprint
+from ...measure.steps import StepStore, fingerprint
 
 NAMES = ("rows.parquet", "env.parquet", "logits.f32")   # a step's outputs, in the order keep/restore take them
 

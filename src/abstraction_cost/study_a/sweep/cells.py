@@ -16,9 +16,9 @@ import os
 import signal
 from dataclasses import dataclass, field
 
-from .. import implementations
-from ..measure.numerics import NUMERICS
-from ..measure.statistics import median_interval
+from ... import implementations
+from ...measure.numerics import NUMERICS
+from ...measure.statistics import median_interval
 
 TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
 FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K" / "wrong@K" / "kill@K", comma-separated: every sweep's test hook
@@ -233,7 +233,7 @@ def kills(environ=os.environ) -> set[int]:
 
 def kill_job() -> None:
     """The job dies as under a scheduler's time limit or a lost node: its programs, then itself, by SIGKILL."""
-    from ..run_guard import _children
+    from ...run_guard import _children
     for child in _children(os.getpid()):
         try:
             os.kill(child, signal.SIGKILL)

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..compiler.output_check import reference
-from ..models import resnet
-from .sweep_cells import TIMED_COLUMNS
-from .transfer import Pool, cell_input
+from ...measure.output_check import reference
+from ...models import resnet
+from ..transfer import Pool, cell_input
+from .cells import TIMED_COLUMNS
 
 log = logging.getLogger(__name__)
 

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..measure import profiled
-from ..measure.statistics import hierarchical_interval, median, relative_half_width
-from . import native
-from .sweep_cells import Cell, OomTracker, SweepSettings, kill_job, kills
-from .sweep_store import INTERRUPTIONS
+from ...measure import profiled
+from ...measure.statistics import hierarchical_interval, median, relative_half_width
+from .. import native
+from .cells import Cell, OomTracker, SweepSettings, kill_job, kills
+from .store import INTERRUPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -390,5 +390,5 @@ def python_worker_command(spec: dict, directory: Path) -> Callable[[str], list[s
     def command(oom_at: str) -> list[str]:
         path = Path(directory) / f"{spec['implementation']}.spec.json"
         path.write_text(json.dumps({**spec, "oom_at": oom_at}))
-        return [sys.executable, "-m", "abstraction_cost.backends.sweep_worker", str(path)]
+        return [sys.executable, "-m", "abstraction_cost.study_a.sweep.worker", str(path)]
     return command

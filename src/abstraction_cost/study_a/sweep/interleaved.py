@@ -11,18 +11,19 @@ import time
 import traceback
 from pathlib import Path
 
-from .. import implementations as registry, tables
-from ..data.specs import spec
-from ..measure import device as devices
-from ..measure import numerics as nx
-from ..measure.run import Run, measured_run
-from . import aoti_dynamic, native, sweep_shards
-from .sweep import _first_line, _named, _not_run_rows, build_kind, kind, sweep_command
-from .sweep_cells import Cell, SweepSettings
-from .sweep_check import check_logits
-from .sweep_conductor import Protocol, Store, block_rows, cell_row, conduct, python_worker_command
-from .sweep_store import CellStore, cells_dir, job_key
-from .transfer import Pool
+from ... import implementations as registry, tables
+from ...data.specs import spec
+from ...measure import device as devices
+from ...measure import numerics as nx
+from ...measure.run import Run, measured_run
+from .. import aoti_dynamic, native
+from ..transfer import Pool
+from . import shards as sweep_shards
+from .cells import Cell, SweepSettings
+from .check import check_logits
+from .conductor import Protocol, Store, block_rows, cell_row, conduct, python_worker_command
+from .serial import _first_line, _named, _not_run_rows, build_kind, kind, sweep_command
+from .store import CellStore, cells_dir, job_key
 
 log = logging.getLogger(__name__)
 

@@ -28,17 +28,18 @@ from pathlib import Path
 
 import torch
 
-from .. import tables
-from ..data.specs import spec
-from ..measure import device as devices
-from ..measure import numerics as nx
-from ..measure.run import measured_run
-from ..measure.timing import synchronize
-from . import aoti_dynamic, ncu
-from .sweep import PythonModel, _first_line, kind, sweep_command
-from .sweep_cells import SweepSettings
-from .sweep_summary import STUDY_TRANSFER, kept, point_resolution
-from .transfer import Pool, cell_input
+from ... import tables
+from ...data.specs import spec
+from ...measure import device as devices
+from ...measure import numerics as nx
+from ...measure.run import measured_run
+from ...measure.timing import synchronize
+from .. import aoti_dynamic
+from ..transfer import Pool, cell_input
+from . import ncu
+from .cells import SweepSettings
+from .serial import PythonModel, _first_line, kind, sweep_command
+from .summary import STUDY_TRANSFER, kept, point_resolution
 
 log = logging.getLogger(__name__)
 PROFILED_CALLS = 3

@@ -27,9 +27,9 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from ..measure import gpu_slots
-from . import native
-from .sweep_summary import kept
+from ...measure import gpu_slots
+from .. import native
+from .summary import kept
 
 log = logging.getLogger(__name__)
 

@@ -64,20 +64,20 @@ from typing import Callable
 import torch
 import torch.fx.experimental._config as fx_config
 
-from .. import implementations, tables
-from ..compiler import cache_key
-from ..compiler.output_check import WrongOutput, reference
-from ..data.specs import spec
-from ..measure import device as devices
-from ..measure import numerics as nx
-from ..measure.run import Run, measured_run
-from ..measure.timing import StepTimer, synchronize
-from ..models import resnet
-from . import aoti_dynamic, cuda_graphs, cudnn, native, torchscript
-from .sweep_cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, more_repeats, timed_columns
-from .sweep_check import check_logits
-from .sweep_store import CellStore, cells_dir, interrupted, job_key
-from .transfer import Pool, cell_input
+from ... import implementations, tables
+from ...compile import cache_key
+from ...data.specs import spec
+from ...measure import device as devices
+from ...measure import numerics as nx
+from ...measure.output_check import WrongOutput, reference
+from ...measure.run import Run, measured_run
+from ...measure.timing import StepTimer, synchronize
+from ...models import resnet
+from .. import aoti_dynamic, cuda_graphs, cudnn, native, torchscript
+from ..transfer import Pool, cell_input
+from .cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, more_repeats, timed_columns
+from .check import check_logits
+from .store import CellStore, cells_dir, interrupted, job_key
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from .sweep_cells import MIN_BUDGET_REPEATS, Cell, SweepConfigError, SweepSettings
-from .sweep_conductor import Protocol
+from .cells import MIN_BUDGET_REPEATS, Cell, SweepConfigError, SweepSettings
+from .conductor import Protocol
 
 KEY = "study_a.sweep.shards"
 PREPARE_S = 0.5          # a cell's preparation per implementation: warm-up calls, host input, C++ output check

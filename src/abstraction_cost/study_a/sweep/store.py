@@ -22,7 +22,7 @@ import os
 import signal
 from pathlib import Path
 
-from ..measure.steps import StepStore, _write_json, fingerprint
+from ...measure.steps import StepStore, _write_json, fingerprint
 
 INTERRUPTIONS = {-signal.SIGKILL, -signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}   # exit statuses
 

@@ -7,8 +7,8 @@ import re
 
 import polars as pl
 
-from ..measure.statistics import paired_speedup
-from ..tables.study_a_sweep import STUDY_H2D, STUDY_RELU
+from ...measure.statistics import paired_speedup
+from ...tables.study_a_sweep import STUDY_H2D, STUDY_RELU
 
 STUDY_RUN_ID = "study:levental-orlova-2021"  # the study's reference rows: no measuring job of this pipeline
 STUDY_TRANSFER = "float32-pageable"          # what the study's PyTorch did (its other implementations: unstated)

@@ -3,7 +3,7 @@ process per Python implementation, and tells it, one command per line on stdin, 
 time a block of calls. It answers one JSON record per command, the C++ programs' records of
 native/common/sweep_serve.h, which states the protocol.
 
-    python -m abstraction_cost.backends.sweep_worker SPEC.json
+    python -m abstraction_cost.study_a.sweep.worker SPEC.json
 
 The worker imports torch once and keeps one model for the whole walk, so an implementation's start-up is paid once
 per invocation, and a baseline (eager) never runs in a process that has loaded compiled code. Python's garbage
@@ -28,13 +28,13 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from ..compiler.output_check import WrongOutput
-from ..measure import device as devices
-from ..measure import profiled
-from ..measure.timing import StepTimer, synchronize
-from .sweep import InjectedCrash, PythonModel, Warmth, _first_line, _oom_line, _release, oom_count
-from .sweep_cells import Cell, OomTracker, faults
-from .transfer import Pool, cell_input
+from ...measure import device as devices
+from ...measure import profiled
+from ...measure.output_check import WrongOutput
+from ...measure.timing import StepTimer, synchronize
+from ..transfer import Pool, cell_input
+from .cells import Cell, OomTracker, faults
+from .serial import InjectedCrash, PythonModel, Warmth, _first_line, _oom_line, _release, oom_count
 
 log = logging.getLogger(__name__)
 

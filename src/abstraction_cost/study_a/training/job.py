@@ -16,12 +16,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import tables
-from ..config import TrainingSettings
-from ..data import order as orders
-from ..data import prepared
-from ..measure import device as devices
-from ..measure.run import Run, measured_run
+from ... import tables
+from ...config import TrainingSettings
+from ...data import order as orders
+from ...data import prepared
+from ...measure import device as devices
+from ...measure.run import Run, measured_run
 
 log = logging.getLogger(__name__)
 

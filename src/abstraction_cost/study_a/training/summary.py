@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from .. import tables
-from ..measure.statistics import hierarchical_interval
+from ... import tables
+from ...measure.statistics import hierarchical_interval
 
 KEYS = ["backend", "dataset", "init"]
 

@@ -15,11 +15,10 @@ from typing import Callable, Sequence
 
 import torch
 
-from .configurations import (COMPILE_COLUMNS, PAIRS, Configuration, Prepared, configuration, not_run_reason,
-                             prepare)
-from ..measure import numerics
+from ...measure import numerics
+from ...measure.output_check import WrongOutput, reference
+from ..configurations import COMPILE_COLUMNS, PAIRS, Configuration, Prepared, configuration, not_run_reason, prepare
 from .interleaved import interleaved
-from .output_check import WrongOutput, reference
 
 log = logging.getLogger(__name__)
 

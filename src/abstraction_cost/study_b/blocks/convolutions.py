@@ -31,11 +31,11 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torchvision.models import resnet50
 
+from ...measure import numerics
+from ...measure.output_check import reference
+from ...measure.timing import synchronize
+from ..configurations import not_run_reason, prepare
 from .cases import Builder, TimingSettings, failure_status, pair_configurations
-from .configurations import not_run_reason, prepare
-from ..measure.timing import synchronize
-from ..measure import numerics
-from .output_check import reference
 
 log = logging.getLogger(__name__)
 

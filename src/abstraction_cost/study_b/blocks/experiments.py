@@ -12,10 +12,10 @@ from typing import Callable, Iterator
 import polars as pl
 import torch
 
-from ..tables import study_b_blocks as schemas
+from ...tables import study_b_blocks as schemas
+from ..configurations import not_run_reason, prepare
 from . import conv_blocks, convolutions, matmul
 from .cases import Builder, TimingSettings, pair_configurations, pair_device, time_case
-from .configurations import not_run_reason, prepare
 from .speedups import Bootstrap, compare, speedup_rows
 
 CaseSource = Callable[[dict, str, TimingSettings], Iterator[tuple[dict, Builder, str]]]

@@ -17,8 +17,8 @@ from typing import Sequence
 
 import torch
 
-from ..measure.timing import benchmark, gc_paused
-from .configurations import Prepared, no_recompile
+from ...measure.timing import benchmark, gc_paused
+from ..configurations import Prepared, no_recompile
 
 
 def interleaved(prepared: Sequence[Prepared], inputs: Sequence[tuple], *, device: torch.device, warmup: int,

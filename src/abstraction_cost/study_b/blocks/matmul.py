@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 import torch
 
+from ..configurations import CONFIGURATIONS, Configuration
 from .cases import Builder, TimingSettings
-from .configurations import CONFIGURATIONS, Configuration
 from .speedups import Bootstrap, compare
 
 DTYPE = torch.float32

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..measure import statistics
-from .configurations import PAIRS
+from ...measure import statistics
+from ..configurations import PAIRS
 
 STATUS_ORDER = ("wrong_output", "error", "oom", "missing", "not_run")
 

@@ -29,13 +29,13 @@ from contextlib import contextmanager
 import polars as pl
 import torch
 
-from .. import tables
-from ..measure import numerics as nx
-from ..measure import steps
-from ..measure.run import PrefixedRun
-from ..tables.study_b_models import JOB_TABLES
-from . import layers, selective, timing_methods, vision_protocol, vision_summary
-from . import vision_models as vm
+from ... import tables
+from ...measure import numerics as nx
+from ...measure import steps
+from ...measure.run import PrefixedRun
+from ...tables.study_b_models import JOB_TABLES
+from . import layers, selective, timing_methods, protocol as vision_protocol, summary as vision_summary
+from . import vision as vm
 
 
 def layer_case(config: dict, model: str, pair: str, setting: vm.Setting | None = None) -> vm.Case:

@@ -28,10 +28,10 @@ import numpy as np
 import polars as pl
 import torch
 
-from ..measure.timing import benchmark, gc_paused, synchronize
-from . import vision_models as vm
-from .vision_models import refuse_compilation
+from ...measure.timing import benchmark, gc_paused, synchronize
+from . import vision as vm
 from .oracles import CostModel
+from .vision import refuse_compilation
 
 MEASURES = ("timer", "prefix", "mixed_to_compiled", "mixed_to_eager")
 

@@ -28,10 +28,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.sweep_conductor import Worker, WorkerDied
-from ..measure import steps
-from ..measure.statistics import median, relative_half_width
-from . import vision_models as vm
+from ...measure import steps
+from ...measure.statistics import median, relative_half_width
+from ...study_a.sweep.conductor import Worker, WorkerDied
+from . import vision as vm
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def _spec(config: dict, case: vm.Case, role: str, choices: dict | None, protocol
 def _command(spec: dict, directory: Path, key: str) -> list[str]:
     path = directory / f"{key.replace(':', '-')}.spec.json"
     path.write_text(json.dumps(spec))
-    return [sys.executable, "-m", "abstraction_cost.compiler.vision_worker", str(path)]
+    return [sys.executable, "-m", "abstraction_cost.study_b.models.worker", str(path)]
 
 
 def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
@@ -229,8 +229,8 @@ def _sample_rows(columns: dict, key: str, variant: str, by_inv: dict[int, dict],
 
 def _build_row(columns: dict, step: str, variant: str, by_inv: dict[int, dict]) -> dict:
     """What building the variant cost in the first invocation that has its record (later ones hit the cache)."""
-    from ..tables.common import PHASE_MEASURES
-    from .configurations import COMPILE_COLUMNS
+    from ...tables.common import PHASE_MEASURES
+    from ..configurations import COMPILE_COLUMNS
     r = by_inv[min(by_inv)]
     return {**columns, "step": step, "variant": variant, **{c: r.get(c) for c in COMPILE_COLUMNS},
             **{c: 0 if c == "nvml_samples" else None for c in PHASE_MEASURES},
@@ -300,8 +300,8 @@ def not_run_rows(config: dict, model: str, pair: str, setting: vm.Setting, why: 
     """Every row of both steps `not_run` with the reason (the case cannot run here)."""
     section = config["study_b"]["models"]
     out = {"vision_e2e": [], "vision_selective": [], "vision_builds": []}
-    from ..tables.common import PHASE_MEASURES
-    from .configurations import COMPILE_COLUMNS
+    from ...tables.common import PHASE_MEASURES
+    from ..configurations import COMPILE_COLUMNS
     from .selective import VARIANTS
 
     def build(case, step, variant, cfg):

@@ -25,7 +25,7 @@ from typing import Callable
 import polars as pl
 import torch
 
-from . import vision_models as vm
+from . import vision as vm
 from .layers import chain
 from .oracles import COMPILED
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..measure import statistics
-from . import configurations as cfgs
+from ...measure import statistics
+from .. import configurations as cfgs
 from . import layers as layer_data
 from . import oracles
 

@@ -29,8 +29,8 @@ from typing import Callable
 
 import torch
 
-from ..measure.timing import gc_paused, synchronize
-from . import vision_models as vm
+from ...measure.timing import gc_paused, synchronize
+from . import vision as vm
 
 TIMINGS = ("pure", "sync", "timed", "timed_sync")
 METRICS = ("e2e", "arr_sum")

@@ -38,13 +38,13 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from ..measure.timing import synchronize
-from ..models import blocks as model_blocks
-from ..measure import numerics as nx
-from . import cache_key
-from . import configurations as cfgs
-from . import output_check
-from .configurations import Configuration, Prepared
+from ...compile import cache_key
+from ...measure import numerics as nx
+from ...measure import output_check
+from ...measure.timing import synchronize
+from ...models import blocks as model_blocks
+from .. import configurations as cfgs
+from ..configurations import Configuration, Prepared
 
 VARIANTS = ("eager", "compiled")
 # The torch.compile backend of every compiled variant; tests set "eager" (dynamo without code generation).

@@ -1,7 +1,7 @@
 """One process of Study B's vision protocol (vision_protocol.py): it holds some variants of one case and times a
 block of one of them on command. One JSON record per line on stdout, one command per line on stdin:
 
-    python -m abstraction_cost.compiler.vision_worker SPEC.json
+    python -m abstraction_cost.study_b.models.worker SPEC.json
     -> {"kind": "up"}                              once the model and inputs are loaded
     prepare -> {"kind": "ready", "variants": {name: {status, message, call_ms, warmup_calls, steady, build...}}}
     time NAME N -> {"kind": "block", "variant": NAME, "times_ms": [...]} | {"kind": "failed", "variant", "status",
@@ -29,11 +29,12 @@ from pathlib import Path
 
 import torch
 
-from ..measure import numerics as nx
-from ..measure.timing import StepTimer, synchronize
-from . import configurations as cfgs
-from . import output_check, selective
-from . import vision_models as vm
+from ...measure import numerics as nx
+from ...measure import output_check
+from ...measure.timing import StepTimer, synchronize
+from .. import configurations as cfgs
+from . import selective
+from . import vision as vm
 from .oracles import parse_choice
 
 log = logging.getLogger(__name__)
