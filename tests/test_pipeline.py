@@ -14,7 +14,7 @@ import yaml
 from abstraction_cost import tables
 from abstraction_cost.study_a.sweep import summary as sweep_summary
 
-from .conftest import REPO
+from tests.fixtures.repository import REPO
 
 
 def _table_of(path: Path) -> str:

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from .conftest import REPO
+from tests.fixtures.repository import REPO
 
 
 def test_harness_overhead_benchmark_runs(tmp_path):

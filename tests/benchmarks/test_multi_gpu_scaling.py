@@ -6,10 +6,11 @@ import polars as pl
 
 from abstraction_cost import tables
 
-from .report_fixtures import environment_rows
+from tests.fixtures.report_rows import environment_rows
+from tests.fixtures.repository import REPO
 
 spec = importlib.util.spec_from_file_location(
-    "multi_gpu_scaling", Path(__file__).resolve().parents[1] / "benchmarks/multi_gpu_scaling.py")
+    "multi_gpu_scaling", REPO / "benchmarks/multi_gpu_scaling.py")
 scaling = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(scaling)
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from .conftest import REPO
-from .fixtures.repository import repository_files
+from tests.fixtures.repository import REPO
+from tests.fixtures.repository import repository_files
 
 spec = importlib.util.spec_from_file_location("index_results", REPO / "benchmarks" / "index_results.py")
 index_results = importlib.util.module_from_spec(spec)

@@ -13,6 +13,7 @@ import pytest
 
 from abstraction_cost.data import archives, download
 from tests.fixtures import fake_datasets, loopback
+from tests.fixtures.repository import REPO
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_mirror_replaces_scheme_and_host_only():
 def test_config_schema_accepts_mirror_and_rejects_non_http():
     from abstraction_cost import config as config_module
 
-    config = config_module.load(Path(__file__).resolve().parents[1] / "config" / "smoke.yaml")
+    config = config_module.load(REPO / "config" / "smoke.yaml")
     assert config["data"]["mirror"] is None
     config["data"]["mirror"] = "http://127.0.0.1:8000/datasets"
     config_module.validate(config)

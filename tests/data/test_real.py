@@ -17,8 +17,8 @@ import yaml
 from abstraction_cost.data import download, prepared, real, sources
 from abstraction_cost.data.specs import VOC_CLASSES, spec
 from tests.fixtures import fake_datasets, loopback
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 VOC_RESOLUTION = 16
 
 

@@ -7,7 +7,7 @@ import torch
 
 from abstraction_cost import tables
 from abstraction_cost.derived import breakeven, energy, flops, oracle_curve, precision, predictor
-from tests.report_fixtures import comparison_rows, conv_speedup_rows, sweep_rows as _sweep
+from tests.fixtures.report_rows import comparison_rows, conv_speedup_rows, sweep_rows as _sweep
 
 
 def _rows(table: str, rows: list[dict]) -> pl.DataFrame:
@@ -152,7 +152,7 @@ def test_precision_reads_the_interleaved_sweeps_invocations_and_spread():
 
 
 def test_flops_cases_cover_the_configs_sweep_backends_and_vision_models():
-    from tests.test_study_b_models import smoke_config
+    from tests.study_b.models.test_models import smoke_config
 
     config = smoke_config()
     found = {(study, model, batch, resolution) for study, model, _, _, batch, resolution in flops.cases(config)}

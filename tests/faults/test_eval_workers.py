@@ -9,7 +9,7 @@ from abstraction_cost import tables
 from abstraction_cost.study_a.comparison import (compare as comparison, job as eval_backend,
                                                  interleaved as eval_interleaved)
 from abstraction_cost.study_a.sweep.store import cells_dir
-from tests.test_eval_interleaved import _job, _rows
+from tests.study_a.comparison.test_interleaved import _job, _rows
 
 
 class _Killed(BaseException):

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from abstraction_cost.measure import gpu_slots
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 

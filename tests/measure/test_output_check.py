@@ -18,7 +18,7 @@ from abstraction_cost.study_b.models import (selective, job as vision_job, proto
                                              summary as vision_summary)
 from abstraction_cost.study_b.models import vision as vm
 
-from .test_study_b_models import _with_id, smoke_config
+from tests.study_b.models.test_models import _with_id, smoke_config
 
 
 def wrong_backend(gm, example_inputs):

@@ -1,10 +1,10 @@
 """The profiled pass on the GPU (issue 30): its record has kernel times and launches, for a served eager worker
 (torch.profiler) and ac_libtorch (LibTorch's Kineto profiler). A process stays slower once the profiler has run
 in it (these tests print the timed blocks' medians before and after), which is why the conductor runs every
-worker's profiled passes after all of that worker's timed turns (tests/test_sweep_interleaved.py checks the
+worker's profiled passes after all of that worker's timed turns (tests/study_a/sweep/test_interleaved.py checks the
 order): adding the pass changes no timed call.
 
-    pytest -m gpu tests/test_profiled_gpu.py -s    (prints each cell's medians and ratio)
+    pytest -m gpu tests/measure/test_profiled_gpu.py -s    (prints each cell's medians and ratio)
 """
 from __future__ import annotations
 

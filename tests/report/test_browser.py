@@ -16,10 +16,10 @@ import pytest
 from abstraction_cost import tables
 from abstraction_cost.report import render
 from abstraction_cost.study_a.training import summary as training_summary
-from tests.report_fixtures import (NOT_RUN_MESSAGE, derived_report_tables, environment_rows, report_run_ids,
-                                  training_rows)
+from tests.fixtures.report_rows import (NOT_RUN_MESSAGE, derived_report_tables, environment_rows, report_run_ids,
+                                        training_rows)
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 

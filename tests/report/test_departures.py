@@ -5,7 +5,7 @@ import polars as pl
 
 from abstraction_cost import tables
 from abstraction_cost.report import departures
-from tests.report_fixtures import environment_rows
+from tests.fixtures.report_rows import environment_rows
 
 
 def _speedups(batches=(1, 32), numerics="fp32", samples=20) -> pl.DataFrame:

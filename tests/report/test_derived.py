@@ -6,7 +6,7 @@ import polars as pl
 from abstraction_cost.derived import breakeven, oracle_curve, precision, predictor
 from abstraction_cost.report import derived as dr
 from abstraction_cost.report import study_b_models as sbm
-from tests.report_fixtures import comparison_rows, conv_speedup_rows, layer_summary_rows, sweep_rows
+from tests.fixtures.report_rows import comparison_rows, conv_speedup_rows, layer_summary_rows, sweep_rows
 
 
 def test_breakeven_figure_table_and_sentence():

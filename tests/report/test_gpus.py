@@ -3,7 +3,7 @@ import polars as pl
 
 from abstraction_cost.report import gpus
 
-from .report_fixtures import environment_rows
+from tests.fixtures.report_rows import environment_rows
 
 
 def on_gpus(placement, names=None):

@@ -12,7 +12,7 @@ from abstraction_cost import tables
 from abstraction_cost.report import page, sections, study_a
 from abstraction_cost.study_a.sweep import summary as sweep_summary
 from abstraction_cost.study_a.training import summary as training_summary
-from tests.report_fixtures import NOT_RUN_MESSAGE, environment_rows, training_rows
+from tests.fixtures.report_rows import NOT_RUN_MESSAGE, environment_rows, training_rows
 
 
 @pytest.fixture(autouse=True)

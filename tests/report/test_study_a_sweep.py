@@ -8,7 +8,7 @@ import pytest
 from abstraction_cost import tables
 from abstraction_cost.report import study_a_sweep as ss
 from abstraction_cost.study_a.sweep import summary as sweep_summary
-from tests.report_fixtures import sweep_rows
+from tests.fixtures.report_rows import sweep_rows
 
 
 _sweep = sweep_rows

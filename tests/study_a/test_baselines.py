@@ -15,6 +15,7 @@ from abstraction_cost.models import resnet, weights_file
 from abstraction_cost.study_a import cuda_graphs
 from abstraction_cost.study_a.comparison import serial as eval_job
 from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from tests.fixtures.repository import REPO
 
 CPU = torch.device("cpu")
 
@@ -64,7 +65,7 @@ def test_static_compile_modes_name_the_static_jobs_apart():
 
 def test_a_bad_static_compile_mode_is_refused_naming_the_key():
     import yaml
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     s = {**config["study_a"]["sweep"], "static_compile_modes": ["fastest"]}
     with pytest.raises(sweep_cells.SweepConfigError, match="study_a.sweep.static_compile_modes"):
         sweep_cells.check(s)
@@ -156,7 +157,7 @@ def test_a_baseline_as_fast_as_eager_does_not_turn_the_studys_time_finding():
 def test_a_baseline_as_slow_as_eager_does_not_turn_the_sweeps_time_finding():
     import polars as pl
     from abstraction_cost.report import study_a_sweep as ss
-    from tests.test_sweep_report import _sweep, _verdicts
+    from tests.report.test_study_a_sweep import _sweep, _verdicts
     sweep = _sweep()
     baseline = sweep.filter(pl.col("implementation") == "eager").with_columns(
         pl.lit("eager-cudagraphs").alias("implementation"))

@@ -1,6 +1,6 @@
 """The cudnn backend in the pipeline, on any machine: its training and eval jobs write clean not_run rows where
 there is no CUDA GPU, its algorithm columns reach the training, backend_eval and backend_comparison tables, and
-every shipped config chooses its algorithms (study_a.cudnn). The program itself: tests/test_cudnn_program.py."""
+every shipped config chooses its algorithms (study_a.cudnn). The program itself: tests/study_a/test_cudnn_program.py."""
 import copy
 import runpy
 from pathlib import Path
@@ -21,8 +21,8 @@ from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.report import study_a_backends
 from abstraction_cost.study_a import cudnn, native
 from abstraction_cost.study_a.comparison import compare as comparison, serial as eval_job
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 REASON = "the cudnn backend runs on a CUDA GPU only, and this run's device is cpu"
 
 

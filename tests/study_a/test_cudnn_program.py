@@ -1,7 +1,7 @@
 """ac_cudnn (native/cudnn) on any machine: it builds with nvcc and the pip cuDNN/cuBLAS headers, and every input
 it cannot use is a clear error record (the file, the tensor or the flag named) with ac_libtorch's exit codes:
 no GPU, a weights file of another model or version, a prepared directory that does not match, bad flags.
-Numerical agreement with eager on a GPU is tests/test_cudnn_parity.py's."""
+Numerical agreement with eager on a GPU is tests/study_a/test_cudnn_parity.py's."""
 import json
 import subprocess
 import struct

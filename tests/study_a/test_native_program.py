@@ -1,5 +1,5 @@
 """ac_libtorch itself (built against this machine's torch on first use): its flags, its readers' errors, its
-records and its clock. Numerical agreement with eager is tests/test_parity.py's."""
+records and its clock. Numerical agreement with eager is tests/study_a/test_parity.py's."""
 import json
 import subprocess
 import time

@@ -18,6 +18,7 @@ from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.report import study_a_backends
 from abstraction_cost.study_a import aoti
 from abstraction_cost.study_a.comparison import compare as comparison, job as eval_backend, serial as eval_job
+from tests.fixtures.repository import REPO
 
 
 def test_parity_of_identical_logits_is_exact_and_ok():
@@ -188,7 +189,7 @@ def test_libtorch_is_a_training_backend(smoke_config):
 
 @pytest.mark.parametrize("name", ["smoke", "gpu-smoke", "config", "paper"])
 def test_every_shipped_config_has_the_section(name):
-    config = config_module.load(Path(__file__).resolve().parents[1] / "config" / f"{name}.yaml")
+    config = config_module.load(REPO / "config" / f"{name}.yaml")
     b = config["study_a"]["backends"]
     assert "eager" in b["implementations"] and "libtorch" in config["study_a"]["training"]["backends"]
     if name != "smoke":
@@ -229,7 +230,7 @@ def test_bf16_autocast_is_not_run_in_the_cpp_programs(tmp_path):
 
 def _numerics_job(tmp_path, smoke_config, implementations=("eager",), numerics="fp32"):
     """Rule eval_backend's job as Snakemake hands it to the script, under the serial protocol: one numerics, every
-    implementation in turn (the interleaved protocol's job: tests/test_eval_interleaved.py)."""
+    implementation in turn (the interleaved protocol's job: tests/study_a/comparison/test_interleaved.py)."""
     config = copy.deepcopy(smoke_config)
     config["measure"].update(warmup=0, repeats=2)
     config["study_a"]["backends"].update(batch_size=2, resolution=32, dataset="synthetic-cifar10",

@@ -29,8 +29,8 @@ from abstraction_cost.study_a import cudnn, native, transfer
 from abstraction_cost.study_a.sweep import serial as sweep
 from abstraction_cost.study_a.sweep.cells import walk
 from tests.fixtures.sweep_jobs import sweep_job
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 CHANNELS, CLASSES = 3, 10
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 CONFIG = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},

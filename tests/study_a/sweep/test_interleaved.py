@@ -21,8 +21,8 @@ from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings
 from abstraction_cost.study_a.sweep.conductor import Protocol, Store, cell_row, conduct
 from abstraction_cost.study_a.sweep.store import CellStore
 from tests.fixtures.sweep_jobs import interleaved_job, make_pool
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 # A worker speaking the protocol of native/common/sweep_serve.h: every call takes 1 ms; each command is appended to
 # LOG as "<name> <command>"; DIE_AT=K makes it exit 3 when told to prepare cell K.

@@ -26,8 +26,9 @@ from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.study_a import cudnn, native, transfer
 from abstraction_cost.study_a.sweep import ncu, serial as sweep, kernels as sweep_kernels
 from abstraction_cost.study_a.sweep.cells import SweepSettings
+from tests.fixtures.repository import REPO
 
-FIXTURE = Path(__file__).parent / "fixtures" / "ncu_summary.csv"
+FIXTURE = REPO / "tests/fixtures/ncu_summary.csv"
 CPP = ("torchscript-cpp", "libtorch", "aoti", "cudnn", "cudnn-graphs")
 CHANNELS, CLASSES = 3, 10
 CONFIG = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},
@@ -310,7 +311,7 @@ def test_kernel_job_of_a_cpp_program_writes_ncu_rows_the_report_reads(files, tmp
     rows found among them."""
     from abstraction_cost import config as config_module
     from abstraction_cost.report import study_a_sweep as ss
-    config = config_module.load(Path(__file__).resolve().parents[1] / "config/smoke.yaml")
+    config = config_module.load(REPO / "config/smoke.yaml")
     config["device"] = "cuda"
     config["study_a"]["sweep"].update(batches=[8], resolutions=[8, 16, 64], warmup=1, numerics=["tf32"],
                                       kernels={"batch_size": 8, "resolution": 64, "top": 1000})

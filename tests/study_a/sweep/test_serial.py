@@ -22,8 +22,8 @@ from abstraction_cost.study_a import native, transfer
 from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
 from abstraction_cost.study_a.sweep.cells import Cell, OomTracker, SweepConfigError, walk
 from tests.fixtures.sweep_jobs import make_pool, sweep_job
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SKIPPED_B2 = "skipped: batch 2 already out of memory at this resolution"
 
 

@@ -19,9 +19,9 @@ from abstraction_cost.study_a.sweep import interleaved as sweep_interleaved, sha
 from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, walk
 from abstraction_cost.study_a.sweep.conductor import Store, conduct
 from tests.fixtures.sweep_jobs import interleaved_job, make_pool
-from tests.test_sweep_interleaved import _protocol, _settings, fake  # noqa: F401 (fixture)
+from tests.study_a.sweep.test_interleaved import _protocol, _settings, fake  # noqa: F401 (fixture)
+from tests.fixtures.repository import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _config(**sweep) -> dict:

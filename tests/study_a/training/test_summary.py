@@ -7,7 +7,7 @@ import pytest
 from abstraction_cost import tables
 from abstraction_cost.study_a.training import summary as training_summary
 
-from .report_fixtures import training_rows
+from tests.fixtures.report_rows import training_rows
 
 
 def _rows(repeat_levels, epochs=4, noise=0.0, seed=0) -> pl.DataFrame:

@@ -13,8 +13,9 @@ from abstraction_cost.study_b.blocks import convolutions as cv
 from abstraction_cost.study_b.blocks.cases import TimingSettings, time_case
 from abstraction_cost.study_b.blocks.experiments import resnet_conv_speedups, run_timing, speedups
 from abstraction_cost.study_b.blocks.speedups import Bootstrap, speedup_rows
+from tests.fixtures.repository import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 CPU = torch.device("cpu")
 SETTINGS = TimingSettings(warmup=1, rounds=2, repeats_per_round=2, flush_l2=False, rotating_inputs=2,
                           rotate_max_mib=1, device_setting="auto")

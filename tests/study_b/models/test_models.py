@@ -28,8 +28,9 @@ from abstraction_cost.study_b.models import (layers, selective, timing_methods, 
                                              protocol as vision_protocol, summary as vision_summary)
 from abstraction_cost.study_b.models import vision as vm
 from abstraction_cost.study_b.models.oracles import CostModel, dynamic_programme
+from tests.fixtures.repository import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def smoke_config(**models_overrides):
