@@ -21,7 +21,8 @@ from abstraction_cost.study_a.sweep.cells import walk
 from abstraction_cost.study_a.sweep.store import CellStore, cells_dir, job_key
 from abstraction_cost.study_a.transfer import Pool
 
-from ..study_a.sweep.test_serial import REPO, SKIPPED_B2, TinyModel, _fake_command, _run, fake_program, pool_dir  # noqa: F401
+from tests.fixtures.repository import REPO
+from tests.fixtures.sweep_fakes import SKIPPED_B2, _fake_command, fake_program, pool_dir, _run, TinyModel  # noqa: F401
 from .conftest import faults_config, kill_group
 
 

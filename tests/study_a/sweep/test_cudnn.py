@@ -28,8 +28,8 @@ from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.study_a import cudnn, native, transfer
 from abstraction_cost.study_a.sweep import serial as sweep
 from abstraction_cost.study_a.sweep.cells import walk
-from tests.fixtures.sweep_jobs import sweep_job
 from tests.fixtures.repository import REPO
+from tests.fixtures.sweep_jobs import sweep_job
 
 CHANNELS, CLASSES = 3, 10
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]

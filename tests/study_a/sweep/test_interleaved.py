@@ -20,8 +20,8 @@ from abstraction_cost.study_a.sweep import conductor as sweep_conductor, interle
 from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, check, walk
 from abstraction_cost.study_a.sweep.conductor import Protocol, Store, cell_row, conduct
 from abstraction_cost.study_a.sweep.store import CellStore
-from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 from tests.fixtures.repository import REPO
+from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 
 
 # A worker speaking the protocol of native/common/sweep_serve.h: every call takes 1 ms; each command is appended to

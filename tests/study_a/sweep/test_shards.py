@@ -18,9 +18,9 @@ from abstraction_cost.study_a import native
 from abstraction_cost.study_a.sweep import interleaved as sweep_interleaved, shards as sweep_shards
 from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, walk
 from abstraction_cost.study_a.sweep.conductor import Store, conduct
+from tests.fixtures.repository import REPO
 from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 from tests.study_a.sweep.test_interleaved import _protocol, _settings, fake  # noqa: F401 (fixture)
-from tests.fixtures.repository import REPO
 
 
 
