@@ -1,4 +1,4 @@
-"""Host input of a sweep cell: how long `CellInput.load` (backends/transfer.py) takes to make one cell's host batch,
+"""Host input of a sweep cell: how long `CellInput.load` (study_a/transfer.py) takes to make one cell's host batch,
 against the same batch made out of place (`(x / 255 - mean) / std` on the gathered batch, then `pin_memory()`),
 which is how the sweep made it before. Both must give the same bytes; the benchmark checks that first.
 

@@ -1,7 +1,7 @@
 """Sweep overhead: the share of a sweep job's wall time spent outside its timed calls.
 
 Each implementation's job of the config's sweep grid (every cell of resolution × batch × transfer mode, in each
-numerics of --numerics, default study_a.sweep.numerics) runs as rule `sweep` runs it (backends/sweep.run, in a
+numerics of --numerics, default study_a.sweep.numerics) runs as rule `sweep` runs it (study_a/sweep/serial.run, in a
 process of its own, one measured run and table per numerics), on random uint8 images at the grid's resolutions and
 freshly initialised weights (time does not depend on either). The parent times each child process from launch to
 exit; the timed calls are the cells' median time per batch × repeats, summed over the job's numerics. Everything

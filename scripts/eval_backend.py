@@ -1,5 +1,5 @@
 """Rule eval_backend: every implementation of ResNet-50 evaluated on the comparison's batch in one numerics
-(backends/eval_backend.py)."""
+(study_a/comparison/job.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 

@@ -1,5 +1,5 @@
-"""Rule sweep: interleaved, every implementation of one numerics in turns (backends/sweep_interleaved.py); serial,
-one implementation over every cell in each numerics (backends/sweep.py)."""
+"""Rule sweep: interleaved, every implementation of one numerics in turns (study_a/sweep/interleaved.py); serial,
+one implementation over every cell in each numerics (study_a/sweep/serial.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 

@@ -1,5 +1,5 @@
 """Rule sweep_kernels_job: the top kernels of one implementation in one numerics at the kernel point
-(backends/sweep_kernels.py)."""
+(study_a/sweep/kernels.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 

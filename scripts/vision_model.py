@@ -1,4 +1,4 @@
-"""Rule vision_model: every step of one vision model on one pair (compiler/vision_job.py), one table part each."""
+"""Rule vision_model: every step of one vision model on one pair (study_b/models/job.py), one table part each."""
 from pathlib import Path
 
 from abstraction_cost.compile import inductor_env

@@ -1,5 +1,5 @@
 """Inductor's cache key of one graph is the same in processes that imported modules in another order
-(compiler/cache_key.py): what makes the compile-cache warm-up's entries hit in the Study B jobs."""
+(compile/cache_key.py): what makes the compile-cache warm-up's entries hit in the Study B jobs."""
 import json
 import os
 import subprocess

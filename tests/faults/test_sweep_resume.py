@@ -1,4 +1,4 @@
-"""Interrupted sweep jobs resume: each measured cell is kept as it completes (backends/sweep_store.py); a job
+"""Interrupted sweep jobs resume: each measured cell is kept as it completes (study_a/sweep/store.py); a job
 killed mid-walk (AC_SWEEP_FAULT=kill@K: SIGKILL to the job and its program) keeps its cells, and the rerun
 measures only the rest, in Python and through a C++ program (--start-cell, --oom-at), under the same run_id.
 Under Snakemake: every sweep job killed, or Snakemake itself killed mid-job, then a plain rerun."""

@@ -1,4 +1,4 @@
-"""The launcher of the C++ programs (backends/native.py), without building them: configure command, records,
+"""The launcher of the C++ programs (study_a/native.py), without building them: configure command, records,
 failures, and how records become training rows on the NVML sampler's timeline."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""Study B configurations, compile modes, compilation and recompile detection (compiler/configurations.py)."""
+"""Study B configurations, compile modes, compilation and recompile detection (study_b/configurations.py)."""
 import pytest
 import torch
 

@@ -1,5 +1,5 @@
 # Study B, vision models (Goldfarb 2024, sec. 5.5): end to end, timing methods, per-layer times, oracles and
-# selective compilation, all in one job per (model, pair) (compiler/vision_job.py); pair cpu = interp/cpp,
+# selective compilation, all in one job per (model, pair) (study_b/models/job.py); pair cpu = interp/cpp,
 # gpu = cuda/triton. Config: study_b.models.
 VISION_JOB_DIR = f"{VISION_DIR}/jobs/{{pair}}/{{model}}"
 

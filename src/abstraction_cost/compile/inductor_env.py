@@ -8,7 +8,7 @@ TORCHINDUCTOR_COMPILE_THREADS when torch._inductor.config is first imported, so 
 still start Inductor's pool of compile workers.
 
 Whether a job's compile was served by the cache is recorded on every compiled row (cache_hits, cache_misses).
-A hit needs the same key in the job as in the warm-up worker: compiler/cache_key.py makes torch's pickling of
+A hit needs the same key in the job as in the warm-up worker: compile/cache_key.py makes torch's pickling of
 memory formats (part of the key) independent of the process's imports. The warm-up still probes first (a
 job-like process compiling one task again) and skips itself where the probe misses (compile_cache.warm).
 """

@@ -1,4 +1,4 @@
-"""Study A's backend comparison under the interleaved protocol (backends/eval_interleaved.py), on the CPU: one job
+"""Study A's backend comparison under the interleaved protocol (study_a/comparison/interleaved.py), on the CPU: one job
 per numerics runs eager (a Python worker) and libtorch (ac_libtorch sweep --serve) in turns over invocations, the
 rows carry invocation and turn, the comparison resamples invocations and paired turns, each implementation's
 profiled pass is its backend_profile row (null device columns on the CPU, saying why), bad protocol keys are refused

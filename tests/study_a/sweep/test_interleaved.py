@@ -1,4 +1,4 @@
-"""The interleaved sweep (backends/sweep_conductor.py, sweep_worker.py, sweep_interleaved.py, native --serve): turns
+"""The interleaved sweep (study_a/sweep/conductor.py, sweep_worker.py, sweep_interleaved.py, native --serve): turns
 in rotating order after every worker prepared the cell, invocations in fresh processes, a dead worker's cell an
 error row and the worker started again, kept records not measured again, and the real job on the CPU."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The sweep's kernel table for the C++ programs: Nsight Compute (backends/ncu.py) over the program's own sweep of
-the kernel-point cell (backends/sweep_kernels.native_profile).
+"""The sweep's kernel table for the C++ programs: Nsight Compute (study_a/sweep/ncu.py) over the program's own sweep of
+the kernel-point cell (study_a/sweep/kernels.native_profile).
 
 Any machine: ncu's per-kernel summary read from a real one (tests/fixtures/ncu_summary.csv, ncu on an H100, a
 Python process's 2 ResNet-50 forwards at batch 8): top kernels, units, thousands separators, grouping by (name,

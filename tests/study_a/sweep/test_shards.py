@@ -1,4 +1,4 @@
-"""The interleaved sweep split into shards (backends/sweep_shards.py, study_a.sweep.shards): whole resolutions per
+"""The interleaved sweep split into shards (study_a/sweep/shards.py, study_a.sweep.shards): whole resolutions per
 shard, balanced by estimated cost; a shard's job walks only its cells under the whole grid's indices; the oom-skip
 rule gives the same rows as the unsharded job; the shards' tables concatenate to the unsharded job's rows; the
 rule makes one timing job per (numerics, shard)."""

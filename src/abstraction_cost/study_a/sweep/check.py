@@ -1,6 +1,6 @@
 """Correct before fast, for the sweep's C++ programs: each measured cell's last logits (the program writes them
 with --logits-dir, native/common/sweep.h) against the eager module's on the same input, under the job's numerics
-and with compiler/output_check's tolerances. A cell whose logits differ becomes `wrong_output` and loses its times,
+and with measure/output_check's tolerances. A cell whose logits differ becomes `wrong_output` and loses its times,
 so no speed is ever reported for a model that computed something else (an AOTInductor package with dynamic shapes,
 a TorchScript module, the hand-written cuDNN network).
 

@@ -9,10 +9,10 @@ time, and launch grid and block, grouped by (name, grid, block):
   profiler's Chrome trace, where Kineto writes them); source "torch.profiler".
 - C++ programs (ac_libtorch: torchscript-cpp, libtorch, aoti; ac_cudnn: cudnn, cudnn-graphs): they have no
   CUDA-kernel profiler wired in (LibTorch's own profiler is not built into ac_libtorch), so Nsight Compute
-  profiles the program's own sweep of the one kernel-point cell (backends/ncu.py): the same command line the
+  profiles the program's own sweep of the one kernel-point cell (study_a/sweep/ncu.py): the same command line the
   sweep job launches, with `warmup` warm-up calls (not profiled) and PROFILED_CALLS timed calls (profiled: the
   range native/common/sweep.h opens around them); source "ncu <version>", the row's message says what was
-  profiled. Without ncu (not on PATH nor at backends/ncu.FALLBACK) the row is not_run with that reason; an ncu
+  profiled. Without ncu (not on PATH nor at study_a/sweep/ncu.FALLBACK) the row is not_run with that reason; an ncu
   failure is an error row with ncu's last messages; bf16-autocast, which the programs lack, not_run.
 Without a GPU every row is not_run (no CUDA kernels to see).
 """

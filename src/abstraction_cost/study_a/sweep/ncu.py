@@ -1,7 +1,7 @@
 """Nsight Compute (ncu) for the sweep's kernel table: the top CUDA kernels of a C++ program (ac_libtorch,
 ac_cudnn), which has no CUDA-kernel profiler of its own wired in.
 
-The program runs its own sweep for one cell (backends/sweep.py's sweep_command) under
+The program runs its own sweep for one cell (study_a/sweep/serial.py's sweep_command) under
 
     ncu --csv --print-summary per-kernel --metrics gpu__time_duration.sum --profile-from-start off
         --clock-control none --cache-control none <program sweep flags>

@@ -38,7 +38,7 @@ study_a.sweep.cell_budget_s (sweep_cells.more_repeats), each synchronised before
 before the host-to-device copy to the logits, and one after the copy: the copy's own time comes from the same
 calls. A
 compiled build is timed only once its logits on the cell's input are eager's within the numerics' tolerance
-(compiler/output_check.py); else its cells are `wrong_output`, untimed. A C++ program writes each measured cell's
+(measure/output_check.py); else its cells are `wrong_output`, untimed. A C++ program writes each measured cell's
 last logits (--logits-dir), which the job checks against eager's once the program has ended (sweep_check.py): a
 cell that differs becomes `wrong_output` and loses its times. An out-of-memory cell becomes an `oom`
 row with the allocator's first message line, its memory is released and the walk goes on; any other exception is

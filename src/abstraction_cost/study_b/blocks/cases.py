@@ -2,9 +2,9 @@
 
 A case is a callable and the inputs it takes (built on the device by the experiment). For one compile mode the
 pair's eager and compiled configurations are prepared (first call timed apart), then timed interleaved
-(compiler/interleaved.py). A case that cannot run here is recorded, not dropped: not_run with the reason, oom,
+(study_b/blocks/interleaved.py). A case that cannot run here is recorded, not dropped: not_run with the reason, oom,
 or error with the exception (a recompile inside the timed loop included); the other cases go on. Before timing,
-the compiled callable's output on the first input set is checked against eager's (compiler/output_check.py): a
+the compiled callable's output on the first input set is checked against eager's (measure/output_check.py): a
 case whose outputs differ is `wrong_output` on both rows and is not timed.
 """
 from __future__ import annotations

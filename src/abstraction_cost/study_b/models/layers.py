@@ -120,7 +120,7 @@ def layer_times(case: vm.Case, config: dict, run, loaded: vm.Loaded | None, log=
                     for p in order:
                         shift = calls % len(inputs)
                         rotated = list(inputs[shift:]) + list(inputs[:shift])
-                        p.fn(*rotated[-1])                 # one untimed call, as in compiler/interleaved.py
+                        p.fn(*rotated[-1])                 # one untimed call, as in study_b/blocks/interleaved.py
                         ms = benchmark(p.fn, rotated, device=device, warmup=0, repeats=case.repeats_per_round,
                                        flush_l2=case.flush_l2)
                         calls += case.repeats_per_round

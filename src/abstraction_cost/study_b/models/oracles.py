@@ -2,7 +2,7 @@
 
 A model is a sequence of n blocks (models/blocks.py). A *choice* gives every block a state: 0 = eager,
 1 = compiled (the block compiled as its own graph, so that any choice can be built from the same compiled blocks;
-compiler/selective.py builds them). Three oracles:
+study_b/models/selective.py builds them). Three oracles:
 
 - **Best of two runs** (the study's eq. 4.1, Table 5.1): Σ_i min(eager_i, compiled_i), each block in its faster
   state, no cost for switching. The study derives it from layer timers (arr_sum) or from layer subtraction.
@@ -10,7 +10,7 @@ compiler/selective.py builds them). Three oracles:
 - **Exhaustive search** over all 2^n choices under the same model: the check that the programme finds the optimum
   of its own cost model (feasible for every model here: at most 20 blocks).
 
-## The switch-cost model (what compiler/layers.py measures for it)
+## The switch-cost model (what study_b/models/layers.py measures for it)
 Time prefixes of the model: P_e[k] = blocks 0..k-1 all eager, P_c[k] = all compiled (each block its own graph),
 k = 0..n, P[0] being the empty call (timer and synchronisation only). Layer subtraction gives each block's time in
 a homogeneous neighbourhood, which already contains the cost of a same-state boundary:
@@ -36,7 +36,7 @@ telescope; the empty call's timer overhead drops out).
 Grouped by block, T(s) sums the times that one more block adds to a prefix (eager_i, compiled_i, to_compiled_i +
 compiled_i, to_eager_i + eager_i): none is negative, so the true times obey P[k] <= P[k+1] and P[i] <= M[i].
 Measured medians need not: differencing two long, noisy prefixes to get one short block can go negative, and a plan
-summed from such terms can be predicted to take less than nothing. compiler/layers.py (monotone_prefixes) fits the
+summed from such terms can be predicted to take less than nothing. study_b/models/layers.py (monotone_prefixes) fits the
 medians by least squares under that order (isotonic regression on the tree of prefixes), which changes nothing when
 the medians already obey it, keeps the sums telescoping, and, being the projection onto a convex set that contains
 the true times, is never further from them (in Euclidean distance) than the raw medians. A model built from the
