@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from abstraction_cost.backends import cudnn, native
 from abstraction_cost.config import TrainingSettings
 from abstraction_cost.data import offline, prepared
 from abstraction_cost.data import order as orders
 from abstraction_cost.data.specs import DatasetSpec
 from abstraction_cost.models import init, resnet, weights_file
+from abstraction_cost.study_a import cudnn, native
 
 CLASSES = 10
 EVAL_IMPLEMENTATIONS = ("eager", "libtorch", "cudnn", "cudnn-graphs")
@@ -125,7 +125,8 @@ def train_command(implementation: str, data, manifest, weights, order, args) -> 
 
 # ------------------------------------------------------------------- eager, in a process of its own
 def worker(args) -> None:
-    from abstraction_cost.backends import eager, eval_job
+    from abstraction_cost.study_a import eager
+    from abstraction_cost.study_a.comparison import serial as eval_job
     from abstraction_cost.measure.run import measured_run
 
     config = _config(args)

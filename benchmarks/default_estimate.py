@@ -35,9 +35,9 @@ import math
 from pathlib import Path
 
 from abstraction_cost import config as config_module
-from abstraction_cost.backends import sweep_shards
-from abstraction_cost.backends.sweep_cells import SweepSettings
-from abstraction_cost.backends.sweep_conductor import PROTOCOL_DEFAULTS, Protocol
+from abstraction_cost.study_a.sweep import shards as sweep_shards
+from abstraction_cost.study_a.sweep.cells import SweepSettings
+from abstraction_cost.study_a.sweep.conductor import PROTOCOL_DEFAULTS, Protocol
 
 # gpu-smoke on one H100 from cold caches, measured (issue 28, code of 57575bf), against this model's estimate of it:
 # `calibrated_s` scales an estimate by their ratio

@@ -5,7 +5,7 @@ speedup taken against it. This benchmark walks one process through what a job do
 the same eager model at each checkpoint, with two protocols:
 
 - `plain`: rounds of timed calls with Python's garbage collector running and no untimed call before a turn;
-- `hygienic`: the harness's protocol (compiler/interleaved.py): the collector paused during the rounds
+- `hygienic`: the harness's protocol (study_b/blocks/interleaved.py): the collector paused during the rounds
   (measure.timing.gc_paused) and one untimed call at the start of every turn.
 
 Checkpoints, in job order: `fresh` (model loaded), `whole_compiled` (the whole model compiled), `units_compiled`
@@ -29,12 +29,12 @@ from contextlib import nullcontext
 
 import torch
 
-from abstraction_cost.compiler import configurations as cfgs
-from abstraction_cost.compiler import vision_models as vm
-from abstraction_cost.compiler.layers import chain
 from abstraction_cost.measure import device as devices
 from abstraction_cost.measure.nvml import NvmlReader
 from abstraction_cost.measure.timing import benchmark, gc_paused
+from abstraction_cost.study_b import configurations as cfgs
+from abstraction_cost.study_b.models import vision as vm
+from abstraction_cost.study_b.models.layers import chain
 
 PROTOCOLS = ("plain", "hygienic")
 

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from abstraction_cost.backends import eager
 from abstraction_cost.config import TrainingSettings
 from abstraction_cost.data.prepared import Split
 from abstraction_cost.measure import device as devices
@@ -30,6 +29,7 @@ from abstraction_cost.measure.nvml import NvmlReader, NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.measure.timing import StepTimer, synchronize
 from abstraction_cost.models import init, resnet
+from abstraction_cost.study_a import eager
 
 
 def bare_loop(model, optimizer, split, indices, batch_size, normalise, device) -> float:

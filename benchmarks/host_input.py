@@ -1,4 +1,4 @@
-"""Host input of a sweep cell: how long `CellInput.load` (backends/transfer.py) takes to make one cell's host batch,
+"""Host input of a sweep cell: how long `CellInput.load` (study_a/transfer.py) takes to make one cell's host batch,
 against the same batch made out of place (`(x / 255 - mean) / std` on the gathered batch, then `pin_memory()`),
 which is how the sweep made it before. Both must give the same bytes; the benchmark checks that first.
 
@@ -26,8 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sweep_overhead import make_inputs  # noqa: E402
 
-from abstraction_cost.backends import transfer  # noqa: E402
-from abstraction_cost.backends.sweep_cells import TRANSFERS  # noqa: E402
+from abstraction_cost.study_a import transfer  # noqa: E402
+from abstraction_cost.study_a.sweep.cells import TRANSFERS  # noqa: E402
 
 
 def out_of_place(data: transfer.CellInput, pool: transfer.Pool) -> torch.Tensor:

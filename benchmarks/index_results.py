@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 INDEX = "INDEX.md"
 # benchmarks that are not a script of this folder, and what writes their results
-OTHER_PRODUCERS = {"cudnn_parity": "tests/test_cudnn_parity.py with AC_PARITY_REPORT"}
+OTHER_PRODUCERS = {"cudnn_parity": "tests/study_a/test_cudnn_parity.py with AC_PARITY_REPORT"}
 NAME = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})_(?P<gpu>[a-z0-9]+)_(?P<rest>[a-z0-9_]+)\.(?P<ext>json|md)$")
 
 

@@ -16,8 +16,8 @@ import polars as pl
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.compiler import vision_job, vision_summary
 from abstraction_cost.measure.run import measured_run
+from abstraction_cost.study_b.models import job as vision_job, summary as vision_summary
 
 MEASURED = ("vision_e2e", "vision_layer_times", "vision_selective", "vision_timing_methods")
 

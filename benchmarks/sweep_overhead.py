@@ -1,7 +1,7 @@
 """Sweep overhead: the share of a sweep job's wall time spent outside its timed calls.
 
 Each implementation's job of the config's sweep grid (every cell of resolution × batch × transfer mode, in each
-numerics of --numerics, default study_a.sweep.numerics) runs as rule `sweep` runs it (backends/sweep.run, in a
+numerics of --numerics, default study_a.sweep.numerics) runs as rule `sweep` runs it (study_a/sweep/serial.run, in a
 process of its own, one measured run and table per numerics), on random uint8 images at the grid's resolutions and
 freshly initialised weights (time does not depend on either). The parent times each child process from launch to
 exit; the timed calls are the cells' median time per batch × repeats, summed over the job's numerics. Everything
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def make_inputs(out: Path, resolutions, pool: int, channels: int = 3) -> None:
-    from abstraction_cost.backends import transfer
+    from abstraction_cost.study_a import transfer
     rng = np.random.default_rng(0)
     out.mkdir(parents=True, exist_ok=True)
     for r in resolutions:
@@ -51,7 +51,8 @@ def make_inputs(out: Path, resolutions, pool: int, channels: int = 3) -> None:
 def child(args) -> None:
     """One sweep job as rule sweep runs it, or (--kernels) one kernel job as rule sweep_kernels_job."""
     from abstraction_cost import config as config_module
-    from abstraction_cost.backends import cudnn, native, sweep, sweep_kernels
+    from abstraction_cost.study_a import cudnn, native
+    from abstraction_cost.study_a.sweep import serial as sweep, kernels as sweep_kernels
     config = config_module.load(args.config)
     config["device"] = args.device or config["device"]
     work = Path(args.workdir)
@@ -109,7 +110,7 @@ def from_run(sweep_dir: Path) -> list[dict]:
 
 
 def main() -> None:
-    from abstraction_cost.backends.sweep_cells import COMPILE_MODES
+    from abstraction_cost.study_a.sweep.cells import COMPILE_MODES
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(REPO / "config/config.yaml"))
     p.add_argument("--device", default=None, help="override the config's device (cpu for a dry run)")
@@ -149,8 +150,8 @@ def run_jobs(args) -> list[dict]:
     import polars as pl
 
     from abstraction_cost import config as config_module, tables
-    from abstraction_cost.backends import torchscript
-    from abstraction_cost.backends.sweep_cells import SweepSettings
+    from abstraction_cost.study_a import torchscript
+    from abstraction_cost.study_a.sweep.cells import SweepSettings
     from abstraction_cost.data.specs import spec
     from abstraction_cost.models import resnet, weights_file
     config = config_module.load(args.config)

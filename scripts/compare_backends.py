@@ -1,6 +1,6 @@
 """Rule compare_backends: time per sample, speedup over eager, memory and parity errors per implementation."""
 from abstraction_cost import tables
-from abstraction_cost.backends import comparison
+from abstraction_cost.study_a.comparison import compare as comparison
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

@@ -2,7 +2,7 @@
 Inductor cache, in parallel."""
 import json
 
-from abstraction_cost.compiler import compile_cache
+from abstraction_cost.study_b import compile_cache
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

@@ -2,7 +2,8 @@
 import polars as pl
 
 from abstraction_cost import tables
-from abstraction_cost.backends import sweep_summary, transfer
+from abstraction_cost.study_a import transfer
+from abstraction_cost.study_a.sweep import summary as sweep_summary
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

@@ -11,7 +11,7 @@ name = snakemake.params.table
 df = pl.concat([tables.read(name, p) for p in snakemake.input.tables]) if snakemake.input.tables \
     else tables.frame(name, [])
 if "inputs" in snakemake.input.keys():
-    from abstraction_cost.backends import transfer
+    from abstraction_cost.study_a import transfer
 
     df = transfer.with_missing_inputs(df, snakemake.input.inputs)
 df = tables.write(name, df, snakemake.output.table)

@@ -1,11 +1,11 @@
 """Rule eval_backend: every implementation of ResNet-50 evaluated on the comparison's batch in one numerics
-(backends/eval_backend.py)."""
+(study_a/comparison/job.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 
-from abstraction_cost.backends import eval_backend  # noqa: E402
+from abstraction_cost.study_a.comparison import job as eval_backend  # noqa: E402
 
 eval_backend.run_job(snakemake)

@@ -5,9 +5,9 @@ import os
 # Inductor compiles with as many workers as the rule's threads, so that timing jobs beside it keep their cores.
 os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(snakemake.threads)
 
-from abstraction_cost.backends import aoti
 from abstraction_cost.data.specs import spec
 from abstraction_cost.measure import device as devices
+from abstraction_cost.study_a import aoti
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

@@ -1,6 +1,6 @@
 """Rule script_torchscript: the eager ResNet-50 with the comparison's weights through torch.jit.script (or trace)."""
-from abstraction_cost.backends import torchscript
 from abstraction_cost.data.specs import spec
+from abstraction_cost.study_a import torchscript
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

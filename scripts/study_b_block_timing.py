@@ -1,5 +1,5 @@
 """Rule study_b_block_timing: one building-block experiment, one device pair, one compile mode."""
-from abstraction_cost.compiler import inductor_env
+from abstraction_cost.compile import inductor_env
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
@@ -10,9 +10,9 @@ inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before 
 import torch  # noqa: E402
 
 from abstraction_cost import tables  # noqa: E402
-from abstraction_cost.compiler.cases import TimingSettings, pair_device  # noqa: E402
-from abstraction_cost.compiler.experiments import experiment, run_timing  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
+from abstraction_cost.study_b.blocks.cases import TimingSettings, pair_device  # noqa: E402
+from abstraction_cost.study_b.blocks.experiments import experiment, run_timing  # noqa: E402
 
 config = snakemake.config
 w = snakemake.wildcards

@@ -1,6 +1,6 @@
 """Rule summarise_training: Study A's training curve (the figure's data) and summary, from the training table."""
 from abstraction_cost import tables
-from abstraction_cost.backends import training_summary
+from abstraction_cost.study_a.training import summary as training_summary
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

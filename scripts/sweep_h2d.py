@@ -1,6 +1,6 @@
 """Rule sweep_h2d: the host-to-device copy per (implementation, transfer) at the study's point (batch 32)."""
 from abstraction_cost import tables
-from abstraction_cost.backends import sweep_summary
+from abstraction_cost.study_a.sweep import summary as sweep_summary
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

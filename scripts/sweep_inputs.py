@@ -1,8 +1,8 @@
 """Rule sweep_inputs: study_a.sweep.pool test images of the prepared split, resized once per resolution; a
 dataset that could not be obtained is recorded as missing (its sweep rows say so), not a failed job."""
-from abstraction_cost.backends import transfer
-from abstraction_cost.backends.sweep_cells import SweepSettings
 from abstraction_cost.data import prepared
+from abstraction_cost.study_a import transfer
+from abstraction_cost.study_a.sweep.cells import SweepSettings
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

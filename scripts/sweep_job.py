@@ -1,11 +1,11 @@
-"""Rule sweep: interleaved, every implementation of one numerics in turns (backends/sweep_interleaved.py); serial,
-one implementation over every cell in each numerics (backends/sweep.py)."""
+"""Rule sweep: interleaved, every implementation of one numerics in turns (study_a/sweep/interleaved.py); serial,
+one implementation over every cell in each numerics (study_a/sweep/serial.py)."""
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 
-from abstraction_cost.backends import sweep, sweep_interleaved  # noqa: E402
+from abstraction_cost.study_a.sweep import serial as sweep, interleaved as sweep_interleaved  # noqa: E402
 
 (sweep_interleaved if "numerics" in snakemake.wildcards.keys() else sweep).run(snakemake)

@@ -1,7 +1,7 @@
 """Rule sweep_speedups: each implementation's speed against eager per cell, from the interleaved sweep's paired
-turns (backends/sweep_summary.speedup_rows)."""
+turns (study_a/sweep/summary.speedup_rows)."""
 from abstraction_cost import tables
-from abstraction_cost.backends import sweep_summary
+from abstraction_cost.study_a.sweep import summary as sweep_summary
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

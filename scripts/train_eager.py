@@ -5,9 +5,10 @@ from abstraction_cost.workflow import setup_logging
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 
-from abstraction_cost.backends import eager, training_job  # noqa: E402
 from abstraction_cost.data.specs import spec  # noqa: E402
 from abstraction_cost.models import resnet, weights_file  # noqa: E402
+from abstraction_cost.study_a import eager  # noqa: E402
+from abstraction_cost.study_a.training import job as training_job  # noqa: E402
 
 
 def trainer(run, data, order, weights_path, settings):

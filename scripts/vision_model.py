@@ -1,7 +1,7 @@
-"""Rule vision_model: every step of one vision model on one pair (compiler/vision_job.py), one table part each."""
+"""Rule vision_model: every step of one vision model on one pair (study_b/models/job.py), one table part each."""
 from pathlib import Path
 
-from abstraction_cost.compiler import inductor_env
+from abstraction_cost.compile import inductor_env
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
@@ -10,9 +10,9 @@ gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GP
 inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before torch is imported
 
 from abstraction_cost import tables  # noqa: E402
-from abstraction_cost.compiler import vision_job  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
 from abstraction_cost.measure.steps import StepStore  # noqa: E402
+from abstraction_cost.study_b.models import job as vision_job  # noqa: E402
 
 w, config = snakemake.wildcards, snakemake.config
 # finished steps kept beside the job's outputs (not among them, so a failed job's are not deleted)

@@ -2,7 +2,7 @@
 bootstrap intervals, from the measured vision tables; each summary's env sidecar holds its source jobs' rows."""
 
 from abstraction_cost import tables
-from abstraction_cost.compiler import vision_summary as vs
+from abstraction_cost.study_b.models import summary as vs
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

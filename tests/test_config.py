@@ -5,7 +5,7 @@ import yaml
 
 from abstraction_cost import config as cfg
 
-from .conftest import REPO
+from tests.fixtures.repository import REPO
 
 
 @pytest.mark.parametrize("name", ["config", "paper", "smoke", "gpu-smoke"])

@@ -3,8 +3,8 @@ nothing else, every link in a repository doc leads to a file inside the reposito
 point with CI's test command, and every measured run in docs/results/ says what it ran on."""
 import re
 
-from .conftest import REPO
-from .fixtures.repository import repository_files
+from tests.fixtures.repository import REPO
+from tests.fixtures.repository import repository_files
 
 
 def layout_block() -> list[str]:

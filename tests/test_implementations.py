@@ -12,9 +12,11 @@ import yaml
 
 from abstraction_cost import config as config_module
 from abstraction_cost import implementations as im
-from abstraction_cost.backends import cudnn, eval_job, sweep, sweep_cells
 from abstraction_cost.measure import numerics as nx
 from abstraction_cost.report import study_a_backends, study_a_sweep
+from abstraction_cost.study_a import cudnn
+from abstraction_cost.study_a.comparison import serial as eval_job
+from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = im.Implementation("fake-cpp", "libtorch", "cpp", "a fake", im.EXPERIMENTS, im.CPP_NUMERICS,

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from abstraction_cost import tables
-from abstraction_cost.backends import sweep_summary
+from abstraction_cost.study_a.sweep import summary as sweep_summary
 
-from .conftest import REPO
+from tests.fixtures.repository import REPO
 
 
 def _table_of(path: Path) -> str:
@@ -72,7 +72,7 @@ def test_compile_cache_compiles_every_study_b_graph_before_the_jobs(smoke_run):
     assert not any(m["skipped"] for m in manifests)
     assert any((study_b / "compile-cache").rglob("*.py")), "no generated code in the pipeline's Inductor cache"
     # every job reports its first calls' Inductor cache hits and misses, one lookup per compiled graph; the jobs hit
-    # the warm-up's entries (compiler/cache_key.py: before it, every lookup of a Snakemake job missed)
+    # the warm-up's entries (compile/cache_key.py: before it, every lookup of a Snakemake job missed)
     log = (smoke_run / "logs" / "study_b" / "blocks" / "conv_blocks-cpu-default.log").read_text()
     lookups = re.findall(r"Inductor cache (\d+) hits (\d+) misses", log)
     assert lookups and all((int(h), int(m)) == (1, 0) for h, m in lookups), log

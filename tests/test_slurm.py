@@ -1,4 +1,4 @@
-"""profiles/slurm against a real SLURM controller and node on this machine (tests/slurm_cluster.py; the node has one
+"""profiles/slurm against a real SLURM controller and node on this machine (tests/fixtures/slurm_cluster.py; the node has one
 GPU GRES backed by no GPU): a small target of config/smoke.yaml runs through snakemake-executor-plugin-slurm; its
 jobs are submitted with the profile's resources, finish, and leave the same tables (schema and status) as a local
 run of the same target. A paper-shaped config (device auto) resolves to the GPU on this cluster: each of its GPU
@@ -14,7 +14,7 @@ import yaml
 
 from abstraction_cost import tables
 
-from . import slurm_cluster
+from tests.fixtures import slurm_cluster
 
 pytestmark = pytest.mark.slurm
 

@@ -1,7 +1,7 @@
 // A device profiler's records as the Chrome trace that src/abstraction_cost/measure/profiled.py reads (the shape
 // torch.profiler and LibTorch's Kineto profiler export), for a C++ program whose profiler is not Kineto (ac_cudnn's
 // CUPTI activity subscriber, native/cudnn/cupti_trace.cpp). Framework-free and CUPTI-free, so that the conversion
-// is tested on any machine (examples/chrome_trace_check.cpp, tests/test_cupti_trace.py).
+// is tested on any machine (examples/chrome_trace_check.cpp, tests/study_a/test_cupti_trace.py).
 //
 // What profiled.device_summary reads, and so what is written (every event a complete event, "ph":"X"):
 //   "cat":"kernel"                    a kernel the device ran (one per kernel, also each kernel of a CUDA graph

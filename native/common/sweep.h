@@ -18,7 +18,7 @@
 //                                                  saw it
 //   --logits-dir DIR                               each measured cell's last logits to DIR/cell<K>.f32 (float32,
 //                                                  batch × classes), which the launcher checks against eager's
-//                                                  (backends/sweep_check.py); the record names the file
+//                                                  (study_a/sweep/check.py); the record names the file
 //
 // Per cell: prepare(cell) (untimed: the device input buffer, zeroed, and whatever the model needs for the shape,
 // kept from the shape's earlier mode where the backend can), on a cold cell `warmup` untimed forwards on that
@@ -38,7 +38,7 @@
 // cell's), and a last {"kind":"sweep_done","cells":recorded}. A backend throws SweepOom for an out-of-memory (its
 // framework's exception translated); any other exception is an `error` cell. Either way release() runs and the
 // walk goes on. Once batch B is oom at resolution R in mode T, the cells at R needing at least as much device
-// memory are recorded oom without being tried (backends/sweep_cells.py, OomTracker: the same rule and messages):
+// memory are recorded oom without being tried (study_a/sweep/cells.py, OomTracker: the same rule and messages):
 // larger batches in T or a mode of no lower device_memory_rank, "skipped: batch B already out of memory at this
 // resolution", and batch B in such another mode, the same message and " in T".
 //
@@ -182,7 +182,7 @@ inline std::map<int64_t, std::string> faults() {
     const std::string kind = item.substr(0, at);
     if (at == std::string::npos || (kind != "oom" && kind != "crash" && kind != "kill" && kind != "wrong"))
       throw ArgError("AC_SWEEP_FAULT: '" + item + "' is not oom@CELL, crash@CELL, wrong@CELL or kill@CELL");
-    if (kind == "kill") continue;  // the launcher's (backends/sweep.py): it kills the job after cell K is kept
+    if (kind == "kill") continue;  // the launcher's (study_a/sweep/serial.py): it kills the job after cell K is kept
     out[std::stoll(item.substr(at + 1))] = kind;
   }
   return out;
@@ -249,7 +249,7 @@ inline Record cell_record(const SweepCell& c, const std::string& status, const s
   return r;
 }
 
-// The timed forwards are the profiler's range: under `ncu --profile-from-start off` (backends/sweep_kernels.py)
+// The timed forwards are the profiler's range: under `ncu --profile-from-start off` (study_a/sweep/kernels.py)
 // only their kernels are profiled, not start-up nor warm-up. Without a profiler attached the calls do nothing;
 // their status is not checked, since a profiler's absence or refusal must not fail a measured cell.
 inline void profiler_range([[maybe_unused]] const SweepBackend& b, [[maybe_unused]] bool on) {

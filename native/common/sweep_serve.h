@@ -1,4 +1,4 @@
-// Study A's sweep as a served worker (--serve): the conductor (backends/sweep_conductor.py) tells the program which
+// Study A's sweep as a served worker (--serve): the conductor (study_a/sweep/conductor.py) tells the program which
 // cell to prepare and when to time a block of calls, so that the implementations of one comparison take turns on
 // the GPU in blocks far shorter than the host's slow periods. The protocol is docs/measurement.md's; in short,
 // one command per stdin line, one JSON-lines record per command on stdout:

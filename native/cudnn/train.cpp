@@ -1,4 +1,4 @@
-// ac_cudnn train: the `cudnn` training backend of Study A, with backends/eager.py's semantics step for step:
+// ac_cudnn train: the `cudnn` training backend of Study A, with study_a/eager.py's semantics step for step:
 // - epoch e visits the training split in row e of the sample-order file, in consecutive batches (last one kept);
 // - a batch's uint8 images are gathered on the host, copied to the device and normalised there;
 // - train step: cross-entropy (mean), backward, SGD (lr, momentum, weight decay; no dampening or Nesterov);

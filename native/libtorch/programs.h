@@ -6,7 +6,7 @@
 
 namespace ac {
 
-// ResNet-50 in torch::nn, trained and evaluated exactly as backends/eager.py does (see train.cpp).
+// ResNet-50 in torch::nn, trained and evaluated exactly as study_a/eager.py does (see train.cpp).
 int train_main(const Args& args);
 
 // Timed evaluation of one model (torch::nn, TorchScript or an AOTInductor package) on one batch (see eval.cpp).

@@ -1,5 +1,5 @@
 // What train and eval share: the device and numerics settings (as measure/device.py sets them in Python), the
-// normalisation of uint8 batches on the device (as backends/eager.py's Normaliser), allocator peaks, and the
+// normalisation of uint8 batches on the device (as study_a/eager.py's Normaliser), allocator peaks, and the
 // records that open and close a phase.
 #pragma once
 
@@ -88,7 +88,7 @@ inline Session open_session(const Args& args) {
 }
 
 // uint8 N×C×H×W on the host -> float32 on the device: x / 255, minus mean, over std (per channel), in the same
-// operations as backends/eager.py so that the floats are the same.
+// operations as study_a/eager.py so that the floats are the same.
 class Normaliser {
  public:
   Normaliser(const std::vector<double>& mean, const std::vector<double>& std, int64_t channels,

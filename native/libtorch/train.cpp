@@ -1,4 +1,4 @@
-// ac_libtorch train: the `libtorch` backend of Study A. The semantics are backends/eager.py's, step for step:
+// ac_libtorch train: the `libtorch` backend of Study A. The semantics are study_a/eager.py's, step for step:
 // - epoch e visits the training split in row e of the sample-order file, in consecutive batches (last one kept);
 // - a batch's uint8 images are gathered on the host, copied to the device and normalised there;
 // - train step: cross-entropy (mean), zero grads, backward, SGD (lr, momentum, weight decay; no dampening or

@@ -5,7 +5,7 @@
     AC_FAULT=oom@<phase>             a measured phase (e.g. train-1) raises torch.OutOfMemoryError
     AC_COMPILE_FAULT=error:<mode>    torch.compile in that compile mode fails in the backend at its first call
     AC_COMPILE_FAULT=recompile-limit:<mode>   dynamo's recompile limit is hit at once (it falls back to eager)
-    AC_EVAL_FAULT=<kind>@<numerics>,...       one numerics of every backend-comparison job (backends/eval_job.py):
+    AC_EVAL_FAULT=<kind>@<numerics>,...       one numerics of every backend-comparison job (study_a/comparison/serial.py):
         oom   its measuring raises torch.OutOfMemoryError
         segv  its C++ program crashes with SIGSEGV as it starts timing (AC_FAULT=segv@backend_eval-0, its own)
         kill  the job is SIGKILLed as that numerics starts, the numerics before it finished and kept

@@ -1,5 +1,5 @@
 """Study A's backend comparison is one job per numerics in which every implementation is a worker taking turns
-with the others over invocations (backends/eval_interleaved.py). A worker that crashes, or runs out of memory, is
+with the others over invocations (study_a/comparison/interleaved.py). A worker that crashes, or runs out of memory, is
 its invocations' rows and the others are measured; a job killed mid-comparison resumes under a plain rerun with
 the (invocation, implementation) records it had kept (AC_EVAL_FAULT, AC_SWEEP_FAULT)."""
 import json

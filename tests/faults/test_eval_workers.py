@@ -6,9 +6,10 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import comparison, eval_backend, eval_interleaved
-from abstraction_cost.backends.sweep_store import cells_dir
-from tests.test_eval_interleaved import _job, _rows
+from abstraction_cost.study_a.comparison import (compare as comparison, job as eval_backend,
+                                                 interleaved as eval_interleaved)
+from abstraction_cost.study_a.sweep.store import cells_dir
+from tests.study_a.comparison.test_interleaved import _job, _rows
 
 
 class _Killed(BaseException):
@@ -17,7 +18,7 @@ class _Killed(BaseException):
 
 def test_a_killed_interleaved_job_resumes_with_the_invocations_it_has(tmp_path, smoke_config, program, monkeypatch):
     job = _job(tmp_path, smoke_config, program, implementations=["eager"])
-    from abstraction_cost.backends import sweep_conductor
+    from abstraction_cost.study_a.sweep import conductor as sweep_conductor
 
     def kill():
         raise _Killed()

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import transfer
 from abstraction_cost.data import prepared
+from abstraction_cost.study_a import transfer
 from tests.fixtures import loopback, offline_default
 
 from .conftest import REPO

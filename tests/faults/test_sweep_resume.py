@@ -1,4 +1,4 @@
-"""Interrupted sweep jobs resume: each measured cell is kept as it completes (backends/sweep_store.py); a job
+"""Interrupted sweep jobs resume: each measured cell is kept as it completes (study_a/sweep/store.py); a job
 killed mid-walk (AC_SWEEP_FAULT=kill@K: SIGKILL to the job and its program) keeps its cells, and the rerun
 measures only the rest, in Python and through a C++ program (--start-cell, --oom-at), under the same run_id.
 Under Snakemake: every sweep job killed, or Snakemake itself killed mid-job, then a plain rerun."""
@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.backends import native, sweep, sweep_cells
-from abstraction_cost.backends.sweep_cells import walk
-from abstraction_cost.backends.sweep_store import CellStore, cells_dir, job_key
-from abstraction_cost.backends.transfer import Pool
+from abstraction_cost.study_a import native
+from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.study_a.sweep.cells import walk
+from abstraction_cost.study_a.sweep.store import CellStore, cells_dir, job_key
+from abstraction_cost.study_a.transfer import Pool
 
+from tests.fixtures.repository import REPO
+from tests.fixtures.sweep_fakes import SKIPPED_B2, _fake_command, fake_program, pool_dir, _run, TinyModel  # noqa: F401
 from .conftest import faults_config, kill_group
-from ..test_sweep import REPO, SKIPPED_B2, TinyModel, _fake_command, _run, fake_program, pool_dir  # noqa: F401
 
 
 def _ok(index: int, batch: int, resolution: int, **extra) -> dict:
@@ -124,7 +126,7 @@ JOB = """
 import json, logging, sys
 from types import SimpleNamespace as NS
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-from abstraction_cost.backends import sweep
+from abstraction_cost.study_a.sweep import serial as sweep
 a = json.loads(sys.argv[1])
 sweep.run(NS(config=a["config"], input=NS(**a["input"]), output=NS(**a["output"]), params=NS(**a["params"]),
              rule="sweep", wildcards=NS(**a["wildcards"])))

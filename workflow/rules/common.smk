@@ -15,11 +15,11 @@ import torch as _torch
 from abstraction_cost import config as config_module
 from abstraction_cost import implementations as _implementations
 from abstraction_cost import run_guard
-from abstraction_cost.backends import native as _native
-from abstraction_cost.backends.sweep_cells import SweepSettings as _SweepSettings
-from abstraction_cost.backends.sweep_conductor import Protocol as _Protocol
-from abstraction_cost.compiler import experiments as _experiments
-from abstraction_cost.compiler.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
+from abstraction_cost.study_a import native as _native
+from abstraction_cost.study_a.sweep.cells import SweepSettings as _SweepSettings
+from abstraction_cost.study_a.sweep.conductor import Protocol as _Protocol
+from abstraction_cost.study_b.blocks import experiments as _experiments
+from abstraction_cost.study_b.blocks.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
 from abstraction_cost.measure import device as device_check
 from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES

@@ -1,7 +1,7 @@
 # Study A's backend comparison in evaluation: one synthetic batch, the TorchScript module and the AOTInductor
 # package made by rules, one timed eval job per numerics of study_a.backends.numerics that measures every
 # implementation (interleaved: long-lived workers taking turns over invocations, docs/measurement.md;
-# backends/eval_interleaved.py), then compare_backends (medians, paired speedups, memory, parity against eager in
+# study_a/comparison/interleaved.py), then compare_backends (medians, paired speedups, memory, parity against eager in
 # each numerics). The C++ programs it runs are built by native.smk.
 # jobs of seconds: run where Snakemake runs
 localrules: backend_eval_input, concat_backend_eval, concat_backend_profile, compare_backends

@@ -2,21 +2,21 @@
 # study_a.sweep.implementations over batch × resolution × input transfer mode, in every numerics of
 # study_a.sweep.numerics, on the prepared test images of study_a.backends.dataset with the same init weights as
 # the backend comparison.
-# - sweep_inputs: `pool` test images resized once per resolution (backends/transfer.py)
-# - package_aoti_sweep: one AOTInductor package with dynamic batch and resolution (backends/aoti_dynamic.py)
+# - sweep_inputs: `pool` test images resized once per resolution (study_a/transfer.py)
+# - package_aoti_sweep: one AOTInductor package with dynamic batch and resolution (study_a/aoti_dynamic.py)
 # - sweep: interleaved (the default protocol), one job per numerics and shard (study_a.sweep.shards: whole
-#   resolutions each, backends/sweep_shards.py) runs every implementation in turns (backends/sweep_interleaved.py);
+#   resolutions each, study_a/sweep/shards.py) runs every implementation in turns (study_a/sweep/interleaved.py);
 #   serial, one process per implementation walks every cell of resolution × batch × transfer mode in each
-#   numerics in turn (backends/sweep.py; start-up paid once), the numerics set before its model is built (TF32
+#   numerics in turn (study_a/sweep/serial.py; start-up paid once), the numerics set before its model is built (TF32
 #   flags in Python, --tf32 for the C++ programs); one table per job; concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
 # - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point
-#   (torch.profiler; the C++ programs under Nsight Compute, backends/ncu.py), with the study's ReLU rows
+#   (torch.profiler; the C++ programs under Nsight Compute, study_a/sweep/ncu.py), with the study's ReLU rows
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
 # SWEEP (the settings), SWEEP_PROTOCOL, SWEEP_JOBS and the jobs' input functions are in common.smk.
 
-from abstraction_cost.backends import sweep_shards as _sweep_shards
+from abstraction_cost.study_a.sweep import shards as _sweep_shards
 
 
 localrules: concat_sweep, sweep_h2d, concat_sweep_kernels  # seconds: run where Snakemake runs
@@ -56,11 +56,11 @@ SWEEP_GRID = (SWEEP.batches, SWEEP.resolutions, SWEEP.transfers, SWEEP.warmup, S
               reads(*MEASURED, "study_a.sweep.require_gpu", "study_a.cudnn"))  # and what a measuring job reads
 
 if SWEEP_PROTOCOL.mode == "interleaved":
-    # study_a.sweep.shards: whole resolutions per shard, balanced by estimated cost (backends/sweep_shards.py)
+    # study_a.sweep.shards: whole resolutions per shard, balanced by estimated cost (study_a/sweep/shards.py)
     SWEEP_SHARDS = list(range(len(_sweep_shards.of_config(config))))
 
     rule sweep:
-        # one job per numerics and shard: every implementation as a worker, in turns (backends/sweep_conductor.py)
+        # one job per numerics and shard: every implementation as a worker, in turns (study_a/sweep/conductor.py)
         input:
             unpack(lambda wildcards: sweep_interleaved_inputs()),
         output:
@@ -139,7 +139,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
 else:
 
     rule sweep:
-        # one job per implementation, every numerics in turn, each cell's calls back to back (backends/sweep.py)
+        # one job per implementation, every numerics in turn, each cell's calls back to back (study_a/sweep/serial.py)
         input:
             unpack(sweep_job_inputs),
         output:

@@ -1,7 +1,7 @@
 # Study B building blocks (Goldfarb 2024, Fig. 5.1, 5.3, 5.4, 5.5): matmul, convolution ablation, ResNet-50's
 # convolutions (isolated and inside the model) and convolution blocks, eager against torch.compile.
 # One timing job per experiment × device pair (cpu: interp vs cpp, gpu: cuda vs triton) × compile mode.
-from abstraction_cost.compiler.configurations import COMPILE_MODES as _COMPILE_MODES
+from abstraction_cost.study_b.configurations import COMPILE_MODES as _COMPILE_MODES
 
 # wildcard patterns, written into every output of a rule (an inline constraint binds only where it is written)
 MODE_PATTERN = "|".join(_COMPILE_MODES)

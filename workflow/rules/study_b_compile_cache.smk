@@ -1,4 +1,4 @@
-# Study B's compile cache (compiler/compile_cache.py): before a Study B timing job times anything, its own warm-up
+# Study B's compile cache (study_b/compile_cache.py): before a Study B timing job times anything, its own warm-up
 # job compiles every graph it will compile, in parallel processes, into the pipeline's Inductor cache; the timing
 # job then compiles warm from it. One warm-up per timing job, with that job's config as params, so a config change
 # reruns the warm-ups and timing jobs of what it changes and no other, and only a job's own warm-up delays it.

@@ -1,5 +1,5 @@
 # Study B, vision models (Goldfarb 2024, sec. 5.5): end to end, timing methods, per-layer times, oracles and
-# selective compilation, all in one job per (model, pair) (compiler/vision_job.py); pair cpu = interp/cpp,
+# selective compilation, all in one job per (model, pair) (study_b/models/job.py); pair cpu = interp/cpp,
 # gpu = cuda/triton. Config: study_b.models. Every table of VISION_JOB_TABLES (tables/study_b_models.JOB_TABLES) is
 # a part per job and a whole table by concat_vision_table: vision_profile (each end-to-end variant's profiled pass,
 # study_b.models.protocol.profile_calls) among them, read by rule decomposition.

@@ -1,4 +1,4 @@
-// chrome_trace.h on any machine (tests/test_cupti_trace.py): the records ac_cudnn's CUPTI subscriber
+// chrome_trace.h on any machine (tests/study_a/test_cupti_trace.py): the records ac_cudnn's CUPTI subscriber
 // (native/cudnn/cupti_trace.cpp) turns into trace events, made up here for a profiled loop of two calls, written as
 // the trace measure/profiled.py reads.
 //   g++ -std=c++20 -I native/common native/common/examples/chrome_trace_check.cpp -o chrome_trace_check

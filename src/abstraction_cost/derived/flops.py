@@ -47,8 +47,8 @@ def cases(config: dict) -> list[tuple[str, str, Callable[[], torch.nn.Module], i
     """What rule flops counts under this config: Study A's ResNet-50 (study_a.backends.dataset's channels and
     classes) at every sweep batch × resolution and at the backend comparison's point; each Study B vision model at
     each of its pair's batch sizes and study_b.models.resolution (a model on both pairs once)."""
-    from ..backends.sweep_cells import SweepSettings
-    from ..compiler import vision_models
+    from ..study_a.sweep.cells import SweepSettings
+    from ..study_b.models import vision as vision_models
     from ..data.specs import spec
     from ..models import blocks, resnet
 

@@ -1,5 +1,5 @@
 """The profiled pass of a served sweep cell (the worker's `profile N`, after the cell's timed turns, so no timed call
-is ever profiled), and of Study B's end-to-end variants (compiler/vision_worker.py: every variant's host loop, then
+is ever profiled), and of Study B's end-to-end variants (study_b/models/worker.py: every variant's host loop, then
 every variant's device loop): where one call's time goes, per call.
 
 Two loops of N calls on the prepared cell, each call synchronised before it starts:

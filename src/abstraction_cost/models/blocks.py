@@ -1,7 +1,7 @@
 """Study B's six vision models and their block decompositions.
 
 Each model's forward is written as a sequence of top-level blocks whose composition equals the model's forward
-(tests/test_blocks.py proves it for all six). The blocks are the units the study timed, subtracted and chose to
+(tests/models/test_blocks.py proves it for all six). The blocks are the units the study timed, subtracted and chose to
 compile or not; they share the model's own modules (and parameters), they do not copy them.
 
 | model | blocks | the study's blocks, then one `head` block for the rest of the forward |

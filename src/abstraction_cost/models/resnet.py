@@ -2,7 +2,7 @@
 
 Bottleneck stages [3, 4, 6, 3], stride on the 3×3 convolution, batch norm after every convolution, a skip
 connection in every block, a projection on the first block of each stage, global average pooling, one linear
-layer. native/libtorch writes the same network in C++; the parity tests bind the two, and tests/test_models.py
+layer. native/libtorch writes the same network in C++; the parity tests bind the two, and tests/models/test_models.py
 binds this one to torchvision's `resnet50` (the same parameter names and shapes, the same weights from the same
 seed, the same logits, the same operators).
 

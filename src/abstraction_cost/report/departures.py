@@ -45,7 +45,7 @@ STUDIES = {
     "study_b_layers": Method(batch=None, profiled=False, shapes="static (torch.compile's default)", **_B),
 }
 
-STUDY_B_SHAPES = "static (torch.compile dynamic=False)"  # every Study B compile (compiler/configurations.py)
+STUDY_B_SHAPES = "static (torch.compile dynamic=False)"  # every Study B compile (study_b/configurations.py)
 
 # NVIDIA's architecture generation by product name (the environment table's gpu_name); first match wins.
 GENERATIONS = [(r"\bB[12]00\b|GB200|RTX 50\d\d", "Blackwell"), (r"\bH[12]00\b|GH200", "Hopper"),

@@ -5,7 +5,7 @@ import html
 
 import polars as pl
 
-from ..backends.sweep_summary import STUDY_RUN_ID
+from ..study_a.sweep.summary import STUDY_RUN_ID
 
 # Environment columns that identify a configuration; rows that agree on all of them are one environment.
 _STATIC = [

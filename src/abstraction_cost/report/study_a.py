@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from ..backends.training_summary import KEYS
+from ..study_a.training.summary import KEYS
 
 
 def training_figure(curve: pl.DataFrame, width: int = 260, height: int = 200) -> alt.FacetChart | None:

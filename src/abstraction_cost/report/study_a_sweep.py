@@ -13,8 +13,8 @@ import altair as alt
 import polars as pl
 
 from .. import implementations
-from ..backends.sweep_summary import RELU
 from ..measure.numerics import NUMERICS
+from ..study_a.sweep.summary import RELU
 from . import page, verdicts
 
 STUDY_TRANSFER = "float32-pageable"

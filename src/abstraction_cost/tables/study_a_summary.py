@@ -37,7 +37,7 @@ SCHEMAS = {
         "final_loss_mean": pl.Float64,
         # The first epoch (epoch 0: cold caches, cuDNN's algorithm search, lazy allocations) apart from the steady
         # state (every later epoch): the median over repeats of each repeat's median, with the 95% interval of
-        # measure/statistics.hierarchical_interval (repeats, then epochs; backends/training_summary.py); steady is
+        # measure/statistics.hierarchical_interval (repeats, then epochs; study_a/training/summary.py); steady is
         # null when only one epoch ran, a first epoch's interval with one repeat.
         "train_time_per_sample_ms_first": pl.Float64,
         "train_time_per_sample_ms_first_low": pl.Float64,

@@ -103,7 +103,7 @@ SCHEMAS = {
         "device_message": pl.String,          # why the device columns are null (no CUDA, CUPTI refused, no profiler)
     },
     # Speed against eager per (numerics, implementation, cell) of the interleaved sweep: eager's time over the
-    # implementation's, from paired turns (backends/sweep_summary.speedup_rows); above 1 = faster than eager.
+    # implementation's, from paired turns (study_a/sweep/summary.speedup_rows); above 1 = faster than eager.
     "sweep_speedups": {
         "numerics": pl.String,
         "implementation": pl.String,

@@ -2,7 +2,7 @@
 
 Timing tables hold one row per timed call (round, repeat) of one configuration in one case; a case that was not
 timed (not_run, error, oom, wrong_output) is one row per configuration with null times. On eager rows `mode` names the
-compiled mode the eager callable was interleaved with (compiler/configurations.py). Speedup tables are computed
+compiled mode the eager callable was interleaved with (study_b/configurations.py). Speedup tables are computed
 from them by rule study_b_block_speedups: median(eager) / median(compiled) with a bootstrap interval.
 """
 import polars as pl

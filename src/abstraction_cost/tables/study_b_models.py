@@ -6,7 +6,7 @@ null times whose status says why (`wrong_output`: its output differed from eager
 vision_timing_summary, vision_layer_summary, vision_oracles, vision_selective_summary) are computed by rules;
 their run_id lists every run_id they were computed from, comma-separated and sorted.
 
-One job per (model, pair) (rule vision_model, compiler/vision_job.py) writes its part of each of JOB_TABLES.
+One job per (model, pair) (rule vision_model, study_b/models/job.py) writes its part of each of JOB_TABLES.
 """
 import polars as pl
 
@@ -27,7 +27,7 @@ _CASE = {
     "memory_format": pl.String,   # contiguous | channels_last: of the model's weights and inputs
 }
 _SAMPLE = {"round": pl.Int64, "repeat": pl.Int64, "time_ms": pl.Float64}
-# Rows measured under the protocol (compiler/vision_protocol.py): process clean (no compiled code loaded) or
+# Rows measured under the protocol (study_b/models/protocol.py): process clean (no compiled code loaded) or
 # compiled (a worker holding compiled variants); invocation: the fresh set of processes; round: the turn, repeat:
 # the call within that turn's block; warmup_calls / steady: the variant's warm-up in that invocation.
 _PROTOCOL = {"process": pl.String, "invocation": pl.Int64, "round": pl.Int64, "repeat": pl.Int64,
@@ -64,7 +64,7 @@ SCHEMAS = {
     # device_ms: profiled e2e rows on the GPU, the kernels' device time per call (timing_methods.kernel_ms).
     "vision_timing_methods": {**_CASE, "timing": pl.String, "profiled": pl.Boolean, "metric": pl.String,
                               **_SAMPLE, "device_ms": pl.Float64, **STATUS},
-    # Per-layer raw times (compiler/layers.py). measure: timer (block `block` timed with synchronisation,
+    # Per-layer raw times (study_b/models/layers.py). measure: timer (block `block` timed with synchronisation,
     # configuration eager or compiled), prefix (blocks 0..block-1, block = 0 .. n), mixed_to_compiled /
     # mixed_to_eager (blocks 0..block-1 in one state, block `block` in the other; configuration = the compiled one).
     "vision_layer_times": {**_CASE, "measure": pl.String, "block": pl.Int64, "block_name": pl.String,

@@ -1,1 +1,0 @@
-"""Backends: the ways Study A runs the same ResNet-50 (eager, TorchScript, compiled, the C++ programs)."""

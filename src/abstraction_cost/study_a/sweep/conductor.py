@@ -1,0 +1,394 @@
+"""Study A's sweep, interleaved: every implementation of one numerics measured by one job, in turns.
+
+The host's speed shifts on a scale of seconds (a host-bound cell's time steps between levels that each last
+1-5 s), so implementations measured one after another, each in its own process, meet different hosts, and one
+process's calls describe that process at that moment only. The conductor therefore
+- runs every implementation as a long-lived worker process (the C++ programs with --serve, Python ones as
+  sweep_worker), started together, so their start-up overlaps and is paid once per invocation;
+- walks the cells in the serial walk's order; at each cell it has every worker prepare it (build, output check,
+  warm-up to a steady state), then gives them `blocks` turns each, in rotating order, of calls filling about
+  `block_ms`: every slow period of the host falls on all implementations alike;
+- repeats the walk in `invocations` sets of fresh processes, then, up to `max_invocations`, walks again the cells
+  whose invocations do not yet pin some implementation's time within `precision` (the t-interval's relative half
+  width): the device-bound cells settle in a few invocations, the host-bound ones take more (Kalibera & Jones'
+  fewest invocations that reach the precision); a row's time is the median over invocations of each one's
+  median, its interval measure/statistics.hierarchical_interval's;
+- keeps every (invocation, implementation, cell) record as it arrives (sweep_store.CellStore), so a killed job
+  resumes at the first one missing.
+Cells too large to hold every implementation's state at once (batch × resolution² above interleave_max_pixels:
+device-bound, where turns matter least) are measured one implementation at a time, each released after.
+A worker that dies makes its cell an `error` row with its exit status and is started again for the next cell,
+told its ooms (--oom-at) so the skip rule holds.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ...measure import profiled
+from ...measure.statistics import hierarchical_interval, median, relative_half_width
+from .. import native
+from .cells import Cell, OomTracker, SweepSettings, kill_job, kills
+from .store import INTERRUPTIONS
+
+log = logging.getLogger(__name__)
+
+
+class WorkerDied(RuntimeError):
+    def __init__(self, status: str, message: str, returncode: int | None):
+        super().__init__(message)
+        self.status, self.message, self.returncode = status, message, returncode
+
+
+class Worker:
+    """One implementation's process: commands on its stdin, JSON-lines records on its stdout."""
+
+    def __init__(self, name: str, command: list[str]):
+        self.name, self.command = name, [str(c) for c in command]
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1,
+                                     env=native.runtime_env(), pass_fds=native.gpu_slots.held_fds())
+        self.tail: deque = deque(maxlen=native.STDERR_TAIL_LINES)
+        self._stderr = threading.Thread(target=self._drain, name=f"{name}-stderr", daemon=True)
+        self._stderr.start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            self.tail.append(line.rstrip("\n"))
+            log.info("[%s] %s", self.name, line.rstrip("\n"))
+
+    def ask(self, command: str | None, *kinds: str) -> dict:
+        """Send one command (None: only read) and return the first record of one of `kinds`."""
+        try:
+            if command is not None:
+                self.proc.stdin.write(command + "\n")
+                self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: reading its stdout to the end says how
+        for line in self.proc.stdout:
+            record = native.record_of(line.strip())
+            if record is None:
+                if line.strip():
+                    log.info("[%s stdout] %s", self.name, line.strip())
+                continue
+            if record["kind"] in kinds:
+                return record
+            if record["kind"] == "error":
+                raise WorkerDied(record.get("status", "error"), record.get("message") or "error", None)
+        code = self.proc.wait()
+        self._stderr.join(timeout=5)
+        status, message = native.Result(self.command, code, [], list(self.tail)).failure() or (
+            "error", f"{self.name} ended its output before answering {command!r}")
+        raise WorkerDied(status, message, code)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.join(timeout=5)
+
+
+PROTOCOL_DEFAULTS = {"mode": "interleaved", "invocations": 3, "max_invocations": 10, "precision": 0.05,
+                     "blocks": 6, "block_ms": 50.0, "warmup_max": 30, "interleave_max_pixels": 32 * 512 * 512,
+                     "profile_calls": 5}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """study_a.sweep.protocol (config/README.md says how its defaults were chosen)."""
+    mode: str
+    invocations: int
+    max_invocations: int
+    precision: float
+    blocks: int
+    block_ms: float
+    warmup_max: int
+    interleave_max_pixels: int
+    profile_calls: int = 0  # the profiled pass's calls per cell, in the first invocation after its turns; 0: none
+
+    @classmethod
+    def from_config(cls, sweep: dict) -> "Protocol":
+        p = {**PROTOCOL_DEFAULTS, **(sweep.get("protocol") or {})}
+        return cls(p["mode"], p["invocations"], max(p["max_invocations"], p["invocations"]), float(p["precision"]),
+                   p["blocks"], float(p["block_ms"]), p["warmup_max"], p["interleave_max_pixels"],
+                   p["profile_calls"])
+
+    def together(self, cell: Cell) -> bool:
+        return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels
+
+    def calls_per_block(self, call_ms: float, repeats: int, budget_s: float | None) -> int:
+        """Calls filling about block_ms, enough for `repeats` over the blocks, within the cell budget."""
+        n = max(1, round(self.block_ms / max(call_ms, 1e-3)), math.ceil(repeats / self.blocks))
+        if budget_s:
+            n = min(n, max(1, math.floor(budget_s * 1000 / (self.blocks * max(call_ms, 1e-3)))))
+        return n
+
+
+class Store:
+    """Records kept as they arrive, one per (invocation, implementation, cell): a CellStore's cells numbered
+    (invocation × implementations + implementation) × cells + cell."""
+
+    def __init__(self, cell_store, implementations: list[str], cells: int):
+        self.cell_store, self.implementations, self.cells = cell_store, implementations, cells
+        self.kept = {}
+        if cell_store is not None:
+            for key, row in cell_store.rows().items():
+                self.kept[self._unkey(key)] = row["record"]
+        self.kill = kills()
+
+    def _key(self, inv: int, impl: str, cell: int) -> int:
+        return (inv * len(self.implementations) + self.implementations.index(impl)) * self.cells + cell
+
+    def _unkey(self, key: int) -> tuple[int, str, int]:
+        q, cell = divmod(key, self.cells)
+        inv, i = divmod(q, len(self.implementations))
+        return inv, self.implementations[i], cell
+
+    def get(self, inv: int, impl: str, cell: int) -> dict | None:
+        return self.kept.get((inv, impl, cell))
+
+    def keep(self, inv: int, impl: str, record: dict) -> None:
+        self.kept[(inv, impl, record["cell"])] = record
+        if self.cell_store is not None and record.get("exit_status") not in INTERRUPTIONS:
+            self.cell_store.keep({"cell": self._key(inv, impl, record["cell"]), "record": record})
+        if record["cell"] in self.kill:
+            kill_job()
+
+
+# a worker's command line for an invocation, told the ooms its earlier processes met (R:B:T,...)
+CommandFor = Callable[[str, str], list[str]]
+
+
+def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cell], settings: SweepSettings,
+            protocol: Protocol, store: Store) -> list[dict]:
+    """Every (invocation, implementation, cell) record measured, each with its `invocation` and `implementation`;
+    `block` records are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns`. `cells`
+    may be a shard of the grid (whole resolutions, indices the grid's); the workers know the whole grid."""
+    for inv in range(protocol.max_invocations):
+        due = cells if inv < protocol.invocations else imprecise(store, implementations, cells, inv,
+                                                                 protocol.precision)
+        if not due:
+            break
+        missing = [i for i in implementations if any(store.get(inv, i, c.index) is None for c in due)
+                   or (inv == 0 and protocol.profile_calls > 0 and _unprofiled(store, i, due))]
+        if missing:
+            log.info("invocation %d: %d cells (%s)", inv, len(due), ",".join(str(c.index) for c in due))
+            _invocation(inv, missing, command_for, cells, due, settings, protocol, store)
+    return [{**record, "invocation": inv, "implementation": impl}
+            for inv in range(protocol.max_invocations) for c in cells for impl in implementations
+            if (record := store.get(inv, impl, c.index)) is not None]
+
+
+def imprecise(store: Store, implementations: list[str], cells: list[Cell], before: int,
+              precision: float) -> list[Cell]:
+    """The cells where some implementation's ok invocations (of the first `before`) do not pin its median time
+    within `precision`; every implementation measures them again, so that their turns stay paired."""
+    due = []
+    for cell in cells:
+        for impl in implementations:
+            medians = [median(r["times_ms"]) for inv in range(before)
+                       if (r := store.get(inv, impl, cell.index)) is not None and r["status"] == "ok"
+                       and r.get("times_ms")]
+            if medians and relative_half_width(medians) > precision:
+                due.append(cell)
+                break
+    return due
+
+
+def _invocation(inv: int, implementations: list[str], command_for: CommandFor, cells: list[Cell], due: list[Cell],
+                settings: SweepSettings, protocol: Protocol, store: Store) -> None:
+    trackers = {impl: OomTracker() for impl in implementations}
+    by_index = {c.index: c for c in cells}   # a shard's cells keep the whole grid's indices (sweep_shards.py)
+    for (i, impl, index), record in list(store.kept.items()):
+        if i == inv and impl in trackers and index in by_index and record["status"] == "oom" and not str(
+                record.get("message")).startswith("skipped:"):
+            trackers[impl].add(by_index[index])
+    started = time.perf_counter()
+
+    def up(impl: str, worker: Worker) -> Worker | None:
+        """The worker once it says it is up; None, with every cell of it failed, if it died before."""
+        try:
+            worker.ask(None, "sweep_start")
+            return worker
+        except WorkerDied as died:  # it never reached the cells: each of them fails the same way
+            for cell in due:
+                if store.get(inv, impl, cell.index) is None:
+                    store.keep(inv, impl, _failed(cell, died))
+            return None
+
+    def start(impl: str) -> Worker | None:
+        return up(impl, Worker(impl, command_for(impl, trackers[impl].flag())))
+
+    # all launched before any is waited for: their start-ups overlap
+    launched = {impl: Worker(impl, command_for(impl, trackers[impl].flag())) for impl in implementations}
+    workers = {impl: up(impl, worker) for impl, worker in launched.items()}
+    log.info("invocation %d: %d workers up in %.1f s", inv, sum(w is not None for w in workers.values()),
+             time.perf_counter() - started)
+    try:
+        for cell in due:
+            todo = [impl for impl in implementations
+                    if workers.get(impl) is not None and store.get(inv, impl, cell.index) is None]
+            groups = [todo] if protocol.together(cell) else [[impl] for impl in todo]
+            for group in groups:
+                _measure(inv, group, workers, start, cell, settings, protocol, store, trackers,
+                         release=not protocol.together(cell))
+        if inv == 0 and protocol.profile_calls > 0:
+            _profile_walk(inv, workers, start, due, protocol, store)
+    finally:
+        for worker in workers.values():
+            if worker is not None:
+                worker.close()
+
+
+def _unprofiled(store: Store, impl: str, cells: list[Cell]) -> bool:
+    return any((r := store.get(0, impl, c.index)) is not None and r["status"] == "ok" and "profile" not in r
+               for c in cells)
+
+
+def _profile_walk(inv: int, workers: dict, start, cells: list[Cell], protocol: Protocol, store: Store) -> None:
+    """The profiled pass of every cell the invocation measured, walked again once all of its timed turns are done:
+    a process that has run the profiler stays slower (eager by a fifth at batch 8: CUPTI's callbacks stay
+    registered), so no timed call of a worker may follow its profiled pass. Each pass is kept with its cell's
+    record; a worker that dies in it is started again for the next cell."""
+    for cell in cells:
+        for impl in list(workers):
+            record = store.get(inv, impl, cell.index)
+            if workers[impl] is None or record is None or record["status"] != "ok" or "profile" in record:
+                continue
+            try:
+                ready = workers[impl].ask(f"cell {cell.index}", "ready", "cell")
+                if ready["kind"] == "cell":   # it could not prepare the cell again (out of memory, say)
+                    profile = {"status": ready["status"], "message": f"not profiled: {ready.get('message')}"}
+                else:
+                    profile = profiled.with_trace(workers[impl].ask(f"profile {protocol.profile_calls}", "profile"))
+                    workers[impl].ask("end", "cell")
+                if not protocol.together(cell):
+                    workers[impl].ask("release", "released")
+            except WorkerDied as err:
+                profile = {"status": "error", "message": f"the worker died in its profiled pass: {err.message}"}
+                workers[impl] = start(impl)
+            store.keep(inv, impl, {**record, "profile": profile})
+
+
+def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, settings: SweepSettings,
+             protocol: Protocol, store: Store, trackers: dict, release: bool) -> None:
+    """One cell for a group of workers: each prepares it, then `blocks` turns each in rotating order, then ends."""
+    ready: dict[str, dict] = {}
+
+    def died(impl: str, err: WorkerDied) -> None:
+        log.warning("%s died in cell %d: %s; starting it again for the next cell", impl, cell.index, err.message)
+        store.keep(inv, impl, {**_failed(cell, err), "exit_status": err.returncode})
+        workers[impl] = start(impl)
+        ready.pop(impl, None)
+
+    for impl in group:
+        try:
+            record = workers[impl].ask(f"cell {cell.index}", "ready", "cell")
+        except WorkerDied as err:
+            died(impl, err)
+            continue
+        if record["kind"] == "cell":  # skipped, out of memory, failed or wrong: final, untimed
+            if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
+                trackers[impl].add(cell)
+            store.keep(inv, impl, record)
+        else:
+            ready[impl] = {**record, "blocks": [], "turns": []}
+    calls = {impl: protocol.calls_per_block(r["call_ms"], settings.repeats, settings.cell_budget_s)
+             for impl, r in ready.items()}
+    for turn in range(protocol.blocks):
+        order = list(ready)
+        order = order[turn % len(order):] + order[:turn % len(order)] if order else []
+        for impl in order:
+            if impl not in ready:
+                continue
+            try:
+                record = workers[impl].ask(f"time {calls[impl]}", "block", "cell")
+            except WorkerDied as err:
+                died(impl, err)
+                continue
+            if record["kind"] == "cell":  # the block failed (an oom, an error): the cell is over for it
+                store.keep(inv, impl, {**record, "build_s": ready.pop(impl).get("build_s")})
+                if record["status"] == "oom":
+                    trackers[impl].add(cell)
+                continue
+            ready[impl]["blocks"].append(record["times_ms"])
+            ready[impl]["turns"].append(turn)
+    for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
+        try:
+            record = workers[impl].ask("end", "cell")
+            if release:
+                workers[impl].ask("release", "released")
+        except WorkerDied as err:
+            died(impl, err)
+            continue
+        store.keep(inv, impl, {**record, "blocks": prepared["blocks"], "turns": prepared["turns"],
+                               "steady": prepared["steady"], "warmup_calls": prepared["warmup_calls"],
+                               "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv})
+
+
+def _failed(cell: Cell, died: WorkerDied) -> dict:
+    return {"kind": "cell", "cell": cell.index, "batch": cell.batch, "resolution": cell.resolution,
+            "transfer": cell.transfer, "status": died.status, "message": died.message,
+            "exit_status": died.returncode}
+
+
+# ------------------------------------------------------------------------------------------------- rows
+def cell_row(records: list[dict], batch: int, resamples: int = 2_000) -> dict:
+    """One implementation's cell over its invocations: ok when at least one invocation measured it; its times are
+    the median over the ok invocations of each one's median, with the two-level bootstrap interval."""
+    ok = [r for r in records if r["status"] == "ok" and r.get("times_ms")]
+    failed = [r for r in records if r not in ok]
+    if not ok:
+        first = failed[0]
+        return {"status": first["status"], "message": first.get("message"), "invocations": 0,
+                "exit_status": first.get("exit_status")}
+    row = {"status": "ok", "invocations": len(ok), "repeats": sum(len(r["times_ms"]) for r in ok),
+           "blocks": sum(len(r.get("blocks") or [1]) for r in ok),
+           "warmup_calls": max(r.get("warmup_calls") or 0 for r in ok),
+           "steady": all(r.get("steady", True) for r in ok), "h2d_bytes": ok[0].get("h2d_bytes"),
+           "prepare_s": ok[0].get("prepare_s"),
+           "message": None if not failed else "; ".join(
+               f"invocation {r.get('invocation', '?')}: {r['status']}: {r.get('message')}" for r in failed)}
+    for prefix, key, scale in (("time_ms", "times_ms", 1.0), ("time_per_sample_ms", "times_ms", batch),
+                               ("h2d_ms", "h2d_ms", 1.0)):
+        groups = [[t / scale for t in r[key]] for r in ok if r.get(key)]
+        if groups:
+            i = hierarchical_interval(groups, resamples=resamples)
+            row.update({prefix: i.estimate, f"{prefix}_low": i.low, f"{prefix}_high": i.high})
+    medians = [median(r["times_ms"]) for r in ok]
+    row["invocation_spread"] = max(medians) / min(medians) if len(medians) > 1 else None
+    return row
+
+
+def block_rows(records: list[dict]) -> list[dict]:
+    """The `sweep_blocks` table's rows of one implementation: each turn's median, for paired comparisons."""
+    out = []
+    for r in records:
+        if r["status"] != "ok":
+            continue
+        for turn, times in zip(r.get("turns") or [], r.get("blocks") or []):
+            out.append({"cell": r["cell"], "invocation": r.get("invocation", 0), "turn": turn, "calls": len(times),
+                        "time_ms": median(times)})
+    return out
+
+
+def python_worker_command(spec: dict, directory: Path) -> Callable[[str], list[str]]:
+    """A Python worker's command line; its spec (implementation, inputs, grid, numerics) is written once."""
+    def command(oom_at: str) -> list[str]:
+        path = Path(directory) / f"{spec['implementation']}.spec.json"
+        path.write_text(json.dumps({**spec, "oom_at": oom_at}))
+        return [sys.executable, "-m", "abstraction_cost.study_a.sweep.worker", str(path)]
+    return command

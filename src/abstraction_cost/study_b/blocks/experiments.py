@@ -1,0 +1,137 @@
+"""The four building-block experiments, by name: which cases they time, which tables they write.
+
+Rule scripts call run_timing (one job = one experiment × pair × compile mode), compile_cases (that job's graphs,
+for the compile-cache warm-up), speedups (one whole timing table to its speedup table) and resnet_conv_speedups
+(the isolated and in-model ResNet-50 tables joined).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import polars as pl
+import torch
+
+from ...tables import study_b_blocks as schemas
+from ..configurations import not_run_reason, prepare
+from . import conv_blocks, convolutions, matmul
+from .cases import Builder, TimingSettings, pair_configurations, pair_device, time_case
+from .speedups import Bootstrap, compare, speedup_rows
+
+CaseSource = Callable[[dict, str, TimingSettings], Iterator[tuple[dict, Builder, str]]]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    config_key: str          # section under study_b.blocks
+    table: str               # timing table
+    speedup_table: str | None
+    keys: tuple[str, ...]    # columns that identify a case
+    cases: CaseSource | None
+
+
+EXPERIMENTS = {
+    "matmul": Experiment("matmul", "study_b_matmul", "study_b_matmul_speedups", tuple(schemas.MATMUL_KEYS),
+                         matmul.cases),
+    "conv_ablation": Experiment("conv_ablation", "study_b_conv_ablation", "study_b_conv_ablation_speedups",
+                                tuple(schemas.ABLATION_KEYS), convolutions.ablation_cases),
+    "resnet50_convs": Experiment("resnet50_convs", "study_b_resnet50_convs", None,
+                                 (*schemas.RESNET_CONV_KEYS, "occurrences", "layers"), convolutions.resnet_cases),
+    "resnet50_in_model": Experiment("resnet50_convs", "study_b_resnet50_in_model", None,
+                                    tuple(schemas.RESNET_CONV_KEYS), None),
+    "conv_blocks": Experiment("conv_blocks", "study_b_conv_blocks", "study_b_conv_blocks_speedups",
+                              tuple(schemas.BLOCK_KEYS), conv_blocks.cases),
+}
+
+
+def experiment(name: str) -> Experiment:
+    try:
+        return EXPERIMENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown Study B block experiment {name!r}; allowed: {sorted(EXPERIMENTS)}") from None
+
+
+def job_not_run_reason(config: dict, pair: str, mode: str, require_gpu: bool, cuda_available: bool) -> str | None:
+    """Why a timing job of this pair and mode cannot run here, or None: require_gpu without a GPU, the pair's
+    device missing, or a mode the pair's device lacks."""
+    settings = TimingSettings.from_config(config)
+    if require_gpu and not cuda_available:
+        return "config key 'study_b.blocks.require_gpu' is true and this machine has no CUDA GPU"
+    _, reason = pair_device(pair, settings)
+    return reason or not_run_reason(pair_configurations(pair)[1], mode, settings.device_setting)
+
+
+def run_timing(name: str, config: dict, pair: str, mode: str, run_id: str, require_gpu: bool,
+               cuda_available: bool) -> list[dict]:
+    """Every row of one job: the experiment's cases for one pair and mode, each row with run_id."""
+    exp = experiment(name)
+    settings = TimingSettings.from_config(config)
+    device, _ = pair_device(pair, settings)
+    reason = job_not_run_reason(config, pair, mode, require_gpu, cuda_available)
+    if name == "resnet50_in_model":
+        rows = convolutions.profile_in_model(config, pair, mode, device, settings, not_run=reason)
+    else:
+        extras = matmul.extras(pair) if name == "matmul" else []
+        rows = [row for keys, build, label in exp.cases(config, pair, settings)
+                for row in time_case(build, pair, mode, device, settings, keys, label, not_run=reason,
+                                     extras=extras)]
+    return [{"run_id": run_id, **row} for row in rows]
+
+
+def compile_cases(name: str, config: dict, pair: str, mode: str) -> int:
+    """Compile every graph that run_timing(name, config, pair, mode, ...) compiles, the same way, without timing
+    anything (the compile-cache warm-up's task, compile_cache.py); the number of cases compiled."""
+    settings = TimingSettings.from_config(config)
+    device, _ = pair_device(pair, settings)
+    _, compiled = pair_configurations(pair)
+    reason = job_not_run_reason(config, pair, mode, config["study_b"]["blocks"]["require_gpu"],
+                                torch.cuda.is_available())
+    if reason is not None:
+        raise ValueError(f"{name} on pair {pair} in mode {mode} cannot run here: {reason}")
+    with torch.no_grad():
+        if name == "resnet50_in_model":
+            model, x = convolutions.in_model_case(config, pair, device)
+            prepare(model, compiled, mode, (x,), device)
+            return 1
+        n = 0
+        for _, build, _ in experiment(name).cases(config, pair, settings):
+            fn, inputs = build(device)
+            prepare(fn, compiled, mode, inputs[0], device)
+            n += 1
+        return n
+
+
+def speedups(name: str, timings: pl.DataFrame, bootstrap: Bootstrap) -> list[dict]:
+    exp = experiment(name)
+    if exp.speedup_table is None:
+        raise ValueError(f"experiment {name!r} has no speedup table of its own; see resnet_conv_speedups")
+    rows = speedup_rows(timings, list(exp.keys), bootstrap)
+    return matmul.with_numpy(rows, timings, bootstrap) if name == "matmul" else rows
+
+
+def resnet_conv_speedups(isolated: pl.DataFrame, in_model: pl.DataFrame, bootstrap: Bootstrap) -> list[dict]:
+    """Per distinct convolution, pair and mode: the isolated speedup beside the in-model (profiler) speedup.
+
+    run_id is the in-model job's; isolated_run_id the isolated job's (null where it was not timed).
+    """
+    conv_keys = list(schemas.RESNET_CONV_KEYS)
+    occurrences = {r["conv_id"]: r["layer"] for r in
+                   in_model.group_by("conv_id").agg(pl.col("layer").n_unique()).iter_rows(named=True)}
+    groups = in_model.select([*conv_keys, "pair", "mode"]).unique(maintain_order=True)
+    rows = []
+    for group in groups.iter_rows(named=True):
+        row = {**group, "occurrences": occurrences[group["conv_id"]]}
+        for prefix, table in (("isolated", isolated), ("in_model", in_model)):
+            part = table.filter(*(pl.col(k) == v for k, v in group.items()))
+            run_id = part["run_id"][0] if part.height else None
+            row["run_id" if prefix == "in_model" else "isolated_run_id"] = run_id
+            if part.height == 0:
+                cmp = {"status": "not_run", "message": "not timed in isolation: beyond config key "
+                       "'study_b.blocks.resnet50_convs.limit'"}
+            else:
+                cmp = compare(part.filter(~pl.col("compiled")), part.filter(pl.col("compiled")), bootstrap)
+            row.update({f"{prefix}_{k}": cmp.get(k) for k in
+                        ("status", "message", "eager_median_ms", "compiled_median_ms", "speedup", "speedup_low",
+                         "speedup_high", "speedup_includes_one")})
+        rows.append(row)
+    return rows

@@ -1,0 +1,182 @@
+"""Study B's compile cache: rule compile_cache fills it, in parallel processes, before any Study B job times
+anything; every Study B timing job then compiles from it (inductor_env.configure).
+
+Compilation is mostly single-threaded Python (dynamo, AOT autograd, Inductor's lowering) and dominates the
+jobs' wall time, while their timing must run one job at a time. So one warm-up job per timing job (`job`:
+of_job), on cores no timing job uses and never beside a job that times on the CPU, compiles what that timing job
+will compile, one task per (study, name, pair, mode, what) spread over worker processes:
+
+    study    name                 what     compiles
+    models   a vision model       whole    the model compiled whole (vision_models.prepare_whole), each mode
+    models   a vision model       blocks   every block alone (vision_models.compile_units), layer mode only
+    blocks   a block experiment   cases    every case of that timing job (experiments.compile_cases)
+
+Each worker repeats the jobs' own construction (same model or case, inputs, numerics and torch.compile
+arguments) and pickles memory formats as they do (cache_key.py: else each process keyed the same graph apart),
+so their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation depend on
+the oracles' choice and are compiled by their job.
+
+Whether the jobs can hit the warm-up's entries is measured, not assumed: where a warm-up has more than one
+task, before the others the cheapest one is compiled by a warm-up worker and then again by a process set up as
+a timing job is (one compile thread, the job's thread count). If that second compile misses the cache (the same
+graph got another key in the job), the rest of the warm-up is skipped, since it would cost minutes and save
+nothing; the
+manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
+
+Each task runs in a fresh `python -m abstraction_cost.study_b.compile_cache` process (CUDA cannot be
+initialised in forked children, and a spawned pool would re-run the rule's script). A failed or crashed task is
+reported in the manifest and the log and fails nothing: the job that compiles the same graph records the
+failure as a row.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import torch
+
+from ..compile import inductor_env
+from ..measure import device as devices
+from ..measure import numerics as nx
+from . import configurations as cfgs
+from .blocks import experiments
+from .models import vision as vm
+
+log = logging.getLogger(__name__)
+
+# Longest compiles first (longest-processing-time scheduling); ranks from cold-cache compile times on a GPU.
+_COST_RANK = {"densenet121": 0, "googlenet": 1, "resnet50": 2, "resnet50_in_model": 2, "mobilenet_v2": 3,
+              "squeezenet1_1": 4, "resnet50_convs": 4, "alexnet": 5, "conv_blocks": 5, "conv_ablation": 6,
+              "matmul": 6}
+
+
+def tasks(config: dict) -> tuple[list[dict], list[dict]]:
+    """(tasks to compile, longest first; skipped tasks with the reason) for every Study B timing job."""
+    todo, skipped = [], []
+    for task, reason in [*_vision_tasks(config), *_block_tasks(config)]:
+        if reason is None:
+            todo.append(task)
+        else:
+            skipped.append({**task, "reason": reason})
+    todo.sort(key=lambda t: _COST_RANK[t["name"]])
+    return todo, skipped
+
+
+def _vision_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
+    section = config["study_b"]["models"]
+    wanted = [(mode, "whole") for mode in section["modes"]] + [(section["layer_mode"], "blocks")]
+    for pair, models in section["models"].items():
+        for model in models:
+            for setting in vm.settings(config, pair):
+                for mode, what in wanted:
+                    task = {"study": "models", "name": model, "pair": pair, "mode": mode, "what": what,
+                            "setting": [setting.batch_size, setting.numerics, setting.memory_format]}
+                    case = vm.case_from_config(config, model, pair, mode, setting)
+                    yield task, vm.not_run_reason(case, config)
+
+
+def _block_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
+    blocks = config["study_b"]["blocks"]
+    for name, exp in experiments.EXPERIMENTS.items():
+        section = blocks[exp.config_key]
+        for pair in section["pairs"]:
+            for mode in section["modes"]:
+                task = {"study": "blocks", "name": name, "pair": pair, "mode": mode, "what": "cases"}
+                yield task, experiments.job_not_run_reason(config, pair, mode, blocks["require_gpu"],
+                                                           torch.cuda.is_available())
+
+
+def of_job(found: list[dict], job: dict | None) -> list[dict]:
+    """The tasks of one timing job, named by the items its tasks share ({"study": "blocks", "name": experiment,
+    "pair": ..., "mode": ...} or {"study": "models", "name": model, "pair": ...}); all of them for None."""
+    return found if job is None else [t for t in found if all(t.get(k) == v for k, v in job.items())]
+
+
+def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) -> dict:
+    """Compile every task (of one timing job: of_job) into `cache_dir` with up to threads // 2 worker
+    processes, unless the probe shows that the jobs cannot hit the entries; the manifest to write."""
+    todo, skipped = (of_job(found, job) for found in tasks(config))
+    workers = max(1, min(len(todo), threads // 2))
+    compile_threads = max(1, threads // workers)
+    start = time.perf_counter()
+    path = os.path.abspath(cache_dir)
+    os.makedirs(path, exist_ok=True)
+    # each worker starts with the cache's location, its share of the cores for Triton's parallel compilation,
+    # and the jobs' own torch thread count (Inductor's cache key includes it)
+    env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, compile_threads)}
+    job_env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, 1)}
+    # usable: whether a job-like process hits the warm-up's entries; None where not probed (one task: the probe
+    # saves the rest of a warm-up, and there is no rest)
+    probe, usable, reason = [], None, None
+    if len(todo) > 1:
+        probe = [_in_worker(config, todo[-1], env), _in_worker(config, todo[-1], job_env)]
+        warmed, again = probe
+        usable = True
+        if warmed["status"] == "ok" and again["status"] == "ok" and not again["cache_hits"] and again["cache_misses"]:
+            usable = False
+            reason = (f"a job-like process compiling {again['name']} again after the warm-up missed the cache "
+                      f"({again['cache_misses']} misses, 0 hits): the jobs would miss every entry, so the warm-up "
+                      "is skipped and they compile cold")
+            log.warning("%s", reason)
+        todo = todo[:-1]
+    done = probe[:1]
+    if usable is not False:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            done += list(pool.map(lambda task: _in_worker(config, task, env), todo))
+    else:
+        skipped += [{**t, "reason": "the warm-up cannot be hit (see usable)"} for t in todo]
+    return {"cache_dir": path, "torch": torch.__version__, "workers": workers, "compile_threads": compile_threads,
+            "seconds": time.perf_counter() - start, "usable": usable, "reason": reason, "probe": probe,
+            "tasks": done, "skipped": skipped}
+
+
+def _in_worker(config: dict, task: dict, env: dict) -> dict:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", __name__], input=json.dumps({"config": config, "task": task}),
+                          capture_output=True, text=True, env=env)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 0 and lines:
+        result = json.loads(lines[-1])
+    else:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        result = {**task, "status": "error", "message": f"worker exited with {proc.returncode}: {tail}"[:500],
+                  "seconds": time.perf_counter() - start}
+    log.info("%(study)s %(name)s %(pair)s %(mode)s %(what)s: %(status)s in %(seconds).1f s %(message)s",
+             {**result, "message": result["message"] or ""})
+    return result
+
+
+def _compile(config: dict, task: dict) -> dict:
+    """One task: the same construction as its job (its setting's numerics included), timed from the model's or
+    cases' construction; with the Inductor cache's hits and misses."""
+    start, before = time.perf_counter(), cfgs.compile_counters()
+    status, message = "ok", None
+    try:
+        devices.apply_numerics(config)
+        if task["study"] == "blocks":
+            experiments.compile_cases(task["name"], config, task["pair"], task["mode"])
+        else:
+            setting = vm.Setting(*task["setting"])
+            case = vm.case_from_config(config, task["name"], task["pair"], task["mode"], setting)
+            loaded = vm.load_case(case)
+            with torch.no_grad(), nx.applied(setting.numerics), nx.autocast(setting.numerics, loaded.device):
+                if task["what"] == "whole":
+                    vm.prepare_whole(loaded.model, case, loaded.inputs[0], loaded.device)
+                else:
+                    vm.compile_units(loaded, case)
+    except Exception as err:   # recorded; the job meets the same failure and writes it as a row
+        status, message = vm.status_of(err), f"{type(err).__name__}: {str(err).strip()[:300]}"
+    counted = cfgs.compile_counters() - before
+    return {**task, "status": status, "message": message, "seconds": time.perf_counter() - start,
+            "cache_hits": counted.cache_hits, "cache_misses": counted.cache_misses}
+
+
+if __name__ == "__main__":   # a worker: one task from stdin, its result as the last line of stdout
+    payload = json.load(sys.stdin)
+    print(json.dumps(_compile(payload["config"], payload["task"])))

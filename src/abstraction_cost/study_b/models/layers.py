@@ -1,0 +1,263 @@
+"""Per-layer times of a vision model, by layer timers and by layer subtraction, eager and compiled (Fig. 5.8-5.11).
+
+The job of a (model, pair) has the model's blocks (models/blocks.py) twice: as themselves (eager) and each
+compiled as its own graph (vision_models.compile_unit, built once per job by ensure_compiled). Compiled blocks
+are separate graphs because that is what a timer between two blocks forces on a compiled model (a timer is a
+graph break), and because selective compilation (selective.py) is built from the same units. Interleaved in
+rounds, with rotating inputs, it times:
+
+- `timer`: every block bracketed by a host timer with synchronisation before and after (the study's layer timers
+  with sync; their sum over blocks is the study's arr_sum), eager and compiled;
+- `prefix`: blocks 0..k-1 run end to end for k = 0 .. n, eager and compiled (k = 0: the empty call, the timer's
+  own cost), timed by measure.timing.benchmark, so block i's time by layer subtraction is P[i+1] - P[i]
+  (the study's "time until layer N minus time until layer N-1", with medians);
+- `mixed_to_compiled` / `mixed_to_eager`: blocks 0..i-1 in one state and block i in the other, for i = 1 .. n-1:
+  the measured cost of switching at each boundary, which the dynamic programme charges (oracles.py).
+
+A compiled block that receives eager output in one probe and compiled output in another sees different strides
+and is compiled for each (two cache entries); warm-up calls every probe first, so that no compilation happens
+inside the rounds, and a recompile there turns every row of the job into status error.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import polars as pl
+import torch
+
+from ...measure.timing import benchmark, gc_paused, synchronize
+from . import vision as vm
+from .oracles import CostModel
+from .vision import refuse_compilation
+
+MEASURES = ("timer", "prefix", "mixed_to_compiled", "mixed_to_eager")
+
+
+def chain(fns: list[Callable]) -> Callable:
+    def run(x):
+        for f in fns:
+            x = f(x)
+        return x
+    return run
+
+
+def timed_blocks(fns: list[Callable], x: torch.Tensor, device: torch.device) -> list[float]:
+    """One call with a synchronised host timer around every block: ms per block."""
+    out = []
+    for f in fns:
+        synchronize(device)
+        start = time.perf_counter_ns()
+        x = f(x)
+        synchronize(device)
+        out.append((time.perf_counter_ns() - start) / 1e6)
+    return out
+
+
+@dataclass(frozen=True)
+class Probe:
+    measure: str
+    configuration: str
+    block: int                 # timer: unused (every block); prefix: k; mixed: boundary i
+    fn: Callable
+
+
+def _row(case, configuration, measure, block, names, kinds, r, k, t, status="ok", message=None):
+    named = 0 <= block < len(names)
+    return {**case.columns(configuration), "measure": measure, "block": block,
+            "block_name": names[block] if named else ("input" if block == 0 or measure == "prefix" else None),
+            "block_kind": kinds[block] if named else None,
+            "round": r, "repeat": k, "time_ms": t, "status": status, "message": message}
+
+
+def layer_times(case: vm.Case, config: dict, run, loaded: vm.Loaded | None, log=None) -> list[dict]:
+    """vision_layer_times rows for one (model, pair) in the case's mode, with the job's shared units."""
+    reason = vm.not_run_reason(case, config)
+    if reason is not None:
+        return [{**case.columns(case.compiled), "measure": m, "block": None, "block_name": None,
+                 "block_kind": None, "round": None, "repeat": None, "time_ms": None, "status": "not_run",
+                 "message": reason} for m in MEASURES]
+    device, parts, inputs = loaded.device, loaded.parts, loaded.inputs
+    with torch.no_grad():
+        names = [b.name for b in parts]
+        kinds = [b.kind for b in parts]
+        n = len(parts)
+        eager = [b.module for b in parts]
+        e, c = case.eager, case.compiled
+        try:
+            vm.ensure_compiled(case, loaded, run, log)
+        except Exception as err:
+            return [_row(case, c, m, 0, names, kinds, None, None, None, vm.status_of(err), vm.message_of(err))
+                    for m in MEASURES]
+        compiled = loaded.units
+        probes = ([Probe("prefix", e.name, k, chain(eager[:k])) for k in range(n + 1)]
+                  + [Probe("prefix", c.name, k, chain(compiled[:k])) for k in range(n + 1)]
+                  + [Probe("mixed_to_compiled", c.name, i, chain(eager[:i] + [compiled[i]])) for i in range(1, n)]
+                  + [Probe("mixed_to_eager", c.name, i, chain(compiled[:i] + [eager[i]])) for i in range(1, n)])
+        timers = [(e.name, eager), (c.name, compiled)]
+        rows: list[dict] = []
+        try:
+            with run.phase("layers-warmup"):
+                # at least one call per probe even with warmup 0: a compiled block fed a new layout compiles here
+                for p in probes:
+                    benchmark(p.fn, inputs, device=device, warmup=max(case.warmup, len(inputs)), repeats=0)
+                for _, fns in timers:
+                    for _ in range(max(case.warmup, 1)):
+                        timed_blocks(fns, inputs[0][0], device)
+            calls = 0
+            with run.phase("layers-timed"), refuse_compilation(f"layer probes of {case.model}"), gc_paused():
+                for r in range(case.rounds):
+                    order = probes if r % 2 == 0 else probes[::-1]
+                    for cfg_name, fns in (timers if r % 2 == 0 else timers[::-1]):
+                        timed_blocks(fns, inputs[(calls - 1) % len(inputs)][0], device)   # untimed, as in interleaved
+                        for k in range(case.repeats_per_round):
+                            x = inputs[(calls + k) % len(inputs)][0]
+                            for i, t in enumerate(timed_blocks(fns, x, device)):
+                                rows.append(_row(case, cfg_name, "timer", i, names, kinds, r, k, t))
+                        calls += case.repeats_per_round
+                    for p in order:
+                        shift = calls % len(inputs)
+                        rotated = list(inputs[shift:]) + list(inputs[:shift])
+                        p.fn(*rotated[-1])                 # one untimed call, as in study_b/blocks/interleaved.py
+                        ms = benchmark(p.fn, rotated, device=device, warmup=0, repeats=case.repeats_per_round,
+                                       flush_l2=case.flush_l2)
+                        calls += case.repeats_per_round
+                        rows.extend(_row(case, p.configuration, p.measure, p.block, names, kinds, r, k, t)
+                                    for k, t in enumerate(ms))
+        except Exception as err:  # a failed or recompiling loop: every measure of the job says why
+            return [_row(case, c, m, 0, names, kinds, None, None, None, vm.status_of(err), vm.message_of(err))
+                    for m in MEASURES]
+    return rows
+
+
+# ---- from the rows of one (model, pair) to per-block times and the switch-cost model ----
+
+@dataclass(frozen=True)
+class LayerSamples:
+    """The ok rows of one (model, pair) job as arrays [probe, round, repeat] (times in ms)."""
+    n: int
+    names: list[str]
+    kinds: list[str]
+    timer_eager: np.ndarray      # [block, round, repeat]
+    timer_compiled: np.ndarray
+    prefix_eager: np.ndarray     # [k = 0..n, round, repeat]
+    prefix_compiled: np.ndarray
+    mixed_to_compiled: np.ndarray  # [i = 0..n-1 (row 0 is NaN), round, repeat]
+    mixed_to_eager: np.ndarray
+
+
+class IncompleteLayers(ValueError):
+    """The layer rows lack a measure, block, round or repeat the analysis needs."""
+
+
+def samples_from_rows(df: pl.DataFrame, eager_configuration: str, compiled_configuration: str) -> LayerSamples:
+    ok = df.filter(pl.col("status") == "ok")
+    if ok.is_empty():
+        raise IncompleteLayers("no ok layer rows")
+    rounds = sorted(ok["round"].unique().to_list())
+    repeats = sorted(ok["repeat"].unique().to_list())
+    timer = ok.filter(pl.col("measure") == "timer")
+    n = int(timer["block"].max()) + 1
+    names = (timer.filter(pl.col("round") == rounds[0], pl.col("repeat") == repeats[0],
+                          pl.col("configuration") == eager_configuration).sort("block")["block_name"].to_list())
+    kinds = (timer.filter(pl.col("round") == rounds[0], pl.col("repeat") == repeats[0],
+                          pl.col("configuration") == eager_configuration).sort("block")["block_kind"].to_list())
+
+    def cube(measure, configuration, blocks):
+        part = ok.filter(pl.col("measure") == measure, pl.col("configuration") == configuration)
+        a = np.full((len(blocks), len(rounds), len(repeats)), np.nan)
+        index = {b: i for i, b in enumerate(blocks)}
+        r_index = {r: i for i, r in enumerate(rounds)}
+        k_index = {k: i for i, k in enumerate(repeats)}
+        for b, r, k, t in part.select("block", "round", "repeat", "time_ms").iter_rows():
+            if b in index:
+                a[index[b], r_index[r], k_index[k]] = t
+        return a
+
+    data = LayerSamples(
+        n=n, names=names, kinds=kinds,
+        timer_eager=cube("timer", eager_configuration, range(n)),
+        timer_compiled=cube("timer", compiled_configuration, range(n)),
+        prefix_eager=cube("prefix", eager_configuration, range(n + 1)),
+        prefix_compiled=cube("prefix", compiled_configuration, range(n + 1)),
+        mixed_to_compiled=cube("mixed_to_compiled", compiled_configuration, range(n)),
+        mixed_to_eager=cube("mixed_to_eager", compiled_configuration, range(n)))
+    for field in ("timer_eager", "timer_compiled", "prefix_eager", "prefix_compiled"):
+        if np.isnan(getattr(data, field)).any():
+            raise IncompleteLayers(f"layer rows: measure {field} lacks some (block, round, repeat)")
+    for field in ("mixed_to_compiled", "mixed_to_eager"):
+        if np.isnan(getattr(data, field)[1:]).any():
+            raise IncompleteLayers(f"layer rows: measure {field} lacks some (boundary, round, repeat)")
+    return data
+
+
+def medians(a: np.ndarray, rounds: np.ndarray | None = None) -> np.ndarray:
+    """Median over (round, repeat) per probe; `rounds` picks (with repetition) the rounds to use."""
+    if rounds is not None:
+        a = a[:, rounds, :]
+    return np.median(a.reshape(a.shape[0], -1), axis=1)
+
+
+def monotone_fit(values, parent) -> np.ndarray:
+    """Least-squares fit of `values` under fit[parent[v]] <= fit[v], on a tree listed parents first (root: -1).
+
+    Isotonic regression on a tree whose root is its least element, by pooling bottom up (Pardalos & Xue 1999):
+    a node absorbs the lowest-mean block hanging below it while that mean is below its own. Every fitted value
+    is the mean of a pooled set of values, so values that already obey the order come back unchanged.
+    """
+    y = np.asarray(values, float)
+    if any(not -1 <= p < v for v, p in enumerate(parent)) or len(parent) != len(y):
+        raise ValueError(f"monotone fit: parent {list(parent)} does not list a tree parents first")
+    total, count, members = y.copy(), np.ones(len(y)), [[v] for v in range(len(y))]
+    below: list[list[int]] = [[] for _ in y]           # tops of the blocks hanging directly below block v
+    for v, p in enumerate(parent):
+        if p >= 0:
+            below[p].append(v)
+    for v in reversed(range(len(y))):
+        while below[v]:
+            low = min(below[v], key=lambda b: total[b] / count[b])
+            if total[low] / count[low] >= total[v] / count[v]:
+                break
+            below[v].remove(low)
+            below[v] += below[low]
+            total[v] += total[low]
+            count[v] += count[low]
+            members[v] += members[low]
+            members[low] = []
+    fit = np.empty_like(y)
+    for v, block in enumerate(members):
+        fit[block] = total[v] / count[v]
+    return fit
+
+
+def monotone_prefixes(prefix, mixed) -> tuple[np.ndarray, np.ndarray]:
+    """P[0..n] and M[1..n-1] (element 0 of M ignored, returned NaN) fitted under P[k] <= P[k+1], P[i] <= M[i]."""
+    p, m = np.asarray(prefix, float), np.asarray(mixed, float)
+    n = len(p) - 1
+    if p.ndim != 1 or n < 1 or m.shape != (n,):
+        raise ValueError(f"monotone prefixes: shapes {p.shape} and {m.shape}; expected (n+1,) and (n,), n >= 1")
+    parent = [-1, *range(n), *range(1, n)]             # P[k] below P[k-1]; M[i] (node n+i) below P[i]
+    fit = monotone_fit(np.concatenate([p, m[1:]]), parent)
+    return fit[:n + 1], np.concatenate([[np.nan], fit[n + 1:]])
+
+
+@dataclass(frozen=True)
+class PrefixFit:
+    """One estimate of the switch-cost model, from prefix and mixed medians fitted so no block takes negative time."""
+    empty_ms: float      # P_e[0]: the empty call
+    eager_ms: float      # P_e[n]: the whole model eager
+    model: CostModel
+
+
+def prefix_fit(s: LayerSamples, rounds: np.ndarray | None = None) -> PrefixFit:
+    """The switch-cost model (oracles.py) from the medians of `rounds`, fitted by monotone_prefixes."""
+    pe, m_ec = monotone_prefixes(medians(s.prefix_eager, rounds), medians(s.mixed_to_compiled, rounds))
+    pc, m_ce = monotone_prefixes(medians(s.prefix_compiled, rounds), medians(s.mixed_to_eager, rounds))
+    return PrefixFit(float(pe[0]), float(pe[-1]), CostModel.from_prefix_times(pe, pc, m_ec, m_ce))
+
+
+def round_resamples(n_rounds: int, resamples: int, seed: int) -> np.ndarray:
+    """[resample, round] indices: rounds drawn with replacement (a round keeps its repeats together)."""
+    return np.random.default_rng(seed).integers(0, n_rounds, size=(resamples, n_rounds))

@@ -1,0 +1,391 @@
+"""Study B's end-to-end and selective steps under the measurement protocol (docs/measurement.md): eager in a process
+that has loaded no compiled code, interleaved in short turns with the compiled variants in processes of their own,
+over several invocations.
+
+For one setting of a (model, pair) job, an invocation starts together (start-ups overlap) one vision_worker per
+role: `clean` (eager and the eager baselines: channels_last, cuda_graphs) and one `compiled` worker per compile mode
+of study_b.models.modes (the whole model compiled; the layer mode's also the selective variants; each also
+`eager_in_process`, eager built after its compiled code). Each prepares its variants (build from the Inductor cache,
+output check, warm-up to a steady state), then every variant of every worker takes `blocks` turns in rotating
+order, each a block of calls filling about `block_ms` and together at least `min_calls`: a slow period of the
+host falls on every variant alike, and the turns pair the variants' times. The end-to-end step and the selective
+step share the clean worker's eager (one measurement: their baselines are the same numbers) and the layer mode's
+compiled worker; the drift of eager in a process with compiled code is eager_in_process against eager, paired.
+
+Invocations repeat in fresh processes: `invocations`, then up to `max_invocations` while some variant's
+invocation medians do not pin its time within `precision` (the t-interval's relative half width). Each
+invocation's records are kept as a step of the job (measure/steps.py), so a resumed job keeps the invocations it
+has. A worker that dies makes its unfinished variants of that invocation `error` records with its exit status;
+the other invocations still count.
+
+The profiled pass (study_b.models.protocol.profile_calls; 0: none): in the first invocation only, after every
+variant's last timed turn (a process stays slower once the profiler has run in it, so no timed call follows it),
+each worker is told `profile N` with its end-to-end variants: measure/profiled.py's host loop of every variant,
+then its device loop of every variant under torch.profiler. The pass is kept in the variant's record (`profile`)
+and becomes its vision_profile row; a worker that dies in it leaves its timed blocks as they are, and its
+variants' profile rows `error` with the exit status.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...measure import profiled, steps
+from ...measure.statistics import median, relative_half_width
+from ...study_a.sweep.conductor import Worker, WorkerDied
+from . import vision as vm
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_DEFAULTS = {"invocations": 3, "max_invocations": 5, "precision": 0.05, "blocks": 6, "block_ms": 50.0,
+                     "min_calls": 12, "warmup_max": 60, "profile_calls": 5}
+CLEAN = "clean"
+E2E_CLEAN = ("eager", "eager_channels_last", "eager_cuda_graphs")
+E2E_VARIANTS = (*E2E_CLEAN, "compiled", "eager_in_process")   # those the profiled pass profiles
+PROFILE_KEY = "study_b.models.protocol.profile_calls"
+PROFILE_COLUMNS = ("profiled_calls", "host_issue_ms", "host_cpu_ms", "wall_ms", "device_source",
+                   *profiled.DEVICE_COLUMNS, "device_message")
+MAX_CALLS_PER_BLOCK = 2000
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """study_b.models.protocol (config/README.md: its keys and defaults)."""
+    invocations: int
+    max_invocations: int
+    precision: float
+    blocks: int
+    block_ms: float
+    min_calls: int
+    warmup_max: int
+    profile_calls: int = 0   # the profiled pass's calls per variant, in the first invocation after its turns; 0: none
+
+    @classmethod
+    def from_config(cls, section: dict) -> "Protocol":
+        p = {**PROTOCOL_DEFAULTS, **(section.get("protocol") or {})}
+        for key, value in p.items():
+            if key not in PROTOCOL_DEFAULTS:
+                raise ValueError(f"config key study_b.models.protocol.{key}: unknown key; known: "
+                                 f"{sorted(PROTOCOL_DEFAULTS)}")
+            if key == "profile_calls":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"config key {PROFILE_KEY}: {value!r} is not a non-negative integer")
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"config key study_b.models.protocol.{key}: {value!r} is not a positive number")
+        return cls(int(p["invocations"]), max(int(p["max_invocations"]), int(p["invocations"])),
+                   float(p["precision"]), int(p["blocks"]), float(p["block_ms"]), int(p["min_calls"]),
+                   int(p["warmup_max"]), p["profile_calls"])
+
+    def calls_per_block(self, call_ms: float) -> int:
+        """Calls filling about block_ms, and over the blocks at least min_calls."""
+        by_time = round(self.block_ms / max(call_ms, 1e-3))
+        return max(1, min(MAX_CALLS_PER_BLOCK, max(by_time, math.ceil(self.min_calls / self.blocks))))
+
+
+def worker_key(mode: str | None) -> str:
+    return CLEAN if mode is None else f"compiled:{mode}"
+
+
+def _spec(config: dict, case: vm.Case, role: str, choices: dict | None, protocol: Protocol) -> dict:
+    section = config["study_b"]["models"]
+    backend = vm.BACKEND if isinstance(vm.BACKEND, str) else f"{vm.BACKEND.__module__}:{vm.BACKEND.__qualname__}"
+    return {"role": role, "backend": backend, "baselines": list(section["baselines"]),
+            "case": {k: v for k, v in case.__dict__.items() if k not in ("batch_size", "numerics", "memory_format")},
+            "setting": {"batch_size": case.batch_size, "numerics": case.numerics,
+                        "memory_format": case.memory_format},
+            "choices": choices, "warmup": case.warmup, "warmup_max": protocol.warmup_max}
+
+
+def _command(spec: dict, directory: Path, key: str) -> list[str]:
+    path = directory / f"{key.replace(':', '-')}.spec.json"
+    path.write_text(json.dumps(spec))
+    return [sys.executable, "-m", "abstraction_cost.study_b.models.worker", str(path)]
+
+
+def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
+    """One invocation: every worker of `specs` started, prepared, and its variants timed in rotating turns.
+    Records: one per (worker, variant), with `blocks` ([calls' ms] per turn) and `turns`."""
+    records: dict[tuple[str, str], dict] = {}
+    with tempfile.TemporaryDirectory(prefix="vision-protocol-") as tmp:
+        workers = {key: Worker(f"vision-{key}-{inv}", _command({**spec, "invocation": inv}, Path(tmp), key)) for key, spec in specs.items()}
+        alive: dict[str, Worker] = {}
+
+        def died(key: str, err: WorkerDied) -> None:
+            log.warning("invocation %d: worker %s died: %s", inv, key, err.message)
+            alive.pop(key, None)
+            message = f"worker process ended (exit status {err.returncode}): {err.message}"
+            for (k, variant), r in list(records.items()):
+                if k == key and r["status"] == "ok":
+                    records[(k, variant)] = {**r, "status": err.status, "message": message, "blocks": [],
+                                             "turns": []}
+            if not any(k == key for k, _ in records):
+                records[(key, "*")] = {"worker": key, "variant": "*", "status": err.status, "message": message,
+                                       "exit_status": err.returncode}
+
+        try:
+            for key, worker in workers.items():   # all launched before any is waited for: start-ups overlap
+                try:
+                    worker.ask(None, "up")
+                    worker.proc.stdin.write("prepare\n")
+                    worker.proc.stdin.flush()
+                    alive[key] = worker
+                except (WorkerDied, OSError) as err:
+                    died(key, err if isinstance(err, WorkerDied) else WorkerDied("error", str(err), None))
+            for key in list(alive):
+                try:
+                    ready = alive[key].ask(None, "ready")
+                except WorkerDied as err:
+                    died(key, err)
+                    continue
+                for variant, answer in ready["variants"].items():
+                    records[(key, variant)] = {"worker": key, "variant": variant, **answer, "blocks": [],
+                                               "turns": []}
+            slots = [k for k, r in records.items() if r["status"] == "ok" and k[0] in alive]
+            calls = {k: protocol.calls_per_block(records[k]["call_ms"]) for k in slots}
+            for turn in range(protocol.blocks):
+                shift = turn % len(slots) if slots else 0
+                for key, variant in slots[shift:] + slots[:shift]:
+                    record = records[(key, variant)]
+                    if key not in alive or record["status"] != "ok":
+                        continue
+                    try:
+                        answer = alive[key].ask(f"time {variant} {calls[(key, variant)]}", "block", "failed")
+                    except WorkerDied as err:
+                        died(key, err)
+                        continue
+                    if answer["kind"] == "failed":
+                        record.update(status=answer["status"], message=answer["message"], blocks=[], turns=[])
+                        continue
+                    record["blocks"].append(answer["times_ms"])
+                    record["turns"].append(turn)
+            if inv == 0 and protocol.profile_calls > 0:
+                _profile(alive, records, protocol.profile_calls, inv)
+        finally:
+            for worker in workers.values():
+                worker.close()
+    return [{**r, "invocation": inv} for r in records.values()]
+
+
+def _profile(alive: dict[str, Worker], records: dict[tuple[str, str], dict], calls: int, inv: int) -> None:
+    """The profiled pass of every worker still alive, one after another, once all timed turns are done: each
+    ok end-to-end variant's record gets `profile` (measure/profiled.py's columns, status, message). A worker that
+    dies in it keeps its timed blocks; its variants' profiles are `error` with its exit status."""
+    for key, worker in list(alive.items()):
+        names = [v for (k, v), r in records.items() if k == key and v in E2E_VARIANTS and r["status"] == "ok"]
+        if not names:
+            continue
+        try:
+            found = worker.ask(f"profile {calls} {' '.join(names)}", "profile")["variants"]
+        except WorkerDied as err:
+            log.warning("invocation %d: worker %s died in its profiled pass: %s", inv, key, err.message)
+            alive.pop(key, None)
+            message = f"the worker died in its profiled pass (exit status {err.returncode}): {err.message}"
+            found = {v: {"status": err.status if err.status != "ok" else "error", "message": message}
+                     for v in names}
+        for variant in names:
+            records[(key, variant)]["profile"] = found.get(variant) or {
+                "status": "error", "message": "the worker's profile answer has no record of this variant"}
+
+
+def imprecise(by_invocation: list[list[dict]], precision: float) -> bool:
+    """Whether some variant's ok invocations do not yet pin its median within `precision`."""
+    medians: dict[tuple[str, str], list[float]] = {}
+    for records in by_invocation:
+        for r in records:
+            if r["status"] == "ok" and r["blocks"]:
+                medians.setdefault((r["worker"], r["variant"]), []).append(
+                    median([t for b in r["blocks"] for t in b]))
+    return any(relative_half_width(m) > precision for m in medians.values())
+
+
+def measure(config: dict, model: str, pair: str, setting: vm.Setting, choices: dict[str, str] | None,
+            store: steps.StepStore | None, prefix: str, logger: logging.Logger | None = None) -> list[dict]:
+    """Every invocation's records for one setting (kept per invocation in `store`)."""
+    logger = logger or log
+    section = config["study_b"]["models"]
+    protocol = Protocol.from_config(section)
+    specs = {}
+    for mode in [None, *section["modes"]]:
+        case = vm.case_from_config(config, model, pair, mode or section["layer_mode"], setting)
+        mine = choices if mode == section["layer_mode"] else None
+        specs[worker_key(mode)] = _spec(config, case, CLEAN if mode is None else "compiled", mine, protocol)
+    out: list[list[dict]] = []
+    for inv in range(protocol.max_invocations):
+        if inv >= protocol.invocations and not imprecise(out, protocol.precision):
+            break
+
+        def one(inv=inv):
+            return {"records": session(specs, protocol, inv)}
+
+        name = f"{prefix}protocol-{inv}"
+        records = (one() if store is None else store.step(name, one))["records"]
+        logger.info("%s on %s, %s: invocation %d: %s", model, pair, prefix or "study setting", inv,
+                    ", ".join(f"{r['worker']} {r['variant']} {r['status']}" for r in records))
+        out.append(records)
+    return [r for records in out for r in records]
+
+
+# ------------------------------------------------------------------------------------------------- rows
+def expected(config: dict, case: vm.Case, choices: dict | None) -> dict[str, list[str]]:
+    """worker -> the variants it measures (eager_cuda_graphs only on a CUDA device)."""
+    section = config["study_b"]["models"]
+    clean = ["eager", *(f"eager_{b}" for b in section["baselines"]
+                        if b != "cuda_graphs" or vm.device_of(case).type == "cuda")]
+    out = {CLEAN: clean}
+    for mode in section["modes"]:
+        out[worker_key(mode)] = ["compiled", *((choices or {}) if mode == section["layer_mode"] else {}),
+                                 "eager_in_process"]
+    return out
+
+
+def _process(key: str) -> str:
+    return CLEAN if key == CLEAN else "compiled"
+
+
+def _sample_rows(columns: dict, key: str, variant: str, by_inv: dict[int, dict], extra: dict) -> list[dict]:
+    """One variant's rows over invocations: a row per timed call, or one row with the record's status."""
+    rows = []
+    base = {**columns, "variant": variant, **extra, "process": _process(key)}
+    for inv, r in sorted(by_inv.items()):
+        if r["status"] == "ok" and r["blocks"]:
+            rows.extend({**base, "invocation": inv, "round": turn, "repeat": k, "time_ms": t,
+                         "warmup_calls": r.get("warmup_calls"), "steady": r.get("steady"), "status": "ok",
+                         "message": None}
+                        for turn, block in zip(r["turns"], r["blocks"]) for k, t in enumerate(block))
+        else:
+            status = r["status"] if r["status"] != "ok" else "error"
+            rows.append({**base, "invocation": inv, "round": None, "repeat": None, "time_ms": None,
+                         "warmup_calls": r.get("warmup_calls"), "steady": r.get("steady"), "status": status,
+                         "message": r.get("message") or "no block was timed"})
+    return rows
+
+
+def _build_row(columns: dict, step: str, variant: str, by_inv: dict[int, dict]) -> dict:
+    """What building the variant cost in the first invocation that has its record (later ones hit the cache)."""
+    from ...tables.common import PHASE_MEASURES
+    from ..configurations import COMPILE_COLUMNS
+    r = by_inv[min(by_inv)]
+    return {**columns, "step": step, "variant": variant, **{c: r.get(c) for c in COMPILE_COLUMNS},
+            **{c: 0 if c == "nvml_samples" else None for c in PHASE_MEASURES},
+            "status": r["status"] if r["status"] in ("ok", "oom", "wrong_output", "not_run") else "error",
+            "message": r.get("message")}
+
+
+def _profile_row(columns: dict, key: str, variant: str, by_inv: dict[int, dict], calls: int) -> dict:
+    """A variant's vision_profile row: its first invocation's profiled pass, or why it has none."""
+    inv = min(by_inv)
+    r = by_inv[inv]
+    row = {**columns, "variant": variant, "process": _process(key), "invocation": inv,
+           **dict.fromkeys(PROFILE_COLUMNS)}
+    profile = r.get("profile")
+    if profile is not None:
+        row.update({c: profile.get(c) for c in PROFILE_COLUMNS}, status=profile.get("status", "ok"),
+                   message=profile.get("message"))
+    elif r["status"] != "ok":
+        row.update(status="not_run", message=f"not timed in invocation {inv} ({r['status']}): nothing to profile")
+    else:
+        row.update(status="not_run", message=f"no profiled pass ({PROFILE_KEY}: {calls})" if calls == 0 else
+                   "no profiled pass in its record (kept by an attempt that ran none)")
+    return row
+
+
+def _profile_not_run(case: vm.Case, variant: str, cfg, why: str) -> dict:
+    return {**case.columns(cfg), "variant": variant, "process": None, "invocation": None,
+            **dict.fromkeys(PROFILE_COLUMNS), "status": "not_run", "message": why}
+
+
+def rows(config: dict, model: str, pair: str, setting: vm.Setting, records: list[dict],
+         chosen: dict[str, tuple[str, float | None]] | None, n_blocks: int) -> dict[str, list[dict]]:
+    """vision_e2e, vision_selective, vision_builds and vision_profile rows from the protocol's records. chosen:
+    selective variant -> (choice, predicted_ms), None where the oracles have no choice (the selective variants are
+    then `missing`).
+    A (worker, variant) without a record of an invocation takes its worker's `*` record (the worker died before
+    preparing) or is `missing`."""
+    section = config["study_b"]["models"]
+    layer_mode = section["layer_mode"]
+    lcase = vm.case_from_config(config, model, pair, layer_mode, setting)
+    want = expected(config, lcase, {v: c for v, (c, _) in (chosen or {}).items()})
+    invocations = sorted({r["invocation"] for r in records})
+    found: dict[tuple[str, str], dict[int, dict]] = {}
+    for key, variants in want.items():
+        for variant in variants:
+            for inv in invocations:
+                r = next((r for r in records if r["invocation"] == inv and r["worker"] == key
+                          and r["variant"] in (variant, "*")), None)
+                found.setdefault((key, variant), {})[inv] = r or {
+                    "status": "missing", "message": f"no record of invocation {inv}"}
+    calls = Protocol.from_config(section).profile_calls
+    out = {"vision_e2e": [], "vision_selective": [], "vision_builds": [], "vision_profile": []}
+    for mode in section["modes"]:
+        case = vm.case_from_config(config, model, pair, mode, setting)
+        for key, variant in [*((CLEAN, v) for v in want[CLEAN]),
+                             (worker_key(mode), "compiled"), (worker_key(mode), "eager_in_process")]:
+            cfg = case.compiled if variant == "compiled" else case.eager
+            out["vision_e2e"] += _sample_rows(case.columns(cfg), key, variant, found[(key, variant)], {})
+            out["vision_builds"].append(_build_row(case.columns(cfg), "e2e", variant, found[(key, variant)]))
+            out["vision_profile"].append(_profile_row(case.columns(cfg), key, variant, found[(key, variant)], calls))
+        if vm.device_of(case).type != "cuda" and "cuda_graphs" in section["baselines"]:
+            why = "eager CUDA graphs need a CUDA device; this pair runs on the CPU"
+            out["vision_e2e"].append(_not_run(case, "eager_cuda_graphs", case.eager, why))
+            out["vision_profile"].append(_profile_not_run(case, "eager_cuda_graphs", case.eager, why))
+            out["vision_builds"].append(_build_row(case.columns(case.eager), "e2e", "eager_cuda_graphs",
+                                                   {0: {"status": "not_run", "message": why}}))
+    key = worker_key(layer_mode)
+    from .selective import VARIANTS
+    for variant in ["eager", "compiled", *VARIANTS, "eager_in_process"]:
+        cfg = lcase.eager if variant.startswith("eager") else lcase.compiled
+        if variant in VARIANTS and chosen is None:
+            why = "no oracle choice: the layer measurements of this model and pair did not run or failed"
+            out["vision_selective"].append(_not_run(lcase, variant, cfg, why, "missing",
+                                                    {"choice": None, "predicted_ms": None}))
+            continue
+        choice, predicted = (chosen or {}).get(variant, (None, None))
+        if variant.startswith("eager"):
+            choice = "e" * n_blocks
+        w = CLEAN if variant == "eager" else key
+        extra = {"choice": choice, "predicted_ms": predicted}
+        out["vision_selective"] += _sample_rows(lcase.columns(cfg), w, variant, found[(w, variant)], extra)
+        if variant in VARIANTS:
+            out["vision_builds"].append(_build_row(lcase.columns(cfg), "selective", variant, found[(w, variant)]))
+    return out
+
+
+def _not_run(case: vm.Case, variant: str, cfg, why: str, status: str = "not_run", extra: dict | None = None) -> dict:
+    return {**case.columns(cfg), "variant": variant, **(extra or {}), "process": None, "invocation": None,
+            "round": None, "repeat": None, "time_ms": None, "warmup_calls": None, "steady": None,
+            "status": status, "message": why}
+
+
+def not_run_rows(config: dict, model: str, pair: str, setting: vm.Setting, why: str) -> dict[str, list[dict]]:
+    """Every row of both steps `not_run` with the reason (the case cannot run here)."""
+    section = config["study_b"]["models"]
+    out = {"vision_e2e": [], "vision_selective": [], "vision_builds": [], "vision_profile": []}
+    from ...tables.common import PHASE_MEASURES
+    from ..configurations import COMPILE_COLUMNS
+    from .selective import VARIANTS
+
+    def build(case, step, variant, cfg):
+        return {**case.columns(cfg), "step": step, "variant": variant, **dict.fromkeys(COMPILE_COLUMNS),
+                **{c: 0 if c == "nvml_samples" else None for c in PHASE_MEASURES}, "status": "not_run",
+                "message": why}
+
+    for mode in section["modes"]:
+        case = vm.case_from_config(config, model, pair, mode, setting)
+        for variant in ["eager", "compiled", *(f"eager_{b}" for b in section["baselines"]), "eager_in_process"]:
+            cfg = case.compiled if variant == "compiled" else case.eager
+            out["vision_e2e"].append(_not_run(case, variant, cfg, why))
+            out["vision_builds"].append(build(case, "e2e", variant, cfg))
+            out["vision_profile"].append(_profile_not_run(case, variant, cfg, why))
+    lcase = vm.case_from_config(config, model, pair, section["layer_mode"], setting)
+    for variant in ["eager", "compiled", *VARIANTS, "eager_in_process"]:
+        cfg = lcase.eager if variant.startswith("eager") else lcase.compiled
+        out["vision_selective"].append(_not_run(lcase, variant, cfg, why, extra={"choice": None,
+                                                                                  "predicted_ms": None}))
+        out["vision_builds"].append(build(lcase, "selective", variant, cfg))
+    return out

@@ -1,0 +1,252 @@
+"""The benchmarks run (tiny, on the CPU); their numbers are not asserted here."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.fixtures.repository import REPO
+
+
+def test_harness_overhead_benchmark_runs(tmp_path):
+    out = tmp_path / "overhead.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "harness_overhead.py"), "--device", "cpu", "--batch", "2",
+                    "--resolution", "32", "--steps", "2", "--rounds", "2", "--out", str(out)], check=True,
+                   capture_output=True)
+    result = json.loads(out.read_text())
+    assert result["bare_ms_per_step"] > 0 and result["harness_wall_ms_per_step"] > 0
+    assert result["nvml_status"] == "no CUDA device in use"
+
+
+def test_eager_drift_benchmark_runs(tmp_path):
+    out = tmp_path / "drift.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "eager_drift.py"), "--pair", "cpu", "--model",
+                    "squeezenet1_1", "--resolution", "64", "--rounds", "2", "--repeats", "1", "--backend", "eager",
+                    "--out", str(out)], check=True, capture_output=True)
+    rows = json.loads(out.read_text())["rows"]
+    checkpoints = {r["checkpoint"] for r in rows}
+    assert checkpoints == {"fresh", "whole_compiled", "units_compiled", "chain", "among_variants", "after_profiler"}
+    assert {r["protocol"] for r in rows} == {"plain", "hygienic"} and all(r["median_ms"] > 0 for r in rows)
+    assert all(r["ratio_to_fresh"] == 1.0 for r in rows if r["checkpoint"] == "fresh")
+
+
+def test_sweep_overhead_benchmark_runs(tmp_path):
+    out = tmp_path / "sweep_overhead.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep_overhead.py"), "--config",
+                    str(REPO / "config" / "smoke.yaml"), "--device", "cpu", "--implementations", "eager",
+                    "--numerics", "fp32", "tf32", "--out", str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    (job,) = result["jobs"]  # one job walks both transfer modes in both numerics
+    assert job["implementation"] == "eager" and job["numerics"] == ["fp32", "tf32"]
+    assert job["ok_cells"] == job["cells"] == 16 and 0 < job["timed_s"] < job["wall_s"]
+    assert set(job["timed_s_by_numerics"]) == {"fp32", "tf32"} and all(job["timed_s_by_numerics"].values())
+
+
+def test_sweep_overhead_from_a_run_reads_each_jobs_wall_time_and_keeps_builds_apart(tmp_path):
+    """--from-run: the wall time from rule sweep's Snakemake benchmark file, the timed calls from its tables; a
+    compiled job's builds (in its wall time) are not overhead, aoti's package time (another job's) is not taken."""
+    import polars as pl
+
+    from abstraction_cost import tables
+    jobs = tmp_path / "jobs"
+    cells = {"compiled-default": [(10.0, 4, 30.0)], "aoti": [(100.0, 10, 50.0), (None, None, 50.0)]}
+    for impl, rows in cells.items():
+        for numerics in ("fp32", "tf32"):
+            (jobs / numerics).mkdir(parents=True, exist_ok=True)
+            tables.write("sweep", [{**dict.fromkeys(tables.schema("sweep")), "run_id": "r", "implementation": impl,
+                                    "numerics": numerics, "device": "cuda", "status": "ok" if t else "oom",
+                                    "time_ms": t, "repeats": n, "build_s": b}
+                                   for t, n, b in rows], jobs / numerics / f"{impl}.rows.parquet")
+            pl.DataFrame({"gpu_name": ["H100"], "torch_version": ["2.11"]}).write_parquet(
+                jobs / numerics / f"{impl}.env.parquet")
+        (jobs / f"{impl}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n100.0\t0:01:40\t1.0\n")
+    out = tmp_path / "overhead.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep_overhead.py"), "--from-run", str(tmp_path),
+                    "--out", str(out)], check=True, capture_output=True)
+    by_impl = {j["implementation"]: j for j in json.loads(out.read_text())["jobs"]}
+    compiled, aoti = by_impl["compiled-default"], by_impl["aoti"]
+    assert compiled["timed_s"] == 0.08 and compiled["build_s"] == 60.0 and compiled["wall_s"] == 100.0
+    assert abs(compiled["outside_timed_pct"] - 39.92) < 1e-9
+    assert aoti["timed_s"] == 2.0 and aoti["build_s"] == 0.0 and abs(aoti["outside_timed_pct"] - 98.0) < 1e-9
+    assert aoti["numerics"] == ["fp32", "tf32"] and aoti["gpu"] == "H100" and aoti["ok_cells"] == 2
+
+
+def test_host_input_benchmark_runs_and_checks_both_ways_agree(tmp_path):
+    out = tmp_path / "host_input.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "host_input.py"), "--points", "3:16", "--pool", "2",
+                    "--repeats", "1", "--out", str(out)], check=True, capture_output=True)
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["batch"], r["resolution"], r["transfer"]) for r in rows] == [(3, 16, "float32-pageable"),
+                                                                            (3, 16, "uint8-pinned")]
+    assert rows[0]["bytes"] == 3 * 3 * 16 * 16 * 4 and all(r["in_place_s"] >= 0 for r in rows)
+
+
+def test_run_time_reads_each_jobs_start_and_end_from_snakemake_logs(tmp_path):
+    first = tmp_path / "first.snakemake.log"
+    first.write_text("""Building DAG of jobs...
+[Mon Nov 23 14:50:25 2026]
+localrule sweep:
+    output: results/study_a/sweep/jobs/fp32/eager.rows.parquet
+    jobid: 5
+    wildcards: numerics=fp32, implementation=eager
+[Mon Nov 23 14:50:25 2026]
+localrule sweep_inputs:
+    jobid: 2
+[Mon Nov 23 14:50:31 2026]
+Finished jobid: 2 (Rule: sweep_inputs)
+1 of 3 steps (33%) done
+[Mon Nov 23 14:50:35 2026]
+Finished jobid: 5 (Rule: sweep)
+[Mon Nov 23 14:50:35 2026]
+localrule sweep:
+    jobid: 6
+[Mon Nov 23 14:50:47 2026]
+Error in rule sweep:
+    message: None
+    jobid: 6
+""")
+    second = tmp_path / "second.snakemake.log"  # the resumed run: its job ids are its own
+    second.write_text("[Mon Nov 23 15:00:00 2026]\nrule sweep:\n    jobid: 5\n")
+    out = tmp_path / "run_time.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_time.py"), str(first), str(second), "--out",
+                    str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    sweep, inputs = result["rules"]
+    assert (sweep["rule"], sweep["timing"], sweep["jobs"], sweep["finished"], sweep["failed"], sweep["unfinished"],
+            sweep["job_s"], sweep["longest_s"]) == ("sweep", True, 3, 1, 1, 1, 22.0, 12.0)
+    assert (inputs["rule"], inputs["timing"], inputs["job_s"]) == ("sweep_inputs", False, 6.0)
+    assert result["timing_job_s"] == 22.0 and result["last_end"] == "2026-11-23T14:50:47"
+
+
+def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
+    """Two Snakemake runs of the smoke config's sweep (the second forced), every ok cell compared."""
+    import yaml
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["study_a"]["sweep"].update(batches=[1], resolutions=[16], transfers=["float32-pageable"])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "repeatability.json"
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "repeatability.py"), "--configfile",
+                             str(tmp_path / "config.yaml"), "--workdir", str(tmp_path), "--cores", "2",
+                             "--out", str(out)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert [r["forced"] for r in data["runs"]] == [[], ["sweep"]]
+    sweep = data["tables"]["sweep"]["run2_vs_run1"]
+    assert sweep["cells"] == 2  # eager and libtorch at the one cell
+    assert all(r["ratio"] > 0 and r["covered"] in (True, False) for r in sweep["ratios"])
+    assert 0 <= sweep["within_10pct"] <= 1 and sweep["coverage"] is not None
+
+
+def _log_stamp(epoch: float) -> str:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(epoch).strftime("[%a %b %d %H:%M:%S %Y]")   # Snakemake's: local time
+
+
+T0 = 1_800_000_000.0
+
+
+def _run_time_of(tmp_path, jobs, environment: dict, sweep: dict | None = None) -> dict:
+    """run_time.py --results on a Snakemake log of `jobs` (jobid, rule, wildcards, start, end, inputs, outputs;
+    seconds after T0, each started and finished in that order) and the run's environment rows."""
+    import datetime as dt
+
+    import polars as pl
+    lines = ["Building DAG of jobs..."]
+    for jobid, rule, wildcards, start, _, inputs, outputs in jobs:
+        lines += [_log_stamp(T0 + start), f"localrule {rule}:"] + ([f"    input: {inputs}"] if inputs else []) + [
+            f"    output: {outputs}", f"    jobid: {jobid}"] + ([f"    wildcards: {wildcards}"] if wildcards else []) + [
+            "    resources: tmpdir=/tmp", "Select jobs to execute..."]
+    for jobid, rule, *_, end, _, _ in sorted(jobs, key=lambda j: j[4]):
+        lines += [_log_stamp(T0 + end), f"Finished jobid: {jobid} (Rule: {rule})"]
+    log = tmp_path / "run.snakemake.log"
+    log.write_text("\n".join(lines) + "\n")
+    results = tmp_path / "results"
+    (results / "study_a").mkdir(parents=True)
+    iso = lambda s: dt.datetime.fromtimestamp(T0 + s, dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: E731
+    pl.DataFrame({**{k: v for k, v in environment.items() if k not in ("start", "end")},
+                  "started_at": [iso(t) for t in environment["start"]], "ended_at": [iso(t) for t in environment["end"]]}
+                 ).write_parquet(results / "environment.parquet")
+    if sweep is not None:
+        pl.DataFrame(sweep).write_parquet(results / "study_a" / "sweep.parquet")
+    out = tmp_path / "run_time.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_time.py"), str(log), "--results", str(results),
+                    "--out", str(out)], check=True, capture_output=True)
+    return json.loads(out.read_text())
+
+
+def _parts(slot: dict) -> dict:
+    return {k: slot[f"{k}_s"] for k in ("measuring", "start_up", "builds", "other", "idle")}
+
+
+def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_path):
+    """A build, an eval job with two measured runs, a compiled sweep job whose runs record 4 s of builds, a
+    concatenation: each second of the 42 s run is measuring, start-up, builds, other or idle, and the chain that
+    ended last is build -> sweep -> concat, the sweep having waited 12 s for its slot."""
+    program, evals, sweeps = "native/build/ac_libtorch", "eval/fp32/eager.rows.parquet", "sweep/compiled.rows.parquet"
+    result = _run_time_of(tmp_path, [
+        (1, "build_native", "", 0, 10, "", program),
+        (2, "eval_backend", "implementation=eager", 10, 20, program, evals),
+        (3, "sweep", "implementation=compiled-default", 22, 40, program, sweeps),
+        (4, "concat", "", 40, 42, f"{evals}, {sweeps}", "all")],
+        {"run_id": ["r1", "r2", "s1"], "rule": ["eval_backend", "eval_backend", "sweep"], "device": ["cpu"] * 3,
+         "gpu_uuid": [None] * 3, "job": ["implementation=eager,numerics=fp32", "implementation=eager,numerics=tf32",
+                                         "implementation=compiled-default,numerics=fp32"],
+         "start": [13, 16, 24], "end": [15, 19, 38]},
+        sweep={"run_id": ["s1", "s1"], "implementation": ["compiled-default"] * 2, "build_s": [2.0, 2.0]})
+    (slot,) = result["slots"]
+    assert slot["slot"] == "cpu" and slot["held_s"] == 42.0 and slot["jobs"] == 2
+    assert _parts(slot) == {"measuring": 15.0, "start_up": 5.0, "builds": 14.0, "other": 4.0, "idle": 4.0}
+    assert [(s["rule"], s["waited_s"]) for s in result["critical_path"]] == [
+        ("build_native", None), ("sweep", 12.0), ("concat", 0.0)]
+    assert result["critical_path_s"] == 30.0
+
+
+def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
+    """Two eval jobs at once on two GPUs: each job's measured run is found by its wildcards, not by its times
+    alone (the aoti job's run ends within a second of the eager job's end)."""
+    result = _run_time_of(tmp_path, [(1, "eval_backend", "implementation=eager", 0, 10, "", "e"),
+                                     (2, "eval_backend", "implementation=aoti", 2, 12, "", "a")],
+                          {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
+                           "gpu_uuid": ["GPU-a", "GPU-b"], "start": [3, 4], "end": [9, 11],
+                           "job": ["implementation=eager,numerics=fp32", "implementation=aoti,numerics=fp32"]})
+    by_slot = {s["slot"]: s for s in result["slots"]}
+    assert _parts(by_slot["GPU-a"]) == {"measuring": 6.0, "start_up": 3.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
+    assert _parts(by_slot["GPU-b"]) == {"measuring": 7.0, "start_up": 2.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
+    assert by_slot["GPU-a"]["held_s"] == by_slot["GPU-b"]["held_s"] == 12.0
+
+
+def test_run_time_gives_each_gpu_its_own_sweep_shard_and_that_shards_builds(tmp_path):
+    """Two shards of the fp32 sweep at once on two GPUs (rule sweep, wildcards numerics and shard): each slot gets
+    the measured run of its own shard, found by the shard in its environment row, and the compiled builds that
+    shard's rows record (by run_id), counted as builds, not measuring; the share of held time measuring is over
+    both slots."""
+    result = _run_time_of(tmp_path, [(1, "sweep", "numerics=fp32, shard=0", 0, 20, "", "s0"),
+                                     (2, "sweep", "numerics=fp32, shard=1", 0, 20, "", "s1")],
+                          {"run_id": ["a", "b"], "rule": ["sweep"] * 2, "device": ["cuda"] * 2,
+                           "gpu_uuid": ["GPU-a", "GPU-b"], "start": [2, 5], "end": [18, 19],
+                           "job": ["numerics=fp32,shard=0", "numerics=fp32,shard=1"]},
+                          sweep={"run_id": ["a", "a", "b", "b"], "implementation": ["compiled-default", "eager"] * 2,
+                                 "build_s": [3.0, None, 5.0, None]})
+    by_slot = {s["slot"]: s for s in result["slots"]}
+    assert _parts(by_slot["GPU-a"]) == {"measuring": 13.0, "start_up": 2.0, "builds": 3.0, "other": 2.0, "idle": 0.0}
+    assert _parts(by_slot["GPU-b"]) == {"measuring": 9.0, "start_up": 5.0, "builds": 5.0, "other": 1.0, "idle": 0.0}
+    assert result["measuring_share"] == pytest.approx(22.0 / 40.0)
+
+
+def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_estimate(tmp_path):
+    """benchmarks/default_estimate.py on the default config: labelled an estimate, two GPUs faster than one, each
+    slot's busy time within the schedule, and the calibration reproduces gpu-smoke's measured one-GPU time."""
+    runs = {}
+    for config, gpus in (("config", 1), ("config", 2), ("gpu-smoke", 1)):
+        out = tmp_path / f"{config}-{gpus}.json"
+        done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "default_estimate.py"),
+                               str(REPO / "config" / f"{config}.yaml"), "--gpus", str(gpus), "--out", str(out)],
+                              check=True, capture_output=True, text=True)
+        assert done.stdout.startswith("ESTIMATE for")
+        runs[(config, gpus)] = json.loads(out.read_text())
+    one, two = runs[("config", 1)], runs[("config", 2)]
+    assert one["estimate"] is True and two["total_s"] < one["total_s"]
+    assert set(two["families_s"]) == {"training", "backend comparison", "sweep and kernels", "Study B on the GPU",
+                                      "Study B on the CPU"} and all(s > 0 for s in two["families_s"].values())
+    assert len(two["slot_busy_s"]) == 2 and max(two["slot_busy_s"]) <= two["gpu_schedule_s"]
+    assert runs[("gpu-smoke", 1)]["calibrated_s"] == pytest.approx(810.0, abs=0.5)

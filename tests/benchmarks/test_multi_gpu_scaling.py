@@ -1,0 +1,55 @@
+"""benchmarks/multi_gpu_scaling.py's checks on made-up environment rows (the benchmark itself runs on a GPU box)."""
+import importlib.util
+from pathlib import Path
+
+import polars as pl
+
+from abstraction_cost import tables
+
+from tests.fixtures.report_rows import environment_rows
+from tests.fixtures.repository import REPO
+
+spec = importlib.util.spec_from_file_location(
+    "multi_gpu_scaling", REPO / "benchmarks/multi_gpu_scaling.py")
+scaling = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(scaling)
+
+
+def jobs(spans):
+    """Environment rows of timing jobs: (gpu index, start second, end second) each."""
+    env = environment_rows([f"r{i}" for i in range(len(spans))])
+    return scaling.timing_jobs(env.with_columns(
+        gpu_index=pl.Series([g for g, _, _ in spans], dtype=pl.Int64),
+        gpu_uuid=pl.Series([f"GPU-{g}" for g, _, _ in spans]),
+        started_at=pl.Series([f"2026-01-01T00:00:{s:02d}.000+00:00" for _, s, _ in spans]),
+        ended_at=pl.Series([f"2026-01-01T00:00:{e:02d}.500+00:00" for _, _, e in spans])))
+
+
+def test_jobs_on_different_gpus_at_once_do_not_overlap():
+    assert scaling.overlaps_on_one_gpu(jobs([(0, 0, 9), (1, 0, 9), (0, 10, 19), (1, 12, 19)])) == []
+
+
+def test_two_jobs_at_once_on_one_gpu_are_found():
+    found = scaling.overlaps_on_one_gpu(jobs([(0, 0, 9), (1, 0, 9), (1, 5, 12)]))
+    assert found == [("train_eager[run=r1]", "train_eager[run=r2]")]
+
+
+def test_rows_by_status_count_whole_tables_only(tmp_path):
+    results = tmp_path / "results"
+    (results / "study_a/train/eager").mkdir(parents=True)
+    table = pl.DataFrame({"run_id": ["a", "b", "c"], "status": ["ok", "ok", "not_run"]})
+    table.write_parquet(results / "study_a/backend_eval.parquet")
+    table.write_parquet(results / "study_a/train/eager/seed0.rows.parquet")  # a part of a whole table
+    tables.frame("environment", []).write_parquet(results / "study_a/backend_eval.env.parquet")
+    assert scaling.row_status(results) == {"ok": 2, "not_run": 1}
+
+
+def test_summary_states_wall_times_speedup_and_gpus():
+    one = {"config": "config/gpu-smoke.yaml", "gpus": 1, "wall_s": 400.0, "hostname": "box", "returncode": 0,
+           "gpu_names": ["NVIDIA H200"], "jobs": jobs([(0, 0, 9), (0, 10, 19)]), "overlaps_on_one_gpu": [],
+           "rows_by_status": {"ok": 10}}
+    two = {**one, "gpus": 2, "wall_s": 220.0, "jobs": jobs([(0, 0, 9), (1, 0, 9)])}
+    text = scaling.summarise([two, one])
+    assert "| 1 | 400.0 | 1.00 | GPU 0: 2 | 0 | ok 10 |" in text
+    assert "| 2 | 220.0 | 1.82 | GPU 0: 1, GPU 1: 1 | 0 | ok 10 |" in text
+    assert "2 GPUs against 1: 1.82x (meets the 1.7x target)" in text

@@ -1,0 +1,318 @@
+"""GPU slots (measure/gpu_slots.py, workflow/rules/gpu_slots.smk): on fake GPUs on the CPU, and on NVML's real ones."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from abstraction_cost.measure import gpu_slots
+from tests.fixtures.repository import REPO
+
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+@pytest.fixture(autouse=True)
+def slot_state(tmp_path, monkeypatch):
+    """Locks in a folder of the test's own, no slot held, and no CUDA_VISIBLE_DEVICES from outside."""
+    lock_dir = tmp_path / "locks"
+    monkeypatch.setattr(gpu_slots, "LOCK_DIR", lock_dir)
+    monkeypatch.setenv("ABSTRACTION_COST_GPU_LOCK_DIR", str(lock_dir))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")   # recorded, so that what take() sets is undone after the test
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(gpu_slots, "_held", None)
+    yield lock_dir
+    if gpu_slots._held is not None:
+        os.close(gpu_slots._held.fd)
+
+
+def fake_gpus(monkeypatch, n):
+    monkeypatch.setenv(gpu_slots.FAKE_GPUS_ENV, str(n))
+
+
+def job(rule, config, **wildcards):
+    return SimpleNamespace(rule=rule, config=config, wildcards=SimpleNamespace(items=lambda: wildcards.items()))
+
+
+def test_visible_gpus_are_narrowed_by_an_outer_cuda_visible_devices(monkeypatch):
+    fake_gpus(monkeypatch, 4)
+    assert [g.index for g in gpu_slots.visible_gpus()] == [0, 1, 2, 3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    assert [g.index for g in gpu_slots.visible_gpus()] == [1, 3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-fake-2")
+    assert [g.index for g in gpu_slots.visible_gpus()] == [2]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpu_slots.visible_gpus() == []
+
+
+def test_slots_default_to_every_gpu_and_obey_the_limit(monkeypatch):
+    fake_gpus(monkeypatch, 3)
+    assert gpu_slots.slots({"device": "cuda"}) == 3
+    assert gpu_slots.slots({"device": "cuda", "gpus": {"slots": None}}) == 3
+    assert gpu_slots.slots({"device": "cuda", "gpus": {"slots": 2}}) == 2
+    assert gpu_slots.slots({"device": "auto", "gpus": {"slots": 0}}) == 0  # auto: time on the CPU
+
+
+def test_more_slots_than_gpus_names_the_setting(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    with pytest.raises(gpu_slots.GpuSlotsError, match=r"'gpus.slots' is 3 but this machine has 2 GPU"):
+        gpu_slots.slots({"device": "auto", "gpus": {"slots": 3}})
+
+
+def test_no_slots_on_a_gpu_config_names_the_setting(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    with pytest.raises(gpu_slots.GpuSlotsError, match=r"'gpus.slots' is 0 but config key 'device' is 'cuda'"):
+        gpu_slots.slots({"device": "cuda", "gpus": {"slots": 0}})
+
+
+def test_which_timing_jobs_are_on_the_gpu():
+    assert gpu_slots.on_gpu("vision_model", {"pair": "gpu"}, {"device": "auto"}, 2)
+    assert not gpu_slots.on_gpu("vision_model", {"pair": "cpu"}, {"device": "cuda"}, 2)
+    assert not gpu_slots.on_gpu("vision_model", {"pair": "gpu"}, {"device": "cpu"}, None)  # not_run, no GPU
+    assert not gpu_slots.on_gpu("study_b_block_timing", {"pair": "gpu"}, {"device": "auto"}, 0)
+    assert gpu_slots.on_gpu("study_b_block_timing", {"pair": "gpu"}, {"device": "auto"}, None)  # a cluster
+    assert gpu_slots.on_gpu("eval_backend", {}, {"device": "auto"}, 1)
+    assert not gpu_slots.on_gpu("eval_backend", {}, {"device": "auto"}, 0)
+    assert not gpu_slots.on_gpu("eval_backend", {}, {"device": "auto"}, None)  # cluster, auto: no GPU asked
+    assert gpu_slots.on_gpu("train_eager", {}, {"device": "cuda"}, None)
+    assert not gpu_slots.on_gpu("train_libtorch", {}, {"device": "cpu"}, 4)
+    with pytest.raises(KeyError, match="not a timing rule"):
+        gpu_slots.on_gpu("report", {}, {"device": "auto"}, 1)
+
+
+def test_every_timing_rule_names_its_comparison():
+    assert set(gpu_slots.COMPARISON_WILDCARDS) == {*gpu_slots.DEVICE_RULES, *gpu_slots.PAIR_RULES}
+    eager = gpu_slots.comparison_key("train_eager", {"dataset": "digits", "init": "zero-gamma", "seed": 0})
+    assert eager == gpu_slots.comparison_key("train_libtorch", {"dataset": "digits", "init": "zero-gamma", "seed": 0})
+    assert eager != gpu_slots.comparison_key("train_eager", {"dataset": "digits", "init": "zero-gamma", "seed": 1})
+    # the sweep's numerics are compared with each other (tf32 against fp32): one comparison, one pinned GPU
+    fp32, tf32 = ({"numerics": n, "implementation": "eager"} for n in ("fp32", "tf32"))
+    assert gpu_slots.comparison_key("sweep", fp32) == gpu_slots.comparison_key("sweep", tf32)
+    assert gpu_slots.comparison_key("sweep_kernels_job", fp32) == gpu_slots.comparison_key("sweep_kernels_job", tf32)
+
+
+def test_take_locks_a_free_gpu_and_the_next_job_gets_another(monkeypatch, slot_state):
+    fake_gpus(monkeypatch, 2)
+    config = {"device": "auto"}
+    first = gpu_slots.take(job("eval_backend", config, implementation="eager"))
+    assert first.gpu.index == 0 and gpu_slots.held() is first
+    assert gpu_slots.environment_columns() == {"gpu_index": 0, "gpu_slot_wait_s": first.wait_s}
+    assert gpu_slots.held_fds() == (first.fd,)
+    # another job (process) sees GPU 0 taken
+    other = gpu_slots.acquire(gpu_slots.visible_gpus(), "other")
+    assert other.gpu.index == 1
+    os.close(other.fd)
+
+
+def test_a_cpu_job_takes_no_slot(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    assert gpu_slots.take(job("vision_model", {"device": "auto"}, pair="cpu", model="alexnet")) is None
+    assert gpu_slots.environment_columns() == {"gpu_index": None, "gpu_slot_wait_s": None}
+
+
+def test_zero_slots_on_auto_hides_the_gpus(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    config = {"device": "auto", "gpus": {"slots": 0}}
+    assert gpu_slots.take(job("train_eager", config, dataset="digits", init="zero-gamma", seed=0)) is None
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_take_refuses_once_cuda_is_initialised(monkeypatch):
+    fake_gpus(monkeypatch, 1)
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: True)))
+    with pytest.raises(RuntimeError, match="before torch is imported"):
+        gpu_slots.take(job("eval_backend", {"device": "cuda"}, implementation="eager"))
+
+
+def test_pin_comparisons_puts_one_comparison_on_one_gpu(monkeypatch, slot_state):
+    fake_gpus(monkeypatch, 4)
+    config = {"device": "cuda", "gpus": {"pin_comparisons": True}}
+    wildcards = {"dataset": "digits", "init": "zero-gamma", "seed": 3}
+    pinned = gpu_slots.pinned_gpu(gpu_slots.comparison_key("train_eager", wildcards), gpu_slots.visible_gpus())
+    slot = gpu_slots.take(job("train_libtorch", config, **wildcards))
+    assert slot.gpu == pinned
+    # the pin holds whichever GPUs are free: with the pinned one taken, a job of the same comparison waits
+    monkeypatch.setattr(gpu_slots, "_held", None)
+    monkeypatch.setattr(gpu_slots, "POLL_S", 0.05)
+    waiter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from types import SimpleNamespace
+        from abstraction_cost.measure import gpu_slots
+        w = {wildcards!r}
+        s = gpu_slots.take(SimpleNamespace(rule="train_eager", config={config!r},
+                                           wildcards=SimpleNamespace(items=lambda: w.items())))
+        print(s.gpu.index, s.wait_s)
+    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    time.sleep(1.5)
+    assert waiter.poll() is None, "a job of the same comparison ran on another GPU instead of waiting"
+    os.close(slot.fd)
+    out, _ = waiter.communicate(timeout=30)
+    index, wait_s = out.split()
+    assert int(index) == pinned.index and float(wait_s) >= 1.0
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from abstraction_cost.measure import gpu_slots
+    slot = gpu_slots.acquire(gpu_slots.visible_gpus()[:1], "holder")
+    print(slot.gpu.index, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_killed_job_frees_its_slot(monkeypatch, slot_state):
+    fake_gpus(monkeypatch, 1)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    try:
+        assert holder.stdout.readline().strip() == "0"
+        assert gpu_slots._try_lock(gpu_slots.visible_gpus()[0], "probe") is None  # held by the other job
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        slot = gpu_slots.acquire(gpu_slots.visible_gpus(), "next job")  # would wait forever if not freed
+        assert slot.gpu.index == 0 and slot.wait_s < 5
+        os.close(slot.fd)
+    finally:
+        holder.kill()
+
+
+def test_a_launched_program_holds_the_slot_after_its_job_dies(monkeypatch, slot_state):
+    """native.launch passes held_fds() to the C++ program: killing the Python job leaves the GPU locked until the
+    program (here `sleep`) ends."""
+    fake_gpus(monkeypatch, 1)
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import subprocess, sys
+        from types import SimpleNamespace
+        from abstraction_cost.measure import gpu_slots
+        gpu_slots.take(SimpleNamespace(rule="eval_backend", config={"device": "cuda"},
+                                       wildcards=SimpleNamespace(items=lambda: {}.items())))
+        child = subprocess.Popen(["sleep", "3"], pass_fds=gpu_slots.held_fds())
+        print(child.pid, flush=True)
+        sys.stdin.read()
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    parent.stdout.readline()
+    parent.kill()
+    parent.wait(timeout=10)
+    gpu = gpu_slots.visible_gpus()[0]
+    assert gpu_slots._try_lock(gpu, "probe") is None  # the program still holds it
+    slot = gpu_slots.acquire([gpu], "next job")
+    assert slot.wait_s > 0.5
+    os.close(slot.fd)
+
+
+# --- the Snakemake half: a workflow of timing jobs using workflow/rules/gpu_slots.smk on fake GPUs ---
+
+JOB_SCRIPT = """
+import json, os, time
+from abstraction_cost.measure import gpu_slots
+slot = gpu_slots.take(snakemake)
+start = time.time()
+time.sleep(1.5)
+json.dump({"gpu": slot.gpu.index if slot else None, "start": start, "end": time.time(),
+           "pair": snakemake.wildcards.pair}, open(snakemake.output[0], "w"))
+"""
+
+
+def slot_workflow(tmp_path, config):
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    (tmp_path / "job.py").write_text(JOB_SCRIPT)
+    (tmp_path / "Snakefile").write_text(textwrap.dedent(f"""
+        configfile: "config.yaml"
+        include: "{REPO}/workflow/rules/gpu_slots.smk"
+        rule all:
+            input: expand("out/gpu-{{model}}.json", model=range(6)), "out/cpu-m.json"
+        rule vision_model:
+            output: "out/{{pair}}-{{model}}.json"
+            resources: **timing_job("vision_model")
+            script: "job.py"
+    """))
+
+
+def run_snakemake(tmp_path, monkeypatch, *args):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run([str(SNAKEMAKE), "--cores", "8", "-d", str(tmp_path), "-s", str(tmp_path / "Snakefile"),
+                           *args], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+
+
+def overlaps(a, b):
+    return a["start"] < b["end"] and b["start"] < a["end"]
+
+
+def test_snakemake_runs_one_timing_job_per_gpu_at_once(tmp_path, monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    slot_workflow(tmp_path, {"device": "auto"})
+    done = run_snakemake(tmp_path, monkeypatch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("*.json"))]
+    gpu_jobs = [j for j in jobs if j["pair"] == "gpu"]
+    cpu_job = next(j for j in jobs if j["pair"] == "cpu")
+    assert sorted({j["gpu"] for j in gpu_jobs}) == [0, 1]  # both GPUs used
+    assert cpu_job["gpu"] is None
+    for i, a in enumerate(gpu_jobs):
+        for b in gpu_jobs[i + 1:]:
+            assert not (a["gpu"] == b["gpu"] and overlaps(a, b)), f"two timing jobs at once on GPU {a['gpu']}"
+    assert any(overlaps(a, b) for i, a in enumerate(gpu_jobs) for b in gpu_jobs[i + 1:])  # in parallel
+    assert not any(overlaps(cpu_job, j) for j in gpu_jobs)  # a CPU timing job runs alone
+
+
+@pytest.mark.parametrize("gpus, args", [({"slots": 1}, []), ({}, ["--resources", "gpu=1"])],
+                         ids=["config gpus.slots", "command line --resources"])
+def test_snakemake_limits_slots(tmp_path, monkeypatch, gpus, args):
+    fake_gpus(monkeypatch, 2)
+    slot_workflow(tmp_path, {"device": "auto", "gpus": gpus})
+    done = run_snakemake(tmp_path, monkeypatch, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    gpu_jobs = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("gpu-*.json"))]
+    assert {j["gpu"] for j in gpu_jobs} == {0}
+    assert not any(overlaps(a, b) for i, a in enumerate(gpu_jobs) for b in gpu_jobs[i + 1:])
+
+
+@pytest.mark.parametrize("slots, message", [(3, "'gpus.slots' is 3 but this machine has 2 GPU"),
+                                            (0, "'gpus.slots' is 0 but config key 'device' is 'cuda'")])
+def test_snakemake_refuses_impossible_slots_naming_the_setting(tmp_path, monkeypatch, slots, message):
+    fake_gpus(monkeypatch, 2)
+    slot_workflow(tmp_path, {"device": "cuda", "gpus": {"slots": slots}})
+    done = run_snakemake(tmp_path, monkeypatch, "-n")
+    assert done.returncode != 0 and message in done.stdout + done.stderr
+
+
+REAL_SLOT_PROBE = """
+import json, os, subprocess, sys
+from types import SimpleNamespace
+from abstraction_cost.measure import gpu_slots
+job = SimpleNamespace(rule="eval_backend", config={"device": "cuda"},
+                      wildcards=SimpleNamespace(items=lambda: [("implementation", "eager")]))
+slot = gpu_slots.take(job)
+script = "import torch; print(torch.cuda.device_count(), torch.cuda.get_device_properties(0).uuid)"
+seen = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+print(json.dumps({"uuid": slot.gpu.uuid, "visible": os.environ["CUDA_VISIBLE_DEVICES"], "seen": seen}))
+"""
+
+
+@pytest.mark.gpu
+def test_real_gpus_get_a_slot_each_by_uuid(tmp_path):
+    gpus = gpu_slots.visible_gpus()
+    if not gpus:
+        pytest.skip("NVML finds no GPU")
+    assert all(g.uuid.startswith("GPU-") for g in gpus)
+    # in a fresh process (take() refuses once CUDA is initialised, as it is here after other GPU tests) locking in
+    # a folder of its own (this process's measured runs hold a slot)
+    env = {**os.environ, "ABSTRACTION_COST_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run([sys.executable, "-c", REAL_SLOT_PROBE], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["uuid"] in {g.uuid for g in gpus} and got["visible"] == got["uuid"]
+    assert got["seen"][0] == "1" and got["uuid"].removeprefix("GPU-") == got["seen"][1].removeprefix("GPU-")
+
+
+def test_measured_runs_safety_net_locks_the_device_a_job_took_no_slot_for(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    slot = gpu_slots.hold_device("fake-1")  # torch writes the UUID without NVML's "GPU-"
+    assert slot.gpu.index == 1 and gpu_slots.hold_device("fake-1") is slot
+    assert gpu_slots._try_lock(slot.gpu, "probe") is None

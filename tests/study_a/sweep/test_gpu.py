@@ -1,0 +1,112 @@
+"""The sweep on a CUDA GPU: real out-of-memory cells in Python and C++, transfer modes, dynamic compilation."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from abstraction_cost.measure.nvml import NvmlSampler
+from abstraction_cost.measure.run import Run
+from abstraction_cost.study_a import native, transfer
+from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.study_a.sweep.cells import walk
+
+from tests.fixtures.sweep_fakes import pool_dir, TinyModel  # noqa: F401 (fixtures)
+
+
+class GreedyModel(TinyModel):
+    """Asks the CUDA allocator for 1 TiB from batch 4 on: a real out-of-memory error, not an injected one."""
+
+    def __init__(self):
+        super().__init__()
+        conv = self.forward.cuda()
+        self.forward = lambda x: torch.empty(1 << 40, dtype=torch.uint8, device=x.device) if x.shape[0] >= 4 \
+            else conv(x)
+
+
+def _cuda_run() -> Run:
+    from abstraction_cost.measure.nvml import NvmlReader
+    reader, status = NvmlReader.open(None)
+    return Run(run_id="gpu-test", device=torch.device("cuda"), sampler=NvmlSampler(reader, 20, status))
+
+
+@pytest.mark.gpu
+def test_python_sweep_on_cuda_records_a_real_oom_and_goes_on(pool_dir):
+    run = _cuda_run()
+    with run.sampler:
+        rows = sweep.python_cells(GreedyModel(), walk([2, 4, 8], [8, 16], ["float32-pinned"]),
+                                  transfer.Pool(pool_dir), 1, 3, run)
+    assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"]
+    assert "out of memory" in rows[1]["message"].lower() and rows[2]["message"] == \
+        "skipped: batch 4 already out of memory at this resolution"
+    assert rows[3]["alloc_peak_mib"] is not None and rows[3]["h2d_bytes"] == 2 * 3 * 16 * 16 * 4
+    assert torch.cuda.memory_allocated() < 1 << 30  # the failed cells' memory was released
+
+
+class GreedyScript(torch.nn.Module):
+    """A TorchScript module asking the allocator for 1 TiB from batch 4 on."""
+
+    def forward(self, x):
+        if x.shape[0] >= 4:
+            return torch.empty([1 << 40], dtype=torch.uint8, device=x.device).float()[:5].expand(x.shape[0], 5)
+        return x.flatten(1)[:, :5]
+
+
+@pytest.mark.gpu
+def test_an_oom_inside_a_torchscript_module_is_oom_in_python_and_in_cpp(pool_dir, tmp_path):
+    """The interpreter wraps torch's OutOfMemoryError in its own error, in Python as in ac_libtorch (and an
+    AOTInductor package's runner does the same); the allocator's oom count makes both an oom cell."""
+    module = torch.jit.script(GreedyScript())
+    module.save(str(tmp_path / "greedy.pt"))
+    cells = walk([2, 4, 8], [8], ["float32-pinned"])
+    model = TinyModel()
+    model.forward = module.cuda()
+    run = _cuda_run()
+    with run.sampler:
+        rows = sweep.python_cells(model, cells, transfer.Pool(pool_dir), 1, 2, run)
+    assert [r["status"] for r in rows] == ["ok", "oom", "oom"], [r["message"] for r in rows]
+    assert rows[1]["message"].startswith("CUDA out of memory. Tried to allocate 1024.00 GiB")
+    program = native.ensure_built("libtorch")
+    settings = SimpleNamespace(batches=(2, 4, 8), resolutions=(8,), transfers=("float32-pinned",), warmup=1,
+                               repeats=2, cell_budget_s=None)
+    inputs = SimpleNamespace(inputs=str(pool_dir), module=str(tmp_path / "greedy.pt"))
+    config = {"backend_flags": {"tf32": False, "cudnn_benchmark": False}}
+    rows = sweep.native_cells(cells, lambda start, oom_at: sweep.sweep_command(
+        program, "torchscript-cpp", inputs, transfer.read_manifest(pool_dir), settings, config, torch.device("cuda"),
+        5, start, oom_at), _cuda_run(), "torchscript-cpp")
+    assert [r["status"] for r in rows] == ["ok", "oom", "oom"], [r["message"] for r in rows]
+    assert rows[1]["message"].startswith("CUDA out of memory. Tried to allocate 1024.00 GiB")
+
+
+@pytest.mark.gpu
+def test_transfer_modes_on_cuda_pin_and_normalise_alike(pool_dir):
+    pool = transfer.Pool(pool_dir)
+    inputs = {m: transfer.cell_input(pool, 32, 16, m, torch.device("cuda")) for m in sweep_cells.TRANSFERS}
+    for data in inputs.values():
+        data.load(pool)
+    assert [inputs[m].host.is_pinned() for m in sweep_cells.TRANSFERS] == [False, True, True]
+    assert inputs["uint8-pinned"].nbytes * 4 == inputs["float32-pageable"].nbytes == 32 * 3 * 16 * 16 * 4
+    x = {m: d.to_device() for m, d in inputs.items()}
+    torch.cuda.synchronize()
+    torch.testing.assert_close(x["uint8-pinned"], x["float32-pageable"])
+    torch.testing.assert_close(x["float32-pinned"], x["float32-pageable"])
+
+
+@pytest.mark.gpu
+def test_dynamic_compile_on_cuda_times_every_shape_after_one_checked_build(pool_dir, tmp_path):
+    """A real dynamic-shape torch.compile of ResNet-50 over two resolutions and batches: every cell passes the
+    output check against eager and is timed, and each shape's first call (the compile, or a recompile where a
+    size-1 dimension is specialised) is timed apart."""
+    from abstraction_cost.models import resnet, weights_file
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                              torch.device("cuda"), compile_shapes="dynamic")
+    run = _cuda_run()
+    with run.sampler:
+        rows = sweep.python_cells(model, walk([2, 4], [8, 16], ["uint8-pinned"]), transfer.Pool(pool_dir), 1, 3,
+                                  run)
+    assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
+    assert all(r["time_ms"] > 0 for r in rows)
+    assert all(r["build_s"] > 0 for r in rows)
