@@ -220,7 +220,8 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
               max(_utc(j.end) for k, j in jobs.items() if k[0] == log and j.end is not None))
              for log in logs if any(k[0] == log and j.end is not None for k, j in jobs.items())]
     held = sum(b - a for a, b in spans)
-    slots = sorted({r["slot"] for r in runs}) or ["cpu"]
+    # the slots timing jobs measured on: a GPU run's summaries and derived tables have cpu environment rows too
+    slots = sorted({r["slot"] for r in runs if is_timing_rule(r["rule"])}) or ["cpu"]
     per = {s: {"slot": s, "held_s": held, "jobs": 0, "measuring_s": 0.0, "start_up_s": 0.0, "builds_s": 0.0,
                "other_s": 0.0, "idle_s": 0.0} for s in slots}
     occupied: dict[str, list[tuple[float, float]]] = {s: [] for s in slots}

@@ -206,10 +206,12 @@ def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
     alone (the aoti job's run ends within a second of the eager job's end)."""
     result = _run_time_of(tmp_path, [(1, "eval_backend", "implementation=eager", 0, 10, "", "e"),
                                      (2, "eval_backend", "implementation=aoti", 2, 12, "", "a")],
-                          {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
-                           "gpu_uuid": ["GPU-a", "GPU-b"], "start": [3, 4], "end": [9, 11],
-                           "job": ["implementation=eager,numerics=fp32", "implementation=aoti,numerics=fp32"]})
+                          {"run_id": ["r1", "r2", "f1"], "rule": ["eval_backend"] * 2 + ["flops"],
+                           "device": ["cuda"] * 2 + ["cpu"], "gpu_uuid": ["GPU-a", "GPU-b", None],
+                           "start": [3, 4, 11], "end": [9, 11, 12],
+                           "job": ["implementation=eager,numerics=fp32", "implementation=aoti,numerics=fp32", ""]})
     by_slot = {s["slot"]: s for s in result["slots"]}
+    assert sorted(by_slot) == ["GPU-a", "GPU-b"]  # the summary's cpu environment row is no slot
     assert _parts(by_slot["GPU-a"]) == {"measuring": 6.0, "start_up": 3.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
     assert _parts(by_slot["GPU-b"]) == {"measuring": 7.0, "start_up": 2.0, "builds": 0.0, "other": 1.0, "idle": 2.0}
     assert by_slot["GPU-a"]["held_s"] == by_slot["GPU-b"]["held_s"] == 12.0
