@@ -92,7 +92,8 @@ def snakemake(workdir: Path, configfile: str, targets: list[str], forcerun: list
 
 
 # copied beside a run's tables where the run made them
-EXTRAS = ("results/study_a/sweep_blocks.parquet", "results/study_a/sweep_speedups.parquet")
+EXTRAS = ("results/study_a/sweep_blocks.parquet", "results/study_a/sweep_speedups.parquet",
+          "results/study_a/sweep.env.parquet")
 
 
 def run_once(workdir: Path, configfile: str, chosen: dict, forced: list[str], cores: str, saved: Path) -> float:
@@ -135,6 +136,18 @@ def environment(run: Path) -> dict:
             **{k: env[k] for k in ("torch_version", "cudnn_version", "driver_version", "git_revision")}}
 
 
+def host_speed(run: Path) -> dict:
+    """The host's speed in the run's sweep jobs (measure/host_speed.py: µs per dispatched op, GB/s of a pageable
+    copy; medians over the jobs' starts and ends), where its environment rows have them: a run on a slower host
+    is slower in the host-bound cells alone."""
+    path = run / "sweep.env.parquet"
+    env = pl.read_parquet(path) if path.exists() else None
+    if env is None or "host_op_us_start" not in env.columns:
+        return {}
+    both = lambda name: pl.concat([env[f"{name}_start"], env[f"{name}_end"]]).median()  # noqa: E731
+    return {"host_op_us": both("host_op_us"), "host_copy_gbps": both("host_copy_gbps")}
+
+
 def compare_runs(dirs: list[Path], chosen: dict) -> dict:
     """Every later run's tables against the first's."""
     out = {}
@@ -175,11 +188,18 @@ def main(argv=None) -> dict:
     result = {"config": args.configfile, **environment(dirs[0]), "runs": runs, "dirs": [str(d) for d in dirs],
               "tables": compare_runs(dirs, chosen),
               "variance_components": {str(d): variance_components(pl.read_parquet(d / "sweep_blocks.parquet"))
-                                      for d in dirs if (d / "sweep_blocks.parquet").exists()}}
+                                      for d in dirs if (d / "sweep_blocks.parquet").exists()},
+              "host_speed": {str(d): host_speed(d) for d in dirs}}
     for name in chosen:
         for key, summary in result["tables"][name].items():
             print(f"{name} {key}: {summary['cells']} cells, {summary['within_10pct']} within ±10%, max deviation "
                   f"{summary['max_deviation']}, coverage {summary['coverage']}")
+    first = result["host_speed"][str(dirs[0])]
+    for k, d in enumerate(dirs[1:], start=2):
+        later = result["host_speed"][str(d)]
+        if first.get("host_op_us") and later.get("host_op_us"):
+            print(f"host run{k} / run1: {later['host_op_us'] / first['host_op_us']:.2f}× the time per dispatched op, "
+                  f"{later['host_copy_gbps'] / first['host_copy_gbps']:.2f}× the pageable copy bandwidth")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     return result

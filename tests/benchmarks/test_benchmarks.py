@@ -135,6 +135,10 @@ def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
     assert sweep["cells"] == 2  # eager and libtorch at the one cell
     assert all(r["ratio"] > 0 and r["covered"] in (True, False) for r in sweep["ratios"])
     assert 0 <= sweep["within_10pct"] <= 1 and sweep["coverage"] is not None
+    # each run's host speed, from its sweep jobs' environment rows, so a slower host can be told from noise
+    speeds = list(data["host_speed"].values())
+    assert len(speeds) == 2 and all(s["host_op_us"] > 0 and s["host_copy_gbps"] > 0 for s in speeds)
+    assert data["device"] == "cpu" and "host run2 / run1" in result.stdout
 
 
 def _log_stamp(epoch: float) -> str:

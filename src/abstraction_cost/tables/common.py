@@ -28,6 +28,10 @@ SCHEMAS = {
         "cpu_governor": pl.String,     # cpufreq's scaling governor, where readable
         "load_avg_start": pl.Float64,  # the host's 1-minute load average when the job started measuring
         "load_avg_end": pl.Float64,
+        "host_op_us_start": pl.Float64,     # one ATen op dispatched from Python, µs (measure/host_speed.py)
+        "host_op_us_end": pl.Float64,
+        "host_copy_gbps_start": pl.Float64, # a 64 MiB pageable host copy, GB/s
+        "host_copy_gbps_end": pl.Float64,
         "tf32_matmul": pl.Boolean,
         "tf32_cudnn": pl.Boolean,
         "cudnn_benchmark": pl.Boolean,
