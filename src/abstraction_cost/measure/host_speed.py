@@ -18,10 +18,10 @@ import time
 
 import torch
 
-OPS_PER_BLOCK = 2000
+OPS_PER_BLOCK = 1000
 BLOCKS = 5
 COPY_MIB = 64
-COPIES = 3
+COPIES = 2
 
 
 def op_us(ops: int = OPS_PER_BLOCK, blocks: int = BLOCKS) -> float:
