@@ -6,7 +6,6 @@ decomposition's cudnn and cudnn-graphs rows that were partial without them. The 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from abstraction_cost import tables
 from abstraction_cost.derived import decomposition
 from abstraction_cost.measure import profiled
 
+from tests.fixtures.cpp import compile_program
 from tests.fixtures.repository import REPO
 SOURCE = "CUPTI activity API (ac_cudnn)"  # native/cudnn/cupti_trace.h kCuptiSource
 NO_SUBSCRIBER = ("C++ program: no CUPTI activity subscriber is linked in (its kernels: sweep_kernels, under Nsight "
@@ -25,13 +25,8 @@ NO_SUBSCRIBER = ("C++ program: no CUPTI activity subscriber is linked in (its ke
 
 @pytest.fixture(scope="module")
 def check_program(tmp_path_factory) -> Path:
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    exe = tmp_path_factory.mktemp("chrome_trace") / "chrome_trace_check"
-    subprocess.run([compiler, "-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(REPO / "native/common"),
-                    str(REPO / "native/common/examples/chrome_trace_check.cpp"), "-o", str(exe)], check=True)
-    return exe
+    return compile_program(tmp_path_factory.mktemp("chrome_trace") / "chrome_trace_check",
+                           REPO / "native/common/examples/chrome_trace_check.cpp")
 
 
 def _profile_record(check_program, tmp_path, mode: str, wall_ms: float = 0.1) -> tuple[dict, dict]:
@@ -176,17 +171,15 @@ def test_a_cupti_that_refuses_or_records_nothing_is_a_reason_not_a_failure(tmp_p
     """native/cudnn/cupti_trace.cpp itself: without a GPU (CI) cuptiActivityEnable fails and the pass returns why
     (e.g. CUPTI_ERROR_UNKNOWN here, CUPTI_ERROR_INSUFFICIENT_PRIVILEGES where profiling is not permitted); on a GPU
     a loop that launches nothing records no kernel. Either way nothing is written and the program goes on."""
-    compiler, found = shutil.which("g++") or shutil.which("c++"), _cupti()
-    if compiler is None or found is None:
-        pytest.skip("no C++ compiler or no CUPTI (cupti.h and libcupti) in the toolkit or torch's wheels")
+    found = _cupti()
+    if found is None:
+        pytest.skip("no CUPTI (cupti.h and libcupti) in the toolkit or torch's wheels")
     include, lib = found
     (tmp_path / "refused.cpp").write_text(REFUSED)
-    exe, trace = tmp_path / "refused", tmp_path / "trace.json"
-    cupti = sorted(lib.glob("libcupti.so*"))[0]
-    subprocess.run([compiler, "-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror",
-                    "-I", str(REPO / "native/cudnn"), "-I", str(REPO / "native/common"), "-I", str(include),
-                    str(tmp_path / "refused.cpp"), str(REPO / "native/cudnn/cupti_trace.cpp"), str(cupti),
-                    f"-Wl,-rpath,{lib}", "-o", str(exe)], check=True)
+    trace = tmp_path / "trace.json"
+    exe = compile_program(tmp_path / "refused", tmp_path / "refused.cpp", REPO / "native/cudnn/cupti_trace.cpp",
+                          includes=(REPO / "native/cudnn", REPO / "native/common", include),
+                          extra=(str(sorted(lib.glob("libcupti.so*"))[0]), f"-Wl,-rpath,{lib}"))
     out = subprocess.run([str(exe), str(trace)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

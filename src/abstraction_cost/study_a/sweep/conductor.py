@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -47,6 +48,15 @@ class WorkerDied(RuntimeError):
     def __init__(self, status: str, message: str, returncode: int | None):
         super().__init__(message)
         self.status, self.message, self.returncode = status, message, returncode
+
+
+def worker_records(label: str):
+    """A served worker's end of Worker's pipe: the records' stream on a copy of stdout, with stdout itself pointed
+    at stderr so that no library's print can corrupt the protocol; the worker's logging to stderr, as `label`."""
+    records = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=f"%(asctime)s {label} %(levelname)s %(message)s")
+    return records
 
 
 class Worker:

@@ -34,6 +34,7 @@ from ...measure.output_check import WrongOutput
 from ...measure.timing import StepTimer, synchronize
 from ..transfer import Pool, cell_input
 from .cells import Cell, OomTracker, faults
+from .conductor import worker_records
 from .serial import InjectedCrash, PythonModel, Warmth, _first_line, _oom_line, _release, oom_count
 
 log = logging.getLogger(__name__)
@@ -242,10 +243,7 @@ def serve(cells: ServedCells, commands, answer) -> None:
 def main(spec_path: str) -> None:
     """The worker process: SPEC.json names the implementation, its inputs, the grid and the numerics."""
     spec = json.loads(Path(spec_path).read_text())
-    records = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own stream: libraries' prints go to stderr
-    os.dup2(2, 1)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s {spec['implementation']} worker %(levelname)s %(message)s")
+    records = worker_records(f"{spec['implementation']} worker")
     devices.apply_numerics(spec["config"])
     device = torch.device(spec["device"])
     pool = Pool(spec["inputs"]["inputs"])

@@ -35,6 +35,7 @@ import torch
 from ...measure import numerics as nx
 from ...measure import output_check, profiled
 from ...measure.timing import StepTimer, synchronize
+from ...study_a.sweep.conductor import worker_records
 from .. import configurations as cfgs
 from . import selective
 from . import vision as vm
@@ -240,10 +241,7 @@ def serve(variants_of, commands, answer) -> None:
 
 def main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
-    records = os.fdopen(os.dup(1), "w", buffering=1)   # the protocol's own stream: libraries' prints go to stderr
-    os.dup2(2, 1)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s vision {spec['role']} worker %(levelname)s %(message)s")
+    records = worker_records(f"vision {spec['role']} worker")
     torch.manual_seed(spec["case"]["seed"])
     device = cfgs.device_for(cfgs.configuration(cfgs.PAIRS[spec["case"]["pair"]][1]))
     numerics = spec["setting"]["numerics"]
