@@ -218,8 +218,29 @@ def imprecise(store: Store, implementations: list[str], cells: list[Cell], befor
     return due
 
 
+class Phases:
+    """Where an invocation's wall time went (workers' start-up, each worker's preparing of cells, turns, ends, the
+    profiled pass), logged when it ends: what the job spends outside its timed turns, per worker."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.prepare: dict[str, float] = {}
+
+    def add(self, phase: str, seconds: float, worker: str | None = None) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+        if worker is not None:
+            self.prepare[worker] = self.prepare.get(worker, 0.0) + seconds
+
+    def summary(self) -> str:
+        parts = [f"{phase} {s:.1f} s" for phase, s in self.seconds.items()]
+        slowest = sorted(self.prepare.items(), key=lambda kv: -kv[1])[:3]
+        return ", ".join(parts) + (" (preparing: " + ", ".join(f"{w} {s:.1f} s" for w, s in slowest) + ")"
+                                   if slowest else "")
+
+
 def _invocation(inv: int, implementations: list[str], command_for: CommandFor, cells: list[Cell], due: list[Cell],
                 settings: SweepSettings, protocol: Protocol, store: Store) -> None:
+    phases = Phases()
     trackers = {impl: OomTracker() for impl in implementations}
     by_index = {c.index: c for c in cells}   # a shard's cells keep the whole grid's indices (sweep_shards.py)
     for (i, impl, index), record in list(store.kept.items()):
@@ -245,6 +266,7 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
     # all launched before any is waited for: their start-ups overlap
     launched = {impl: Worker(impl, command_for(impl, trackers[impl].flag())) for impl in implementations}
     workers = {impl: up(impl, worker) for impl, worker in launched.items()}
+    phases.add("start-up", time.perf_counter() - started)
     log.info("invocation %d: %d workers up in %.1f s", inv, sum(w is not None for w in workers.values()),
              time.perf_counter() - started)
     try:
@@ -254,13 +276,16 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
             groups = [todo] if protocol.together(cell) else [[impl] for impl in todo]
             for group in groups:
                 _measure(inv, group, workers, start, cell, settings, protocol, store, trackers,
-                         release=not protocol.together(cell))
+                         release=not protocol.together(cell), phases=phases)
         if inv == 0 and protocol.profile_calls > 0:
+            profiling = time.perf_counter()
             _profile_walk(inv, workers, start, due, protocol, store)
+            phases.add("profiled pass", time.perf_counter() - profiling)
     finally:
         for worker in workers.values():
             if worker is not None:
                 worker.close()
+        log.info("invocation %d: %.1f s: %s", inv, time.perf_counter() - started, phases.summary())
 
 
 def _unprofiled(store: Store, impl: str, cells: list[Cell]) -> bool:
@@ -294,7 +319,7 @@ def _profile_walk(inv: int, workers: dict, start, cells: list[Cell], protocol: P
 
 
 def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, settings: SweepSettings,
-             protocol: Protocol, store: Store, trackers: dict, release: bool) -> None:
+             protocol: Protocol, store: Store, trackers: dict, release: bool, phases: Phases) -> None:
     """One cell for a group of workers: each prepares it, then `blocks` turns each in rotating order, then ends."""
     ready: dict[str, dict] = {}
 
@@ -305,11 +330,14 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
         ready.pop(impl, None)
 
     for impl in group:
+        preparing = time.perf_counter()
         try:
             record = workers[impl].ask(f"cell {cell.index}", "ready", "cell")
         except WorkerDied as err:
             died(impl, err)
             continue
+        finally:
+            phases.add("preparing", time.perf_counter() - preparing, impl)
         if record["kind"] == "cell":  # skipped, out of memory, failed or wrong: final, untimed
             if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
                 trackers[impl].add(cell)
@@ -318,6 +346,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             ready[impl] = {**record, "blocks": [], "turns": []}
     calls = {impl: protocol.calls_per_block(r["call_ms"], settings.repeats, settings.cell_budget_s)
              for impl, r in ready.items()}
+    turns = time.perf_counter()
     for turn in range(protocol.blocks):
         order = list(ready)
         order = order[turn % len(order):] + order[:turn % len(order)] if order else []
@@ -336,6 +365,8 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                 continue
             ready[impl]["blocks"].append(record["times_ms"])
             ready[impl]["turns"].append(turn)
+    ending = time.perf_counter()
+    phases.add("turns", ending - turns)
     for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
         try:
             record = workers[impl].ask("end", "cell")
@@ -347,6 +378,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
         store.keep(inv, impl, {**record, "blocks": prepared["blocks"], "turns": prepared["turns"],
                                "steady": prepared["steady"], "warmup_calls": prepared["warmup_calls"],
                                "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv})
+    phases.add("ends", time.perf_counter() - ending)
 
 
 def _failed(cell: Cell, died: WorkerDied) -> dict:

@@ -32,6 +32,7 @@ import logging
 import math
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +113,7 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
     """One invocation: every worker of `specs` started, prepared, and its variants timed in rotating turns.
     Records: one per (worker, variant), with `blocks` ([calls' ms] per turn) and `turns`."""
     records: dict[tuple[str, str], dict] = {}
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vision-protocol-") as tmp:
         workers = {key: Worker(f"vision-{key}-{inv}", _command({**spec, "invocation": inv}, Path(tmp), key)) for key, spec in specs.items()}
         alive: dict[str, Worker] = {}
@@ -146,6 +148,7 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
                 for variant, answer in ready["variants"].items():
                     records[(key, variant)] = {"worker": key, "variant": variant, **answer, "blocks": [],
                                                "turns": []}
+            prepared = time.perf_counter()
             slots = [k for k, r in records.items() if r["status"] == "ok" and k[0] in alive]
             calls = {k: protocol.calls_per_block(records[k]["call_ms"]) for k in slots}
             for turn in range(protocol.blocks):
@@ -164,8 +167,12 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
                         continue
                     record["blocks"].append(answer["times_ms"])
                     record["turns"].append(turn)
+            timed = time.perf_counter()
             if inv == 0 and protocol.profile_calls > 0:
                 _profile(alive, records, protocol.profile_calls, inv)
+            # what the invocation spent outside its turns (start-ups and compiles overlap across workers)
+            log.info("invocation %d: workers up and prepared in %.1f s, turns %.1f s, profiled pass %.1f s", inv,
+                     prepared - started, timed - prepared, time.perf_counter() - timed)
         finally:
             for worker in workers.values():
                 worker.close()
