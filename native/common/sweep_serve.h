@@ -2,11 +2,13 @@
 // cell to prepare and when to time a block of calls, so that the implementations of one comparison take turns on
 // the GPU in blocks far shorter than the host's slow periods. The protocol is docs/measurement.md's; in short,
 // one command per stdin line, one JSON-lines record per command on stdout:
-//   cell K    prepare cell K (release another shape's state first), one forward on a cold cell, the host input,
-//             then warm-up windows of kSteadyWindow timed calls until two consecutive window medians agree within
-//             kSteadyTolerance (at least --warmup calls on a cold cell, at most --warmup-max):
-//             {"kind":"ready","cell":K,"warmup_calls":n,"steady":b,"call_ms":m,"prepare_s":s}, or the cell's
-//             final record when it is skipped, out of memory or failed (the conductor times nothing then)
+//   load K    load cell K: release another shape's state, prepare the shape, one forward on a cold cell, the
+//             host input: {"kind":"cell_loaded","cell":K,"prepare_s":s}, or the cell's final record when it is
+//             skipped, out of memory or failed. Nothing is timed, so the conductor loads every worker's cell at once.
+//   cell K    load cell K unless it is loaded, then warm-up windows of kSteadyWindow timed calls until two
+//             consecutive window medians agree within kSteadyTolerance (at least --warmup calls on a cold cell, at
+//             most --warmup-max): {"kind":"ready","cell":K,"warmup_calls":n,"steady":b,"call_ms":m,"prepare_s":s},
+//             or the cell's final record (the conductor times nothing then)
 //   time N    N timed calls, as run_sweep's: {"kind":"block","cell":K,"times_ms":[...],"h2d_ms":[...]}
 //   profile N the profiled pass after the cell's timed turns (measure/profiled.py's two loops: never timed):
 //             {"kind":"profile","cell":K,"status":"ok","profiled_calls":N,"host_issue_ms":m,"host_cpu_ms":m,
@@ -16,8 +18,8 @@
 //             backend has no device profiler (ac_cudnn built without CUPTI) or it failed or refused
 //   end       the cell's record, as run_sweep writes it, with every block's calls
 //   release   the shape's state freed: {"kind":"released"}
-// End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_SWEEP_FAULT) acts at the
-// cell command, outside every timed region.
+// End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_SWEEP_FAULT) acts where a
+// cell loads, outside every timed region.
 #pragma once
 
 #include <time.h>
@@ -138,6 +140,7 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
   constexpr std::pair<int64_t, int64_t> kNone{0, 0};
   std::pair<int64_t, int64_t> held = kNone;
   const SweepCell* cell = nullptr;  // the cell prepared and not yet ended
+  bool loaded = false, cold = false;  // whether `cell` is loaded (and was cold) but not yet warmed up
   std::vector<double> times, h2d;
   double start = 0, prepare_s = 0;
   int64_t warmup = 0, recorded = 0;
@@ -169,9 +172,11 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
     std::string op;
     int64_t n = 0;
     words >> op >> n;
-    if (op == "cell") {
+    if (op == "load" || (op == "cell" && !(loaded && cell != nullptr && cell->index == n))) {
+      // load the cell: skipped, failed (its final record) or loaded
       if (n < 0 || n >= static_cast<int64_t>(cells.size())) throw ArgError("serve: no cell " + std::to_string(n));
       cell = &cells[n];
+      loaded = false;
       times.clear();
       h2d.clear();
       start = monotonic_s();
@@ -193,7 +198,7 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
         if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
         backend.reset_alloc_peak();
         double mark = monotonic_s();
-        const bool cold = backend.prepare(*cell);
+        cold = backend.prepare(*cell);
         held = shape;
         if (cold) backend.forward();  // an oom shape fails here, before its host input is made
         backend.synchronize();
@@ -201,6 +206,14 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
         mark = monotonic_s();
         backend.load_input(*cell);
         prepare_s += monotonic_s() - mark;
+        loaded = true;
+        if (op == "load") Record("cell_loaded").add("cell", cell->index).add("prepare_s", prepare_s).emit();
+      });
+      if (op == "load" || cell == nullptr) continue;
+    }
+    if (op == "cell") {  // the loaded cell's warm-up
+      loaded = false;
+      guarded([&] {
         const sweep_detail::Steady warm = sweep_detail::warm_up(backend, cold ? s.warmup : 0, s.warmup_max);
         warmup = warm.calls + (cold ? 1 : 0);
         Record("ready").add("cell", cell->index).add("warmup_calls", warmup).add("steady", warm.steady)
@@ -245,7 +258,7 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
       held = kNone;
       Record("released").emit();
     } else {
-      throw ArgError("serve: '" + line + "' is not 'cell K', 'time N', 'profile N', 'end' or 'release'");
+      throw ArgError("serve: '" + line + "' is not 'load K', 'cell K', 'time N', 'profile N', 'end' or 'release'");
     }
   }
   backend.release();

@@ -25,7 +25,7 @@ from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 
 
 # A worker speaking the protocol of native/common/sweep_serve.h: every call takes 1 ms; each command is appended to
-# LOG as "<name> <command>"; DIE_AT=K makes it exit 3 when told to prepare cell K.
+# LOG as "<name> <command>"; DIE_AT=K makes it exit 3 when told to load or prepare cell K.
 FAKE_WORKER = textwrap.dedent('''
     import json, os, sys
     name, log, die_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -37,11 +37,15 @@ FAKE_WORKER = textwrap.dedent('''
         op, _, arg = line.strip().partition(" ")
         with open(log, "a") as f:
             f.write(f"{name} {line.strip()}\\n")
-        if op == "cell":
+        if op in ("load", "cell"):
             cell = int(arg)
             if cell == die_at:
                 sys.exit(3)
-            say({"kind": "ready", "cell": cell, "warmup_calls": 3, "steady": True, "call_ms": 1.0, "prepare_s": 0})
+            if op == "load":
+                say({"kind": "cell_loaded", "cell": cell, "prepare_s": 0})
+            else:
+                say({"kind": "ready", "cell": cell, "warmup_calls": 3, "steady": True, "call_ms": 1.0,
+                     "prepare_s": 0})
         elif op == "time":
             say({"kind": "block", "cell": cell, "times_ms": [1.0] * int(arg), "h2d_ms": [0.1] * int(arg)})
         elif op == "profile":
@@ -84,13 +88,15 @@ def fake(tmp_path):
     return SimpleNamespace(command_for=command_for, log=log)
 
 
-def test_every_worker_prepares_a_cell_before_any_is_timed_and_turns_rotate(fake):
+def test_every_worker_loads_a_cell_at_once_then_warms_up_alone_before_any_is_timed_and_turns_rotate(fake):
     cells = walk([1, 2], [8], ["float32-pageable"])
     records = conduct(["a", "b", "c"], fake.command_for(), cells, _settings(), _protocol(blocks=3),
                       Store(None, ["a", "b", "c"], len(cells)))
     lines = fake.log.read_text().splitlines()
-    first_cell = lines[:lines.index("a cell 1")]
-    assert first_cell[:3] == ["a cell 0", "b cell 0", "c cell 0"]
+    first_cell = lines[:lines.index("a load 1")]
+    # the loads are sent together (their order in the log is the processes'), every one answered before a warm-up
+    assert sorted(first_cell[:3]) == ["a load 0", "b load 0", "c load 0"]
+    assert first_cell[3:6] == ["a cell 0", "b cell 0", "c cell 0"]
     turns = [line.split()[0] for line in first_cell if line.split()[1] == "time"]
     assert turns == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
     # calls per turn fill block_ms (2 ms of 1 ms calls)
@@ -305,9 +311,10 @@ def test_the_serve_mode_refuses_a_command_it_does_not_know(tmp_path):
                "--std", "0.25,0.25,0.25", "--batches", "1", "--resolutions", "8", "--warmup", "0", "--repeats", "1",
                "--transfers", "float32-pageable", "--weights", str(weights), "--classes", "10", "--serve", "1"]
     import subprocess
-    result = subprocess.run(command, input="cell 0\nfly 3\n", capture_output=True, text=True, timeout=120,
+    result = subprocess.run(command, input="load 0\ncell 0\nfly 3\n", capture_output=True, text=True, timeout=120,
                             env=native.runtime_env())
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert result.returncode != 0 and "'fly 3' is not 'cell K', 'time N', 'profile N', 'end' or 'release'" in \
-        result.stderr
-    assert [r["kind"] for r in records if r["kind"] in ("sweep_start", "ready")] == ["sweep_start", "ready"]
+    assert result.returncode != 0 and \
+        "'fly 3' is not 'load K', 'cell K', 'time N', 'profile N', 'end' or 'release'" in result.stderr
+    assert [r["kind"] for r in records if r["kind"] in ("sweep_start", "cell_loaded", "ready")] == \
+        ["sweep_start", "cell_loaded", "ready"]

@@ -5,9 +5,10 @@ The host's speed shifts on a scale of seconds (a host-bound cell's time steps be
 process's calls describe that process at that moment only. The conductor therefore
 - runs every implementation as a long-lived worker process (the C++ programs with --serve, Python ones as
   sweep_worker), started together, so their start-up overlaps and is paid once per invocation;
-- walks the cells in the serial walk's order; at each cell it has every worker prepare it (build, output check,
-  warm-up to a steady state), then gives them `blocks` turns each, in rotating order, of calls filling about
-  `block_ms`: every slow period of the host falls on all implementations alike;
+- walks the cells in the serial walk's order; at each cell it has every worker load it at once (build, output
+  check: nothing timed, so the slowest load is paid and not the sum), then warm up to a steady state one at a time,
+  then gives them `blocks` turns each, in rotating order, of calls filling about `block_ms`: every slow period of
+  the host falls on all implementations alike;
 - repeats the walk in `invocations` sets of fresh processes, then, up to `max_invocations`, walks again the cells
   whose invocations do not yet pin some implementation's time within `precision` (the t-interval's relative half
   width): the device-bound cells settle in a few invocations, the host-bound ones take more (Kalibera & Jones'
@@ -329,6 +330,28 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
         workers[impl] = start(impl)
         ready.pop(impl, None)
 
+    def final(impl: str, record: dict) -> None:  # skipped, out of memory, failed or wrong: untimed
+        if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
+            trackers[impl].add(cell)
+        store.keep(inv, impl, record)
+
+    if not release and len(group) > 1:
+        # every worker loads the cell at once (builds, compiles, output checks: nothing is timed), so the slowest
+        # load is paid, not their sum; the warm-ups below stay one at a time, on a GPU no other worker uses
+        loading = time.perf_counter()
+        for impl in group:
+            _send(workers[impl], f"load {cell.index}")
+        for impl in list(group):
+            try:
+                record = workers[impl].ask(None, "cell_loaded", "cell")
+            except WorkerDied as err:
+                died(impl, err)
+                group = [i for i in group if i != impl]
+                continue
+            if record["kind"] == "cell":
+                final(impl, record)
+                group = [i for i in group if i != impl]
+        phases.add("loading", time.perf_counter() - loading)
     for impl in group:
         preparing = time.perf_counter()
         try:
@@ -338,10 +361,8 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             continue
         finally:
             phases.add("preparing", time.perf_counter() - preparing, impl)
-        if record["kind"] == "cell":  # skipped, out of memory, failed or wrong: final, untimed
-            if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
-                trackers[impl].add(cell)
-            store.keep(inv, impl, record)
+        if record["kind"] == "cell":
+            final(impl, record)
         else:
             ready[impl] = {**record, "blocks": [], "turns": []}
     calls = {impl: protocol.calls_per_block(r["call_ms"], settings.repeats, settings.cell_budget_s)
@@ -379,6 +400,15 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                                "steady": prepared["steady"], "warmup_calls": prepared["warmup_calls"],
                                "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv})
     phases.add("ends", time.perf_counter() - ending)
+
+
+def _send(worker: Worker, command: str) -> None:
+    """A command written without waiting for its answer; a worker that died says how when its answer is read."""
+    try:
+        worker.proc.stdin.write(command + "\n")
+        worker.proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass
 
 
 def _failed(cell: Cell, died: WorkerDied) -> dict:

@@ -45,8 +45,9 @@ WARMUP_BUDGET_S = 2.0     # kWarmupBudgetS: no window starts after this much war
 
 
 class ServedCells:
-    """One implementation's cells on command: prepare(index) -> `ready` or the cell's final record, time(n) ->
-    `block`, end() -> the cell's record, release()."""
+    """One implementation's cells on command: load(index) -> `cell_loaded` (built, checked, its input made; nothing
+    timed, so every worker loads at once), prepare(index) -> `ready` (loaded unless it is, then warmed up) or the
+    cell's final record, time(n) -> `block`, end() -> the cell's record, release()."""
 
     def __init__(self, model, cells: list[Cell], pool: Pool, device: torch.device, warmup: int, warmup_max: int,
                  oom_at: str = "", logits_dir: str | None = None):
@@ -58,19 +59,23 @@ class ServedCells:
             r, b, t = item.split(":", 2)
             self.tracker.add(Cell(-1, int(b), int(r), t))
         self.cell, self.data, self.times, self.h2d = None, None, [], []
+        self.loaded, self.cold = None, False  # the cell index loaded and not yet warmed up; whether it was cold
         self.started = self.prepare_s = 0.0
         self.warmup_calls, self.ooms = 0, 0
 
     # ------------------------------------------------------------------------------------------ commands
+    def load(self, index: int) -> dict:
+        failed = self._load(index)
+        return failed or {"kind": "cell_loaded", "cell": index, "prepare_s": self.prepare_s,
+                          "build_s": self.model.build_s}
+
     def prepare(self, index: int) -> dict:
-        cell = self.cells[index]
-        self.cell, self.times, self.h2d, self.started = cell, [], [], time.monotonic()
-        skip = self.tracker.skip_message(cell)
-        if skip is not None:
-            return self._final("oom", skip)
-        if self.warmth.leaves_shape(cell):
-            _release(self.device, collect=False)
-        return self._guarded(self._prepare)
+        if self.loaded != index:
+            failed = self._load(index)
+            if failed is not None:
+                return failed
+        self.loaded = None
+        return self._guarded(self._warm)
 
     def time(self, calls: int) -> dict:
         def block():
@@ -124,7 +129,21 @@ class ServedCells:
         np.ascontiguousarray(logits, dtype="<f4").tofile(tmp)
         os.replace(tmp, path)
 
-    def _prepare(self) -> dict:
+    def _load(self, index: int) -> dict | None:
+        """Cell `index` loaded; None, or its final record where it is skipped or fails."""
+        cell = self.cells[index]
+        self.cell, self.times, self.h2d, self.started, self.loaded = cell, [], [], time.monotonic(), None
+        skip = self.tracker.skip_message(cell)
+        if skip is not None:
+            return self._final("oom", skip)
+        if self.warmth.leaves_shape(cell):
+            _release(self.device, collect=False)
+        failed = self._guarded(self._build_and_check)
+        if failed is None:
+            self.loaded = index
+        return failed
+
+    def _build_and_check(self) -> None:
         cell, model = self.cell, self.model
         fault = self.injected.get(cell.index)
         if fault == "oom":
@@ -143,20 +162,22 @@ class ServedCells:
                 model.take_reference(data.to_device)
             model.build_s = None
             model.build(data.model_input())
-            cold = self.warmth.calls(cell, 1) > 0
-            if cold:
+            self.cold = self.warmth.calls(cell, 1) > 0
+            if self.cold:
                 model.forward(data.model_input())  # an oom shape fails here, before its host input is made
             if data.host is None:
                 data.load(self.pool)
             synchronize(self.device)
             model.check(data.to_device)
         self.prepare_s = time.perf_counter() - started - (model.build_s or 0)
+
+    def _warm(self) -> dict:
         gc.collect()
         gc.disable()  # until end(): no collection inside the warm-up's or the blocks' calls
-        calls, self.steady, call_ms = self._warm_up(self.warmup if cold else 0)
-        self.warmup_calls = calls + int(cold)
-        return {"kind": "ready", "cell": cell.index, "warmup_calls": self.warmup_calls, "steady": self.steady,
-                "call_ms": call_ms, "prepare_s": self.prepare_s, "build_s": model.build_s}
+        calls, self.steady, call_ms = self._warm_up(self.warmup if self.cold else 0)
+        self.warmup_calls = calls + int(self.cold)
+        return {"kind": "ready", "cell": self.cell.index, "warmup_calls": self.warmup_calls, "steady": self.steady,
+                "call_ms": call_ms, "prepare_s": self.prepare_s, "build_s": self.model.build_s}
 
     def _warm_up(self, minimum: int) -> tuple[int, bool, float]:
         """Windows of timed calls until two consecutive medians agree within STEADY_TOLERANCE, after `minimum`
@@ -222,7 +243,9 @@ def serve(cells: ServedCells, commands, answer) -> None:
     done = 0
     for line in commands:
         op, _, arg = line.strip().partition(" ")
-        if op == "cell":
+        if op == "load":
+            record = cells.load(int(arg))
+        elif op == "cell":
             record = cells.prepare(int(arg))
         elif op == "time":
             record = cells.time(int(arg))
@@ -233,7 +256,8 @@ def serve(cells: ServedCells, commands, answer) -> None:
         elif op == "release":
             record = cells.release()
         else:
-            raise ValueError(f"serve: {line.strip()!r} is not 'cell K', 'time N', 'profile N', 'end' or 'release'")
+            raise ValueError(f"serve: {line.strip()!r} is not 'load K', 'cell K', 'time N', 'profile N', 'end' or "
+                             "'release'")
         done += record["kind"] == "cell"
         answer(record)
     cells.release()
