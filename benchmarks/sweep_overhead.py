@@ -51,7 +51,8 @@ def make_inputs(out: Path, resolutions, pool: int, channels: int = 3) -> None:
 def child(args) -> None:
     """One sweep job as rule sweep runs it, or (--kernels) one kernel job as rule sweep_kernels_job."""
     from abstraction_cost import config as config_module
-    from abstraction_cost.study_a import cudnn, native
+    from abstraction_cost.programs import native
+    from abstraction_cost.study_a import cudnn
     from abstraction_cost.study_a.sweep import serial as sweep, kernels as sweep_kernels
     config = config_module.load(args.config)
     config["device"] = args.device or config["device"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
 from abstraction_cost.study_a.sweep.cells import walk
 from abstraction_cost.study_a.sweep.store import CellStore, cells_dir, job_key

@@ -70,7 +70,7 @@ def test_ac_libtorchs_profiled_pass_reads_its_kineto_trace_into_device_columns(t
     import json
     import subprocess
 
-    from abstraction_cost.study_a import native
+    from abstraction_cost.programs import native
     from abstraction_cost.measure import profiled
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
@@ -119,7 +119,8 @@ def _served_profile(implementation: str, inputs, weights, batch: int, resolution
     import json
     import subprocess
 
-    from abstraction_cost.study_a import native, transfer
+    from abstraction_cost.programs import native
+    from abstraction_cost.study_a import transfer
     from abstraction_cost.study_a.sweep import serial as sweep
     from abstraction_cost.measure import profiled
     config = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},

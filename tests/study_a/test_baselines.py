@@ -72,7 +72,8 @@ def test_a_bad_static_compile_mode_is_refused_naming_the_key():
 
 
 def test_cudnn_benchmark_is_fp32_with_the_benchmark_flag_in_python_and_in_both_programs():
-    from abstraction_cost.study_a import cudnn, native
+    from abstraction_cost.programs import native
+    from abstraction_cost.study_a import cudnn
     from abstraction_cost.measure import numerics as nx
     base = {"backend_flags": {"tf32": True, "cudnn_benchmark": False},
             "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 64}}}

@@ -25,7 +25,8 @@ from abstraction_cost.measure import numerics as nx
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.study_a import cudnn, native, transfer
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import cudnn, transfer
 from abstraction_cost.study_a.sweep import serial as sweep
 from abstraction_cost.study_a.sweep.cells import walk
 from tests.fixtures.repository import REPO

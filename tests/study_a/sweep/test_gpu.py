@@ -8,7 +8,8 @@ import torch
 
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
-from abstraction_cost.study_a import native, transfer
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import transfer
 from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
 from abstraction_cost.study_a.sweep.cells import walk
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from abstraction_cost.measure import statistics
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import conductor as sweep_conductor, interleaved as sweep_interleaved
 from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, check, walk
 from abstraction_cost.study_a.sweep.conductor import Protocol, Store, cell_row, conduct

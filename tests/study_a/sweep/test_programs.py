@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from abstraction_cost.study_a import native, transfer
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import transfer
 from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
 from abstraction_cost.study_a.sweep.cells import walk
 from tests.fixtures.repository import REPO

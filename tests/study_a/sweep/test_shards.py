@@ -14,7 +14,7 @@ import pytest
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import interleaved as sweep_interleaved, shards as sweep_shards
 from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, walk
 from abstraction_cost.study_a.sweep.conductor import Store, conduct

@@ -43,7 +43,8 @@ from ...data import prepared
 from ...data.specs import spec
 from ...measure import device as devices
 from ...measure.run import Run, measured_run
-from .. import cudnn, native
+from ...programs import native
+from .. import cudnn
 from ..sweep.cells import Cell, SweepSettings
 from ..sweep.conductor import Protocol, Store, conduct, python_worker_command
 from ..sweep.interleaved import profile_rows

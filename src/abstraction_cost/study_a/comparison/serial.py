@@ -52,7 +52,8 @@ from ...measure.output_check import WrongOutput, reference
 from ...measure.run import Run, measured_run
 from ...measure.timing import benchmark
 from ...models import resnet
-from .. import aoti, cuda_graphs, cudnn, native, torchscript
+from ...programs import native
+from .. import aoti, cuda_graphs, cudnn, torchscript
 from ..eager import Normaliser
 from . import store as eval_store
 

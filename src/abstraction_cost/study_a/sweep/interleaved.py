@@ -16,7 +16,8 @@ from ...data.specs import spec
 from ...measure import device as devices
 from ...measure import numerics as nx
 from ...measure.run import Run, measured_run
-from .. import aoti_dynamic, native
+from ...programs import native
+from .. import aoti_dynamic
 from ..transfer import Pool
 from . import shards as sweep_shards
 from .cells import Cell, SweepSettings

@@ -73,7 +73,8 @@ from ...measure.output_check import WrongOutput, reference
 from ...measure.run import Run, measured_run
 from ...measure.timing import StepTimer, synchronize
 from ...models import resnet
-from .. import aoti_dynamic, cuda_graphs, cudnn, native, torchscript
+from ...programs import native
+from .. import aoti_dynamic, cuda_graphs, cudnn, torchscript
 from ..transfer import Pool, cell_input
 from .cells import Cell, OomTracker, SweepSettings, faults, kill_job, kills, more_repeats, timed_columns
 from .check import check_logits

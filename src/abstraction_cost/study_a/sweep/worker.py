@@ -32,9 +32,9 @@ from ...measure import device as devices
 from ...measure import profiled
 from ...measure.output_check import WrongOutput
 from ...measure.timing import StepTimer, synchronize
+from ...programs.workers import worker_records
 from ..transfer import Pool, cell_input
 from .cells import Cell, OomTracker, faults
-from .conductor import worker_records
 from .serial import InjectedCrash, PythonModel, Warmth, _first_line, _oom_line, _release, oom_count
 
 log = logging.getLogger(__name__)
