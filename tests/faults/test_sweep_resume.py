@@ -16,7 +16,8 @@ import pytest
 
 from abstraction_cost import tables
 from abstraction_cost.programs import native
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, python_walk, serial as sweep
+from abstraction_cost.study_a.sweep import store as sweep_store
 from abstraction_cost.study_a.sweep.cells import walk
 from abstraction_cost.study_a.sweep.store import CellStore, cells_dir, job_key
 from abstraction_cost.study_a.transfer import Pool
@@ -80,8 +81,8 @@ def test_python_walk_takes_kept_cells_back_and_keeps_the_skip_rule(pool_dir, tmp
     kept = [store.keep(_ok(0, 1, 8)), store.keep({**_ok(1, 2, 8), "status": "oom", "time_ms": None,
                                                   "message": "out of memory"})]
     store = CellStore(tmp_path / "cells", "k")   # the rerun
-    rows = sweep.python_cells(TinyModel(), walk([1, 2, 4], [8, 16], ["uint8-pinned"]), Pool(pool_dir), 0, 2,
-                              _run(), store)
+    rows = python_walk.python_cells(TinyModel(), walk([1, 2, 4], [8, 16], ["uint8-pinned"]), Pool(pool_dir), 0, 2,
+                                    _run(), store)
     assert rows[:2] == kept
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows[2:]] == [
         (2, "oom", 1), (3, "ok", 1), (4, "ok", 1), (5, "ok", 1)]
@@ -103,7 +104,7 @@ def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_
         launched.append((start, oom_at))
         return command_for(start, oom_at)
     monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4,kill@99")   # the program accepts the launcher's kill@K
-    rows = sweep.native_cells(cells, recording, _run(), "fake", store)
+    rows = native_walk.native_cells(cells, recording, _run(), "fake", store)
     # the kept oom goes on to the program, across its restart too
     assert launched == [(3, "8:2:float32-pinned"), (5, "8:2:float32-pinned")]
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
@@ -117,7 +118,7 @@ def test_a_cell_killed_from_outside_is_not_kept(tmp_path):
     job's table, but a rerun measures the cell again."""
     store = CellStore(tmp_path / "cells", "k")
     for index, status in enumerate((-signal.SIGKILL, -signal.SIGINT, -signal.SIGSEGV, 3)):
-        sweep._keep(store, {"cell": index, "status": "error", "exit_status": status}, set())
+        sweep_store._keep(store, {"cell": index, "status": "error", "exit_status": status}, set())
     assert sorted(store.rows()) == [2, 3]
 
 

@@ -5,7 +5,7 @@ records into rows), with one difference: instead of torch's `--cudnn-benchmark` 
 algorithm choice of `study_a.cudnn` (`--conv-algo heuristic|find`, `--workspace-limit-mib`), and it records
 `conv_algo` and `workspace_mib` on every phase and eval record. `cudnn-graphs` is the same program replaying each
 step as a CUDA graph. It runs on a CUDA GPU only: elsewhere its rows are not_run. In the inference sweep
-(study_a/sweep/serial.py) both are implementations, launched as `ac_cudnn sweep`.
+(study_a/sweep/) both are implementations, launched as `ac_cudnn sweep`.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from abstraction_cost.measure import numerics as nx
 from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.programs import native, ncu
 from abstraction_cost.study_a import cudnn, transfer
-from abstraction_cost.study_a.sweep import serial as sweep, kernels as sweep_kernels
+from abstraction_cost.study_a.sweep import kernels as sweep_kernels, native_walk
 from abstraction_cost.study_a.sweep.cells import SweepSettings
 from tests.fixtures.repository import REPO
 
@@ -143,7 +143,7 @@ def test_command_is_ncu_then_the_programs_sweep_of_one_cell(files, only_on_path,
     assert command[:len(ncu.FLAGS)] == list(ncu.FLAGS)
     assert "--launch-skip" not in command  # the program's profiler range marks the timed calls
     program_args = command[len(ncu.FLAGS):]
-    assert program_args[:4] == [str(program), "sweep", "--model", sweep.NATIVE_MODELS[implementation]]
+    assert program_args[:4] == [str(program), "sweep", "--model", native_walk.NATIVE_MODELS[implementation]]
     flag = lambda name: program_args[program_args.index(name) + 1]  # noqa: E731
     assert (flag("--batches"), flag("--resolutions"), flag("--warmup"), flag("--repeats")) == \
         ("2", "16", "4", str(sweep_kernels.PROFILED_CALLS))

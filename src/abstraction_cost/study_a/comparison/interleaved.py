@@ -48,7 +48,7 @@ from .. import cudnn
 from ..sweep.cells import Cell, SweepSettings
 from ..sweep.conductor import Protocol, Store, conduct, python_worker_command
 from ..sweep.interleaved import profile_rows
-from ..sweep.serial import sweep_command
+from ..sweep.native_walk import sweep_command
 from ..sweep.store import CellStore, cells_dir
 from ..transfer import read_manifest, write_inputs
 from . import store as eval_store

@@ -220,6 +220,10 @@ def _fault_items(environ) -> list[tuple[str, int]]:
     return items
 
 
+class InjectedCrash(RuntimeError):
+    """AC_SWEEP_FAULT=crash@K in a Python process: the cell fails as a crash would, and the walk goes on."""
+
+
 def faults(environ=os.environ) -> dict[int, str]:
     """AC_SWEEP_FAULT -> {cell index: "oom" | "crash" | "wrong"}: the faults inside a cell, in Python as in C++
     ("wrong": the cell's output is not eager's, so it becomes wrong_output, untimed)."""
@@ -257,3 +261,28 @@ def timed_columns(batch: int, times_ms, h2d_ms) -> dict:
     """Median and bootstrap interval per batch, per sample, and of the copy within those calls."""
     return {"repeats": len(times_ms), **_interval(times_ms, "time_ms"),
             **_interval(times_ms, "time_per_sample_ms", batch), **_interval(h2d_ms, "h2d_ms")}
+
+
+def kind(implementation: str) -> tuple[str, str]:
+    """A sweep job's (backend, runtime)."""
+    impl = implementations.get(implementation)
+    return impl.backend, impl.runtime
+
+
+def build_kind(implementation: str, compile_shapes: str = "per-shape") -> str:
+    """The sweep's build column: none, dynamic, or per-shape (a compile entry's as study_a.sweep.compile_shapes)."""
+    build = implementations.get(implementation).sweep_build
+    return compile_shapes if build == "compile_shapes" else build
+
+
+def _cell_columns(cell: Cell) -> dict:
+    return {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution, "transfer": cell.transfer}
+
+
+def _not_run_rows(cells: list[Cell], status: str, message: str) -> list[dict]:
+    return [{**_cell_columns(c), "status": status, "message": message} for c in cells]
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"

@@ -37,8 +37,9 @@ from ...measure.timing import synchronize
 from ...programs import ncu
 from .. import aoti_dynamic
 from ..transfer import Pool, cell_input
-from .cells import SweepSettings
-from .serial import PythonModel, _first_line, kind, sweep_command
+from .cells import SweepSettings, _first_line, kind
+from .native_walk import sweep_command
+from .python_model import PythonModel
 from .summary import STUDY_TRANSFER, kept, point_resolution
 
 log = logging.getLogger(__name__)

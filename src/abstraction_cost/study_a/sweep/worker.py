@@ -34,8 +34,8 @@ from ...measure.output_check import WrongOutput
 from ...measure.timing import StepTimer, synchronize
 from ...programs.workers import worker_records
 from ..transfer import Pool, cell_input
-from .cells import Cell, OomTracker, faults
-from .serial import InjectedCrash, PythonModel, Warmth, _first_line, _oom_line, _release, oom_count
+from .cells import Cell, InjectedCrash, OomTracker, _first_line, faults
+from .python_model import PythonModel, Warmth, _oom_line, _release, oom_count
 
 log = logging.getLogger(__name__)
 
