@@ -1,5 +1,5 @@
 """Interrupted sweep jobs resume: each measured cell is kept as it completes (study_a/sweep/store.py); a job
-killed mid-walk (AC_SWEEP_FAULT=kill@K: SIGKILL to the job and its program) keeps its cells, and the rerun
+killed mid-walk (AC_FAULT=cell:kill@K: SIGKILL to the job and its program) keeps its cells, and the rerun
 measures only the rest, in Python and through a C++ program (--start-cell, --oom-at), under the same run_id.
 Under Snakemake: every sweep job killed, or Snakemake itself killed mid-job, then a plain rerun."""
 from __future__ import annotations
@@ -16,8 +16,7 @@ import pytest
 
 from abstraction_cost import tables
 from abstraction_cost.programs import native
-from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, python_walk, serial as sweep
-from abstraction_cost.study_a.sweep import store as sweep_store
+from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, python_walk, store as sweep_store
 from abstraction_cost.study_a.sweep.cells import walk
 from abstraction_cost.study_a.sweep.store import CellStore, cells_dir, job_key
 from abstraction_cost.study_a.transfer import Pool
@@ -69,10 +68,10 @@ def test_job_key_changes_with_what_the_cells_measure(tmp_path):
 
 
 def test_kill_is_the_launchers_fault_not_a_cells():
-    environ = {"AC_SWEEP_FAULT": "oom@1,kill@1,crash@3"}
+    environ = {"AC_FAULT": "cell:oom@1,cell:kill@1,cell:crash@3"}
     assert sweep_cells.faults(environ) == {1: "oom", 3: "crash"} and sweep_cells.kills(environ) == {1}
-    with pytest.raises(ValueError, match="kill@CELL"):
-        sweep_cells.kills({"AC_SWEEP_FAULT": "kill@x"})
+    with pytest.raises(ValueError, match="'cell:kill@x' is not site:what@where"):
+        sweep_cells.kills({"AC_FAULT": "cell:kill@x"})
 
 
 # ------------------------------------------------------------------------------------ walks with a store
@@ -103,7 +102,7 @@ def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_
     def recording(start, oom_at):
         launched.append((start, oom_at))
         return command_for(start, oom_at)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4,kill@99")   # the program accepts the launcher's kill@K
+    monkeypatch.setenv("AC_FAULT", "cell:crash@4,cell:kill@99")   # the program accepts the launcher's kill@K
     rows = native_walk.native_cells(cells, recording, _run(), "fake", store)
     # the kept oom goes on to the program, across its restart too
     assert launched == [(3, "8:2:float32-pinned"), (5, "8:2:float32-pinned")]
@@ -181,7 +180,7 @@ def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, 
     cells = cells_dir(table)
 
     # cell 0 ok, cell 1 oom, then the job and its program die by SIGKILL, as under a time limit or a lost node
-    killed = _start(command, AC_SWEEP_FAULT="oom@1,kill@1")
+    killed = _start(command, AC_FAULT="cell:oom@1,cell:kill@1")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not table.exists() and not env_path.exists()
     lineage = json.loads((cells / "lineage.json").read_text())
@@ -215,7 +214,7 @@ def test_a_job_killed_in_its_second_numerics_takes_the_first_back(pool_dir, tmp_
     command = _job(tmp_path, pool_dir, "eager", ("fp32", "tf32"))
     tables_ = {n: tmp_path / "jobs" / n / "eager.rows.parquet" for n in ("fp32", "tf32")}
     for run in range(2):
-        killed = _start(command, AC_SWEEP_FAULT="kill@1")
+        killed = _start(command, AC_FAULT="cell:kill@1")
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert tables_["fp32"].exists() and not tables_["tf32"].exists()
     assert len(list(cells_dir(tables_["fp32"]).glob("cell*.json"))) == 6   # kept until the whole job is done
@@ -238,7 +237,7 @@ def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
     config["study_a"]["sweep"]["protocol"] = {"mode": "serial"}
     work.write_config(config)
     target = "results/study_a/sweep.parquet"
-    killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
+    killed = work.snakemake(target, AC_FAULT="cell:kill@1")
     assert killed.returncode != 0
     jobs = work.path / "results/study_a/sweep/jobs"
     stores = sorted(jobs.rglob("*.cells"))
@@ -265,7 +264,7 @@ def test_a_killed_interleaved_sweep_resumes_with_the_records_it_kept(work):
     its first invocation is kept; the plain rerun keeps the records measured before, under the same run_id, and
     measures the rest: every implementation's every cell, over both invocations."""
     target = "results/study_a/sweep.parquet"
-    killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
+    killed = work.snakemake(target, AC_FAULT="cell:kill@1")
     assert killed.returncode != 0
     jobs = work.path / "results/study_a/sweep/jobs"
     (store,) = jobs.rglob("*.cells")

@@ -153,7 +153,7 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
     exhausts an H100 (five such buffers are 40 GiB), so this process holds all but 3 GiB of the device while the
     program runs, and the cell's five 1 GiB activation buffers do not fit. Larger batches at each resolution are
     skipped, the others measured."""
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1")
     batches, resolutions = [2, 64, 128], [16, 512]
     cells = walk(batches, resolutions, ["uint8-pinned"])
     run = _run("cuda")
@@ -168,7 +168,7 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
         torch.cuda.empty_cache()
     _report(f"oom/{implementation}", rows)
     assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"], rows
-    assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
+    assert rows[1]["message"] == "injected out of memory (AC_FAULT)"
     assert "out of device memory" in rows[4]["message"], rows[4]
     for i in (2, 5):
         assert rows[i]["message"] == "skipped: batch 64 already out of memory at this resolution"

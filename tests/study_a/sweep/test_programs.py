@@ -20,7 +20,7 @@ from tests.fixtures.sweep_fakes import SKIPPED_B2, _fake_command, fake_program, 
 
 
 def test_cpp_crash_loses_no_cell_and_restarts_from_the_next(fake_program, monkeypatch):
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1,crash@4")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@1,cell:crash@4")
     cells = walk([1, 2, 4], [8, 16], ["float32-pinned"])
     rows = native_walk.native_cells(cells, _fake_command(fake_program, cells), _run(), "fake")
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
@@ -31,7 +31,7 @@ def test_cpp_crash_loses_no_cell_and_restarts_from_the_next(fake_program, monkey
 
 def test_cpp_oom_skips_larger_batches_even_across_a_restart(fake_program, monkeypatch):
     # batch 2 at 16 px is oom (2·16² > 300); the crash in cell 4 restarts the program, which must still skip 4
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@4")
     cells = walk([1, 2, 4, 8], [8, 16], ["float32-pinned"])
     rows = native_walk.native_cells(cells, _fake_command(fake_program, cells, oom_above=300), _run(), "fake")
     by_cell = {r["cell"]: (r["status"], r["message"]) for r in rows}
@@ -43,7 +43,7 @@ def test_cpp_oom_skips_larger_batches_even_across_a_restart(fake_program, monkey
 def test_cpp_walks_every_transfer_mode_of_a_shape_in_one_process(fake_program, monkeypatch):
     """Both modes of each shape back to back; a crash in one mode's cell restarts the program, which still skips
     the larger batches of the mode that was oom (--oom-at R:B:T) and only those."""
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@2,crash@3")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@2,cell:crash@3")
     cells = walk([1, 2, 4], [8], ["uint8-pinned", "float32-pageable"])
     launches = []
     command_for = _fake_command(fake_program, cells)
@@ -120,7 +120,7 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
     def command_for(start, oom_at):
         return native_walk.sweep_command(program, "libtorch", inputs, manifest, settings, config,
                                          torch.device("cpu"), 5, start, oom_at)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@1")
     rows = native_walk.native_cells(cells, command_for, _run(), "libtorch")
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [(0, "ok", 0), (1, "error", 0),
                                                                       (2, "ok", 1), (3, "ok", 1)]
@@ -143,7 +143,7 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     if implementation == "libtorch":
         inputs.program = str(native.ensure_built("libtorch"))
     job = sweep_job(config, inputs, implementation, tmp_path)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2,wrong@5")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:crash@2,cell:wrong@5")
     sweep.run(job)
     df = tables.read("sweep", job.output.tables[0])
     assert df["cell"].to_list() == list(range(8))
@@ -151,7 +151,7 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     assert df["status"].to_list() == ["ok", "oom", "error", "oom", "ok", "wrong_output", "ok", "ok"]
     assert df["time_ms"][5] is None and df["time_per_sample_ms"][5] is None
     expected = {"libtorch": "libtorch at input (1, 3, 16, 16): logits differ from eager's: max |Δ|",
-                "eager": "injected wrong output (AC_SWEEP_FAULT)"}[implementation]
+                "eager": "injected wrong output (AC_FAULT)"}[implementation]
     assert df["message"][5].startswith(expected)
     assert df["message"][3] == "skipped: batch 1 already out of memory at this resolution"
     assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.envs[0]).height == 1

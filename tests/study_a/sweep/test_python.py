@@ -1,4 +1,4 @@
-"""The sweep's Python implementations on the CPU: faults injected through AC_SWEEP_FAULT (an oom or a crash never
+"""The sweep's Python implementations on the CPU: faults injected through AC_FAULT (an oom or a crash never
 stops the walk nor loses a measured cell), warm-up, cell budgets, host input, builds and their output checks."""
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from tests.fixtures.sweep_fakes import SKIPPED_B2, pool_dir, _run, TinyModel  # 
 
 
 def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:crash@2")
     cells = walk([1, 2, 4], [8, 16], ["uint8-pinned"])
     rows = python_walk.python_cells(TinyModel(), cells, transfer.Pool(pool_dir), 1, 3, _run())
     assert [(r["cell"], r["status"]) for r in rows] == [(0, "ok"), (1, "oom"), (2, "oom"), (3, "ok"), (4, "ok"),
                                                         (5, "ok")]
-    assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
+    assert rows[1]["message"] == "injected out of memory (AC_FAULT)"
     assert rows[2]["message"] == SKIPPED_B2  # crash@2 is never reached: batch 4 is skipped after batch 2's oom
     ok = rows[5]
     assert ok["repeats"] == 3 and ok["time_ms_low"] <= ok["time_ms"] <= ok["time_ms_high"]
@@ -34,7 +34,7 @@ def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
 def test_python_warm_up_runs_on_a_shapes_first_mode_and_the_first_uint8_cell_only(pool_dir, monkeypatch):
     """A shape's later modes follow on its allocations without warm-up calls; the device's memory is returned
     between shapes and after a failed cell, whose next cell is cold again."""
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@4")
     released, model = [], TinyModel()
     monkeypatch.setattr(python_walk, "_release", lambda device, collect: released.append(collect))
     calls = []
@@ -64,7 +64,7 @@ def test_python_oom_after_a_compiled_build_keeps_the_builds_time(pool_dir):
 
 
 def test_python_crash_is_an_error_row_and_the_walk_goes_on(pool_dir, monkeypatch):
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@0")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@0")
     rows = python_walk.python_cells(TinyModel(), walk([1, 2], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 0, 2,
                                     _run())
     assert [r["status"] for r in rows] == ["error", "ok"]

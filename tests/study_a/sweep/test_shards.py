@@ -109,7 +109,7 @@ def test_the_shards_tables_concatenate_to_the_unsharded_jobs_rows_with_the_oom_s
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     inputs = SimpleNamespace(inputs=str(make_pool(tmp_path)), weights=str(weights),
                              program_libtorch=str(native.ensure_built("libtorch")))
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,oom@5")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:oom@5")
     whole = _job(config, inputs, tmp_path / "whole", None)
     (tmp_path / "whole").mkdir()
     sweep_interleaved.run(whole)

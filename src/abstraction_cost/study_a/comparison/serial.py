@@ -302,7 +302,7 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
     fault = faults.eval_numerics(numerics)
     try:
         if fault == "oom":
-            raise torch.OutOfMemoryError(f"CUDA out of memory (injected by AC_EVAL_FAULT in numerics {numerics})")
+            raise torch.OutOfMemoryError(f"CUDA out of memory (injected by {faults.VARIABLE} in numerics {numerics})")
         if IMPLEMENTATIONS[implementation].runtime == "python":
             timed = eval_python(implementation, inputs, settings, classes, run, numerics)
             _write_logits(logits_path, timed.logits)
@@ -335,19 +335,19 @@ def _release() -> None:
 
 @contextmanager
 def _program_fault(crash: bool):
-    """AC_EVAL_FAULT segv: the C++ program launched inside crashes as it starts timing (native/common/fault.h)."""
+    """eval:segv: the C++ program launched inside crashes as it starts timing (native/common/fault.h)."""
     if not crash:
         yield
         return
-    saved = os.environ.get("AC_FAULT")
-    os.environ["AC_FAULT"] = "segv@backend_eval-0"
+    saved = os.environ.get(faults.VARIABLE)
+    os.environ[faults.VARIABLE] = faults.replaced("phase", "phase:segv@backend_eval-0")
     try:
         yield
     finally:
         if saved is None:
-            os.environ.pop("AC_FAULT", None)
+            os.environ.pop(faults.VARIABLE, None)
         else:
-            os.environ["AC_FAULT"] = saved
+            os.environ[faults.VARIABLE] = saved
 
 
 def _write_logits(path: Path, logits: np.ndarray) -> None:

@@ -16,12 +16,11 @@ import os
 import signal
 from dataclasses import dataclass, field
 
-from ... import implementations
+from ... import faults as fault_hooks, implementations
 from ...measure.numerics import NUMERICS
 from ...measure.statistics import median_interval
 
 TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
-FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K" / "wrong@K" / "kill@K", comma-separated: every sweep's test hook
 SKIPPED = "skipped: batch {batch} already out of memory at this resolution"
 # device memory a cell needs beyond the model's at one shape, by transfer mode: pinning is host memory only
 DEVICE_MEMORY_RANK = {"float32-pageable": 0, "float32-pinned": 0, "uint8-pinned": 1}
@@ -210,29 +209,19 @@ class OomTracker:
         return ",".join(f"{r}:{b}:{t}" for (r, t), b in sorted(self.smallest.items()))
 
 
-def _fault_items(environ) -> list[tuple[str, int]]:
-    items = []
-    for item in filter(None, environ.get(FAULT_ENV, "").split(",")):
-        kind, _, index = item.partition("@")
-        if kind not in ("oom", "crash", "wrong", "kill") or not index.isdigit():
-            raise ValueError(f"{FAULT_ENV}: {item!r} is not oom@CELL, crash@CELL, wrong@CELL or kill@CELL")
-        items.append((kind, int(index)))
-    return items
-
-
 class InjectedCrash(RuntimeError):
-    """AC_SWEEP_FAULT=crash@K in a Python process: the cell fails as a crash would, and the walk goes on."""
+    """AC_FAULT=cell:crash@K in a Python process: the cell fails as a crash would, and the walk goes on."""
 
 
 def faults(environ=os.environ) -> dict[int, str]:
-    """AC_SWEEP_FAULT -> {cell index: "oom" | "crash" | "wrong"}: the faults inside a cell, in Python as in C++
-    ("wrong": the cell's output is not eager's, so it becomes wrong_output, untimed)."""
-    return {index: kind for kind, index in _fault_items(environ) if kind != "kill"}
+    """AC_FAULT's cell items -> {cell index: "oom" | "crash" | "wrong"}: the faults inside a cell, in Python as in
+    C++ ("wrong": the cell's output is not eager's, so it becomes wrong_output, untimed)."""
+    return {int(index): what for what, index in fault_hooks.at("cell", environ) if what != "kill"}
 
 
 def kills(environ=os.environ) -> set[int]:
-    """AC_SWEEP_FAULT kill@K -> {K}: the job kills itself (kill_job) once cell K's row is kept."""
-    return {index for kind, index in _fault_items(environ) if kind == "kill"}
+    """AC_FAULT's cell:kill@K -> {K}: the job kills itself (kill_job) once cell K's row is kept."""
+    return {int(index) for what, index in fault_hooks.at("cell", environ) if what == "kill"}
 
 
 def kill_job() -> None:

@@ -58,11 +58,11 @@ def python_cells(model: PythonModel, cells: list[Cell], pool: Pool, warmup: int,
         try:
             with torch.no_grad(), run.phase(name):
                 if injected.get(cell.index) == "oom":
-                    raise torch.OutOfMemoryError("injected out of memory (AC_SWEEP_FAULT)")
+                    raise torch.OutOfMemoryError("injected out of memory (AC_FAULT)")
                 if injected.get(cell.index) == "crash":
-                    raise InjectedCrash("injected crash (AC_SWEEP_FAULT)")
+                    raise InjectedCrash("injected crash (AC_FAULT)")
                 if injected.get(cell.index) == "wrong":
-                    raise WrongOutput("injected wrong output (AC_SWEEP_FAULT)")
+                    raise WrongOutput("injected wrong output (AC_FAULT)")
                 started = time.perf_counter()
                 data = cell_input(pool, cell.batch, cell.resolution, cell.transfer, run.device)
                 synchronize(run.device)
