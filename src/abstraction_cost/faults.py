@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -59,6 +60,20 @@ def replaced(site: str, *items: str) -> str:
     return ",".join([*kept, *items])
 
 
+@contextmanager
+def injected(site: str, *items: str):
+    """AC_FAULT as replaced() makes it while the block runs, for the programs launched inside; then as it was."""
+    saved = os.environ.get(VARIABLE)
+    os.environ[VARIABLE] = replaced(site, *items)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = saved
+
+
 def table_write(table: str, tmp: Path) -> None:
     """Called with the table's temporary file written, before it is renamed into place."""
     whats = {what for what, where in at("table") if where == table}
@@ -83,9 +98,20 @@ def eval_numerics(numerics: str) -> str | None:
     return next((what for what, where in at("eval") if where == numerics), None)
 
 
-def kill_self() -> None:
-    """The job dies at once, as under a scheduler's time limit or a lost node."""
+def kill_job() -> None:
+    """The job dies at once, as under a scheduler's time limit or a lost node: its programs, then itself, by
+    SIGKILL."""
+    from .run_guard import _children
+    for child in _children(os.getpid()):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InjectedCrash(RuntimeError):
+    """cell:crash@K in a Python process: the cell fails as a crash would, and the walk goes on."""
 
 
 def compiled(fn: Callable, mode: str) -> Callable:

@@ -55,7 +55,7 @@ def test_shards_are_balanced_by_estimated_cost_costliest_resolution_first():
     two = sweep_shards.plan(settings, 2, 6, 50)
     assert [sorted({c.resolution for c in s}) for s in two] == [[1024], [32, 128, 256]]
     three = sweep_shards.plan(settings, 3, 6, 50)
-    costs = [sweep_shards.estimated_s(s, settings, 6, 50) for s in three]
+    costs = [sum(sweep_shards.cell_cost_s(c, settings, 6, 50) for c in s) for s in three]
     assert [sorted({c.resolution for c in s}) for s in three][0] == [1024]
     assert max(costs[1:]) < costs[0]
     # a costlier cell costs more: calls grow with batch x resolution^2, cut at the cell budget

@@ -35,7 +35,7 @@ import logging
 import os
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -307,7 +307,7 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
             timed = eval_python(implementation, inputs, settings, classes, run, numerics)
             _write_logits(logits_path, timed.logits)
         else:
-            with _program_fault(fault == "segv"):
+            with faults.injected("phase", "phase:segv@backend_eval-0") if fault == "segv" else nullcontext():
                 timed = eval_native(implementation, inputs, settings, classes, config, run, logits_path)
     except NativeFailure as err:
         return failed(err.status, str(err))
@@ -332,22 +332,6 @@ def _release() -> None:
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
-
-@contextmanager
-def _program_fault(crash: bool):
-    """eval:segv: the C++ program launched inside crashes as it starts timing (native/common/fault.h)."""
-    if not crash:
-        yield
-        return
-    saved = os.environ.get(faults.VARIABLE)
-    os.environ[faults.VARIABLE] = faults.replaced("phase", "phase:segv@backend_eval-0")
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(faults.VARIABLE, None)
-        else:
-            os.environ[faults.VARIABLE] = saved
 
 
 def _write_logits(path: Path, logits: np.ndarray) -> None:

@@ -13,7 +13,6 @@ too), "skipped: batch B already out of memory at this resolution", and batch B i
 from __future__ import annotations
 
 import os
-import signal
 from dataclasses import dataclass, field
 
 from ... import faults as fault_hooks, implementations
@@ -80,7 +79,6 @@ class SweepSettings:
                                     {"compiled-static": self.static_compile_modes or self.compile_modes})
 
 
-SWEEP_IMPLEMENTATIONS = implementations.names("sweep")
 COMPILE_MODES = implementations.COMPILE_MODES
 COMPILE_SHAPES = ("per-shape", "dynamic")  # a fresh static build per shape, or one dynamic-shape build per job
 MIN_BUDGET_REPEATS = 3  # the fewest timed calls a cell budget leaves (a median and its interval); sweep.h's too
@@ -209,10 +207,6 @@ class OomTracker:
         return ",".join(f"{r}:{b}:{t}" for (r, t), b in sorted(self.smallest.items()))
 
 
-class InjectedCrash(RuntimeError):
-    """AC_FAULT=cell:crash@K in a Python process: the cell fails as a crash would, and the walk goes on."""
-
-
 def faults(environ=os.environ) -> dict[int, str]:
     """AC_FAULT's cell items -> {cell index: "oom" | "crash" | "wrong"}: the faults inside a cell, in Python as in
     C++ ("wrong": the cell's output is not eager's, so it becomes wrong_output, untimed)."""
@@ -220,19 +214,8 @@ def faults(environ=os.environ) -> dict[int, str]:
 
 
 def kills(environ=os.environ) -> set[int]:
-    """AC_FAULT's cell:kill@K -> {K}: the job kills itself (kill_job) once cell K's row is kept."""
+    """AC_FAULT's cell:kill@K -> {K}: the job kills itself (faults.kill_job) once cell K's row is kept."""
     return {int(index) for what, index in fault_hooks.at("cell", environ) if what == "kill"}
-
-
-def kill_job() -> None:
-    """The job dies as under a scheduler's time limit or a lost node: its programs, then itself, by SIGKILL."""
-    from ...run_guard import _children
-    for child in _children(os.getpid()):
-        try:
-            os.kill(child, signal.SIGKILL)
-        except OSError:
-            pass
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _interval(values, prefix: str, scale: float = 1.0) -> dict:

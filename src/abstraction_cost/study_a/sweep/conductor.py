@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ...faults import kill_job
 from ...measure import profiled
 from ...measure.statistics import hierarchical_interval, median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
-from .cells import Cell, OomTracker, SweepSettings, kill_job, kills
+from .cells import Cell, OomTracker, SweepSettings, kills
 from .store import INTERRUPTIONS
 
 log = logging.getLogger(__name__)

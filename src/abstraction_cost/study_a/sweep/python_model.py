@@ -1,6 +1,5 @@
-"""The model of a Python implementation of the sweep, shared by the serial walk (python_walk.py) and the served worker
-(worker.py): its build per shape (a compile, a CUDA graph) checked against eager before it is timed, which cells
-get warm-up calls (Warmth), how an out-of-memory cell is told apart and its memory returned."""
+"""A Python implementation's model, shared by the serial walk and the served worker: its build per shape (a compile,
+a CUDA graph) checked against eager before it is timed, its warm-up (Warmth), its ooms and its memory returned."""
 from __future__ import annotations
 
 import contextlib

@@ -21,11 +21,12 @@ import traceback
 
 import torch
 
+from ...faults import InjectedCrash
 from ...measure.output_check import WrongOutput
 from ...measure.run import Run
 from ...measure.timing import StepTimer, synchronize
 from ..transfer import Pool, cell_input
-from .cells import Cell, InjectedCrash, _cell_columns, _first_line, faults, kills, more_repeats, timed_columns
+from .cells import Cell, _cell_columns, _first_line, faults, kills, more_repeats, timed_columns
 from .python_model import PythonModel, Warmth, _oom_line, _release, oom_count
 from .store import CellStore, _keep, _kept_rows, _next_attempt, _tracker_of
 

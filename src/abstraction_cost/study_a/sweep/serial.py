@@ -7,29 +7,8 @@ built, as in the backend comparison's eval job: the TF32 flags by measured_run (
 and passed to the C++ programs as --tf32; bf16-autocast wraps the Python forward (and a compiled build's first call)
 in torch.autocast, and the C++ programs, which have no autocast, are not_run.
 
-    implementation       runtime  the model                                      build
-    eager                python   models.resnet.resnet50 (nn.Module)             none
-    eager-cudagraphs     python   eager's forward as a CUDA graph per shape      per-shape: the capture is the
-                                  (cuda_graphs.py; CUDA GPU only)                build, timed in build_s, its
-                                                                                 output checked as compiled's
-    torchscript-python   python   torch.jit.load of the scripted module          none (shape-independent)
-    compiled-static-<mode> python torch.compile(eager, mode, dynamic=False)      per-shape, whatever compile_shapes
-    compiled-<mode>      python   torch.compile(eager, mode, dynamic=...)        study_a.sweep.compile_shapes:
-                                                                                 per-shape, a fresh static build
-                                                                                 per batch × resolution; dynamic,
-                                                                                 one dynamic-shape build for the
-                                                                                 job. Each shape's first call is
-                                                                                 timed as build_s (on the row of
-                                                                                 its first transfer mode; the
-                                                                                 others run the same build), its
-                                                                                 output checked against eager's
-                                                                                 on the cell's input
-    torchscript-cpp      cpp      ac_libtorch sweep --model torchscript          none
-    libtorch             cpp      ac_libtorch sweep --model libtorch             none
-    aoti                 cpp      ac_libtorch sweep --model aoti                 dynamic: one package with dynamic
-                                                                                 batch and resolution (aoti_dynamic)
-    cudnn, cudnn-graphs  cpp      ac_cudnn sweep --model cudnn[-graphs]          none (activations per cell; the
-                                                                                 graph captured per cell, untimed)
+Each implementation's runtime, model, C++ program and build column are its entry in implementations.py; a Python
+build per shape (a compile, a CUDA graph), timed as build_s and checked against eager: python_model.PythonModel.
 
 Each cell's row is kept on disk as it completes (store.CellStore): a job killed after hours resumes at the
 first cell without a row, in Python as in C++ (--start-cell, --oom-at from the kept ooms), under the same run_id.

@@ -23,8 +23,9 @@ import os
 import signal
 from pathlib import Path
 
+from ...faults import kill_job
 from ...measure.steps import StepStore, _write_json, fingerprint
-from .cells import Cell, OomTracker, kill_job
+from .cells import Cell, OomTracker
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,6 @@ def interrupted(row: dict) -> bool:
     return row.get("exit_status") in INTERRUPTIONS
 
 
-# ------------------------------------------------------------------------ a walk resumed from its kept cells
 def _kept_rows(store: CellStore | None, cells: list[Cell]) -> dict[int, dict]:
     kept = {i: row for i, row in (store.rows() if store is not None else {}).items() if i < len(cells)}
     if kept:

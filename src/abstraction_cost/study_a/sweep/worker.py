@@ -28,13 +28,14 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from ...faults import InjectedCrash
 from ...measure import device as devices
 from ...measure import profiled
 from ...measure.output_check import WrongOutput
 from ...measure.timing import StepTimer, synchronize
 from ...programs.workers import worker_records
 from ..transfer import Pool, cell_input
-from .cells import Cell, InjectedCrash, OomTracker, _first_line, faults
+from .cells import Cell, OomTracker, _first_line, faults
 from .python_model import PythonModel, Warmth, _oom_line, _release, oom_count
 
 log = logging.getLogger(__name__)
