@@ -34,7 +34,8 @@ from abstraction_cost.data import offline, prepared
 from abstraction_cost.data import order as orders
 from abstraction_cost.data.specs import DatasetSpec
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.study_a import cudnn, native
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import cudnn
 
 CLASSES = 10
 EVAL_IMPLEMENTATIONS = ("eager", "libtorch", "cudnn", "cudnn-graphs")

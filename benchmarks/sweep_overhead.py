@@ -51,14 +51,15 @@ def make_inputs(out: Path, resolutions, pool: int, channels: int = 3) -> None:
 def child(args) -> None:
     """One sweep job as rule sweep runs it, or (--kernels) one kernel job as rule sweep_kernels_job."""
     from abstraction_cost import config as config_module
-    from abstraction_cost.study_a import cudnn, native
-    from abstraction_cost.study_a.sweep import serial as sweep, kernels as sweep_kernels
+    from abstraction_cost.programs import native
+    from abstraction_cost.study_a import cudnn
+    from abstraction_cost.study_a.sweep import cells as sweep_cells, kernels as sweep_kernels, serial as sweep
     config = config_module.load(args.config)
     config["device"] = args.device or config["device"]
     work = Path(args.workdir)
     inputs = SimpleNamespace(inputs=str(work / "inputs"), weights=str(work / "w.weights"),
                              module=str(work / "model.pt"))
-    if sweep.kind(args.implementation)[1] == "cpp":
+    if sweep_cells.kind(args.implementation)[1] == "cpp":
         inputs.program = str(native.ensure_built("cudnn" if args.implementation in cudnn.IMPLEMENTATIONS
                                                  else "libtorch"))
     stems = [work / f"{args.implementation}-{args.job}-{n}" for n in args.numerics]

@@ -6,7 +6,7 @@ compiler error.
 """
 from pathlib import Path
 
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

@@ -9,7 +9,7 @@ from abstraction_cost.workflow import setup_logging
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 
-from abstraction_cost.study_a import native  # noqa: E402
+from abstraction_cost.programs import native  # noqa: E402
 from abstraction_cost.study_a.training import job as training_job  # noqa: E402
 
 

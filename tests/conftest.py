@@ -27,7 +27,7 @@ def smoke_config() -> dict:
 @pytest.fixture(scope="module")
 def program():
     """The LibTorch program, built against this machine's torch on first use."""
-    from abstraction_cost.study_a import native
+    from abstraction_cost.programs import native
 
     return native.ensure_built("libtorch")
 

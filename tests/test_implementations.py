@@ -16,7 +16,7 @@ from abstraction_cost.measure import numerics as nx
 from abstraction_cost.report import study_a_backends, study_a_sweep
 from abstraction_cost.study_a import cudnn
 from abstraction_cost.study_a.comparison import serial as eval_job
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = im.Implementation("fake-cpp", "libtorch", "cpp", "a fake", im.EXPERIMENTS, im.CPP_NUMERICS,
@@ -34,17 +34,16 @@ def test_the_registry_knows_every_numerics_the_experiments_allow():
 
 def test_every_derived_list_matches_the_registry():
     assert list(eval_job.IMPLEMENTATIONS) == list(im.names("backends"))
-    assert sweep_cells.SWEEP_IMPLEMENTATIONS == im.names("sweep")
     assert cudnn.IMPLEMENTATIONS == ("cudnn", "cudnn-graphs")
     assert eval_job.NATIVE_MODELS == {"torchscript-cpp": "torchscript", "libtorch": "libtorch", "aoti": "aoti"}
-    assert sweep.NATIVE_MODELS["cudnn-graphs"] == "cudnn-graphs"
+    assert native_walk.NATIVE_MODELS["cudnn-graphs"] == "cudnn-graphs"
 
 
 def test_a_compile_job_name_resolves_to_its_entry_and_mode():
     assert im.split("compiled-max-autotune") == (im.REGISTRY["compiled"], "max-autotune")
-    assert sweep.kind("compiled-default") == ("compiled", "python")
-    assert sweep.build_kind("compiled-default", "dynamic") == "dynamic"
-    assert sweep.build_kind("aoti") == "dynamic" and sweep.build_kind("eager") == "none"
+    assert sweep_cells.kind("compiled-default") == ("compiled", "python")
+    assert sweep_cells.build_kind("compiled-default", "dynamic") == "dynamic"
+    assert sweep_cells.build_kind("aoti") == "dynamic" and sweep_cells.build_kind("eager") == "none"
     with pytest.raises(im.UnknownImplementation, match="'compiled-fastest'"):
         im.split("compiled-fastest")
 

@@ -42,10 +42,10 @@
 // larger batches in T or a mode of no lower device_memory_rank, "skipped: batch B already out of memory at this
 // resolution", and batch B in such another mode, the same message and " in T".
 //
-// Test hook: AC_SWEEP_FAULT="oom@K" makes cell K an injected oom, "crash@K" raises SIGSEGV in cell K (after the
-// earlier cells' records are out), "wrong@K" adds 1 to cell K's saved logits (a model computing something else);
-// several as "oom@1,crash@3". For CPU tests of the launcher's restart. "kill@K"
-// is the launcher's own (it SIGKILLs the whole job once cell K's row is kept): the program accepts and ignores it.
+// Test hook (fault.h): AC_FAULT="cell:oom@K" makes cell K an injected oom, "cell:crash@K" raises SIGSEGV in cell K
+// (after the earlier cells' records are out), "cell:wrong@K" adds 1 to cell K's saved logits (a model computing
+// something else); several as "cell:oom@1,cell:crash@3". For CPU tests of the launcher's restart. "cell:kill@K" is
+// the launcher's own (it SIGKILLs the whole job once cell K's row is kept): the program accepts and ignores it.
 #pragma once
 
 #include <algorithm>
@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "args.h"
+#include "fault.h"
 #include "jsonl.h"
 #include "timer.h"
 
@@ -172,19 +173,11 @@ inline std::vector<int64_t> positive_list(const Args& a, const std::string& name
   return out;
 }
 
-// AC_SWEEP_FAULT -> cell index -> "oom" | "crash"
+// AC_FAULT's cell items -> cell index -> "oom" | "crash" | "wrong" (kill is the launcher's)
 inline std::map<int64_t, std::string> faults() {
   std::map<int64_t, std::string> out;
-  const char* env = std::getenv("AC_SWEEP_FAULT");
-  if (env == nullptr) return out;
-  for (const std::string& item : comma_items(env)) {
-    const size_t at = item.find('@');
-    const std::string kind = item.substr(0, at);
-    if (at == std::string::npos || (kind != "oom" && kind != "crash" && kind != "kill" && kind != "wrong"))
-      throw ArgError("AC_SWEEP_FAULT: '" + item + "' is not oom@CELL, crash@CELL, wrong@CELL or kill@CELL");
-    if (kind == "kill") continue;  // the launcher's (study_a/sweep/serial.py): it kills the job after cell K is kept
-    out[std::stoll(item.substr(at + 1))] = kind;
-  }
+  for (const Fault& f : faults_at("cell"))
+    if (f.what != "kill") out[std::stoll(f.where)] = f.what;
   return out;
 }
 
@@ -344,7 +337,7 @@ inline int64_t run_sweep(SweepBackend& backend, const SweepSettings& s) {
     std::string status = "ok", message;
     try {
       if (fault != faults.end() && fault->second == "crash") std::raise(SIGSEGV);
-      if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
+      if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_FAULT)");
       backend.reset_alloc_peak();
       double mark = monotonic_s();
       const bool cold = backend.prepare(cell);

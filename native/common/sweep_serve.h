@@ -18,8 +18,8 @@
 //             backend has no device profiler (ac_cudnn built without CUPTI) or it failed or refused
 //   end       the cell's record, as run_sweep writes it, with every block's calls
 //   release   the shape's state freed: {"kind":"released"}
-// End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_SWEEP_FAULT) acts where a
-// cell loads, outside every timed region.
+// End of input releases everything and writes {"kind":"sweep_done"}. The fault hook (AC_FAULT's cell items) acts
+// where a cell loads, outside every timed region.
 #pragma once
 
 #include <time.h>
@@ -195,7 +195,7 @@ inline int64_t run_sweep_served(SweepBackend& backend, const SweepSettings& s) {
       const auto fault = faults.find(cell->index);
       guarded([&] {
         if (fault != faults.end() && fault->second == "crash") std::raise(SIGSEGV);
-        if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_SWEEP_FAULT)");
+        if (fault != faults.end() && fault->second == "oom") throw SweepOom("injected out of memory (AC_FAULT)");
         backend.reset_alloc_peak();
         double mark = monotonic_s();
         cold = backend.prepare(*cell);

@@ -9,8 +9,8 @@ from .conftest import EAGER_ROWS, LIBTORCH_ROWS, MATMUL_ROWS, VISION_JOB
 
 
 @pytest.mark.parametrize("fault, says, finished", [
-    ("segv@train-1", "SIGSEGV", [(0, "eval"), (0, "train")]),
-    ("exit@eval-1", "status 3", [(0, "eval"), (0, "train"), (1, "train")]),
+    ("phase:segv@train-1", "SIGSEGV", [(0, "eval"), (0, "train")]),
+    ("phase:exit@eval-1", "status 3", [(0, "eval"), (0, "train"), (1, "train")]),
 ])
 def test_cpp_program_crash_keeps_finished_phases(work, fault, says, finished):
     crashed = work.snakemake(LIBTORCH_ROWS, AC_FAULT=fault)
@@ -31,7 +31,7 @@ def _matmul_compiled_rows(work):
 
 
 def test_compile_failure_in_one_mode_is_a_row(work):
-    failed = work.snakemake(MATMUL_ROWS, AC_COMPILE_FAULT="error:default")
+    failed = work.snakemake(MATMUL_ROWS, AC_FAULT="compile:error@default")
     assert failed.returncode == 0, failed.output[-4000:]
     rows, compiled = _matmul_compiled_rows(work)
     assert compiled.height and (compiled["status"] == "error").all()
@@ -42,7 +42,7 @@ def test_compile_failure_in_one_mode_is_a_row(work):
 
 
 def test_recompile_limit_hit_is_not_reported_ok(work):
-    hit = work.snakemake(MATMUL_ROWS, AC_COMPILE_FAULT="recompile-limit:default")
+    hit = work.snakemake(MATMUL_ROWS, AC_FAULT="compile:recompile-limit@default")
     assert hit.returncode == 0, hit.output[-4000:]
     rows, compiled = _matmul_compiled_rows(work)
     # dynamo fell back to eager: those times are eager's, and must not be reported as compiled ones
@@ -51,7 +51,7 @@ def test_recompile_limit_hit_is_not_reported_ok(work):
 
 
 def test_out_of_memory_in_one_phase(work):
-    oom = work.snakemake(EAGER_ROWS, AC_FAULT="oom@train-1")
+    oom = work.snakemake(EAGER_ROWS, AC_FAULT="phase:oom@train-1")
     assert oom.returncode == 0, oom.output[-4000:]
     rows = tables.read("training", work.path / EAGER_ROWS)
     failed = rows.filter(pl.col("status") == "oom")
@@ -65,7 +65,7 @@ def test_out_of_memory_in_one_phase(work):
 def test_out_of_memory_in_one_vision_step(work):
     """A vision job whose timing-methods step runs out of memory: that step's rows say so, the job's other steps
     are measured and kept."""
-    oom = work.snakemake(f"{VISION_JOB}/environment.parquet", AC_FAULT="oom@timing-warmup")
+    oom = work.snakemake(f"{VISION_JOB}/environment.parquet", AC_FAULT="phase:oom@timing-warmup")
     assert oom.returncode == 0, oom.output[-4000:]
     timing = tables.read("vision_timing_methods", work.path / VISION_JOB / "vision_timing_methods.parquet")
     assert timing.height and (timing["status"] == "oom").all()

@@ -11,7 +11,7 @@ from .conftest import EAGER_ROWS
 
 
 def test_disk_full_while_a_table_is_written(work):
-    full = work.snakemake(EAGER_ROWS, AC_TABLE_FAULT="enospc:training")
+    full = work.snakemake(EAGER_ROWS, AC_FAULT="table:enospc@training")
     assert full.returncode != 0
     # the cause, the table and its file, and the fix
     assert "No space left on device" in full.output and "table 'training'" in full.output, full.output[-4000:]

@@ -1,7 +1,7 @@
 """Study A's backend comparison is one job per numerics in which every implementation is a worker taking turns
 with the others over invocations (study_a/comparison/interleaved.py). A worker that crashes, or runs out of memory, is
 its invocations' rows and the others are measured; a job killed mid-comparison resumes under a plain rerun with
-the (invocation, implementation) records it had kept (AC_EVAL_FAULT, AC_SWEEP_FAULT)."""
+the (invocation, implementation) records it had kept (AC_FAULT's eval and cell items)."""
 import json
 
 import polars as pl
@@ -31,7 +31,7 @@ def _use_every_numerics(work) -> None:
 
 def test_a_crashing_or_out_of_memory_implementation_is_its_row_and_the_others_are_measured(work):
     _use_every_numerics(work)
-    run = work.snakemake(*_targets(), AC_EVAL_FAULT="segv@fp32,oom@bf16-autocast")
+    run = work.snakemake(*_targets(), AC_FAULT="eval:segv@fp32,eval:oom@bf16-autocast")
     assert run.returncode == 0, run.output[-4000:]
     assert work.jobs_run(run.output).count("eval_backend") == 3   # one job per numerics
     libtorch, eager = _rows(work, "libtorch"), _rows(work, "eager")
@@ -51,7 +51,7 @@ def test_a_crashing_or_out_of_memory_implementation_is_its_row_and_the_others_ar
 
 def test_a_killed_eval_job_resumes_without_measuring_its_kept_invocations_again(work):
     _use_every_numerics(work)
-    killed = work.snakemake(*_targets(), AC_SWEEP_FAULT="kill@0")   # each job dies once its first record is kept
+    killed = work.snakemake(*_targets(), AC_FAULT="cell:kill@0")   # each job dies once its first record is kept
     assert killed.returncode != 0 and "eval_backend" in killed.output
     kept = {}
     for n in NUMERICS:

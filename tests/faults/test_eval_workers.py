@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from abstraction_cost import tables
+from abstraction_cost.programs.workers import Worker
 from abstraction_cost.study_a.comparison import (compare as comparison, job as eval_backend,
                                                  interleaved as eval_interleaved)
 from abstraction_cost.study_a.sweep.store import cells_dir
@@ -23,19 +24,19 @@ def test_a_killed_interleaved_job_resumes_with_the_invocations_it_has(tmp_path, 
     def kill():
         raise _Killed()
     monkeypatch.setattr(sweep_conductor, "kill_job", kill)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "kill@0")   # the job dies once its first record is kept
+    monkeypatch.setenv("AC_FAULT", "cell:kill@0")   # the job dies once its first record is kept
     with pytest.raises(_Killed):
         eval_backend.run_job(job)
     kept = cells_dir(job.output.env)
     assert sorted(p.name for p in kept.glob("cell*.json")) == ["cell0.json"]   # invocation 0 of eager
-    monkeypatch.delenv("AC_SWEEP_FAULT")
+    monkeypatch.delenv("AC_FAULT")
     launched = []
-    command = sweep_conductor.Worker.__init__
+    command = Worker.__init__
 
     def counting(self, name, cmd):
         launched.append(name)
         command(self, name, cmd)
-    monkeypatch.setattr(sweep_conductor.Worker, "__init__", counting)
+    monkeypatch.setattr(Worker, "__init__", counting)
     eval_backend.run_job(job)
     # invocation 0's worker again for its profiled pass alone (its timed calls were kept), then invocation 1's
     assert launched == ["eager", "eager"]

@@ -38,7 +38,7 @@ def test_snakemake_killed_mid_job_then_plain_rerun(work):
 
 
 def test_job_killed_while_writing_its_table(work):
-    crashed = work.snakemake(EAGER_ROWS, AC_TABLE_FAULT="kill:training")
+    crashed = work.snakemake(EAGER_ROWS, AC_FAULT="table:kill@training")
     assert crashed.returncode != 0
     assert "SIGKILL" in crashed.output and "train_eager" in crashed.output
     assert not (work.path / EAGER_ROWS).exists()

@@ -1,5 +1,5 @@
 """Interrupted sweep jobs resume: each measured cell is kept as it completes (study_a/sweep/store.py); a job
-killed mid-walk (AC_SWEEP_FAULT=kill@K: SIGKILL to the job and its program) keeps its cells, and the rerun
+killed mid-walk (AC_FAULT=cell:kill@K: SIGKILL to the job and its program) keeps its cells, and the rerun
 measures only the rest, in Python and through a C++ program (--start-cell, --oom-at), under the same run_id.
 Under Snakemake: every sweep job killed, or Snakemake itself killed mid-job, then a plain rerun."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.study_a import native
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.programs import native
+from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, python_walk, store as sweep_store
 from abstraction_cost.study_a.sweep.cells import walk
 from abstraction_cost.study_a.sweep.store import CellStore, cells_dir, job_key
 from abstraction_cost.study_a.transfer import Pool
@@ -68,10 +68,10 @@ def test_job_key_changes_with_what_the_cells_measure(tmp_path):
 
 
 def test_kill_is_the_launchers_fault_not_a_cells():
-    environ = {"AC_SWEEP_FAULT": "oom@1,kill@1,crash@3"}
+    environ = {"AC_FAULT": "cell:oom@1,cell:kill@1,cell:crash@3"}
     assert sweep_cells.faults(environ) == {1: "oom", 3: "crash"} and sweep_cells.kills(environ) == {1}
-    with pytest.raises(ValueError, match="kill@CELL"):
-        sweep_cells.kills({"AC_SWEEP_FAULT": "kill@x"})
+    with pytest.raises(ValueError, match="'cell:kill@x' is not site:what@where"):
+        sweep_cells.kills({"AC_FAULT": "cell:kill@x"})
 
 
 # ------------------------------------------------------------------------------------ walks with a store
@@ -80,8 +80,8 @@ def test_python_walk_takes_kept_cells_back_and_keeps_the_skip_rule(pool_dir, tmp
     kept = [store.keep(_ok(0, 1, 8)), store.keep({**_ok(1, 2, 8), "status": "oom", "time_ms": None,
                                                   "message": "out of memory"})]
     store = CellStore(tmp_path / "cells", "k")   # the rerun
-    rows = sweep.python_cells(TinyModel(), walk([1, 2, 4], [8, 16], ["uint8-pinned"]), Pool(pool_dir), 0, 2,
-                              _run(), store)
+    rows = python_walk.python_cells(TinyModel(), walk([1, 2, 4], [8, 16], ["uint8-pinned"]), Pool(pool_dir), 0, 2,
+                                    _run(), store)
     assert rows[:2] == kept
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows[2:]] == [
         (2, "oom", 1), (3, "ok", 1), (4, "ok", 1), (5, "ok", 1)]
@@ -102,8 +102,8 @@ def test_cpp_walk_starts_after_the_kept_cells_with_their_ooms(fake_program, tmp_
     def recording(start, oom_at):
         launched.append((start, oom_at))
         return command_for(start, oom_at)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4,kill@99")   # the program accepts the launcher's kill@K
-    rows = sweep.native_cells(cells, recording, _run(), "fake", store)
+    monkeypatch.setenv("AC_FAULT", "cell:crash@4,cell:kill@99")   # the program accepts the launcher's kill@K
+    rows = native_walk.native_cells(cells, recording, _run(), "fake", store)
     # the kept oom goes on to the program, across its restart too
     assert launched == [(3, "8:2:float32-pinned"), (5, "8:2:float32-pinned")]
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
@@ -117,7 +117,7 @@ def test_a_cell_killed_from_outside_is_not_kept(tmp_path):
     job's table, but a rerun measures the cell again."""
     store = CellStore(tmp_path / "cells", "k")
     for index, status in enumerate((-signal.SIGKILL, -signal.SIGINT, -signal.SIGSEGV, 3)):
-        sweep._keep(store, {"cell": index, "status": "error", "exit_status": status}, set())
+        sweep_store._keep(store, {"cell": index, "status": "error", "exit_status": status}, set())
     assert sorted(store.rows()) == [2, 3]
 
 
@@ -180,7 +180,7 @@ def test_sweep_job_killed_mid_walk_resumes_where_it_stopped(pool_dir, tmp_path, 
     cells = cells_dir(table)
 
     # cell 0 ok, cell 1 oom, then the job and its program die by SIGKILL, as under a time limit or a lost node
-    killed = _start(command, AC_SWEEP_FAULT="oom@1,kill@1")
+    killed = _start(command, AC_FAULT="cell:oom@1,cell:kill@1")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not table.exists() and not env_path.exists()
     lineage = json.loads((cells / "lineage.json").read_text())
@@ -214,7 +214,7 @@ def test_a_job_killed_in_its_second_numerics_takes_the_first_back(pool_dir, tmp_
     command = _job(tmp_path, pool_dir, "eager", ("fp32", "tf32"))
     tables_ = {n: tmp_path / "jobs" / n / "eager.rows.parquet" for n in ("fp32", "tf32")}
     for run in range(2):
-        killed = _start(command, AC_SWEEP_FAULT="kill@1")
+        killed = _start(command, AC_FAULT="cell:kill@1")
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert tables_["fp32"].exists() and not tables_["tf32"].exists()
     assert len(list(cells_dir(tables_["fp32"]).glob("cell*.json"))) == 6   # kept until the whole job is done
@@ -237,7 +237,7 @@ def test_killed_sweep_jobs_resume_under_a_plain_snakemake_rerun(work):
     config["study_a"]["sweep"]["protocol"] = {"mode": "serial"}
     work.write_config(config)
     target = "results/study_a/sweep.parquet"
-    killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
+    killed = work.snakemake(target, AC_FAULT="cell:kill@1")
     assert killed.returncode != 0
     jobs = work.path / "results/study_a/sweep/jobs"
     stores = sorted(jobs.rglob("*.cells"))
@@ -264,7 +264,7 @@ def test_a_killed_interleaved_sweep_resumes_with_the_records_it_kept(work):
     its first invocation is kept; the plain rerun keeps the records measured before, under the same run_id, and
     measures the rest: every implementation's every cell, over both invocations."""
     target = "results/study_a/sweep.parquet"
-    killed = work.snakemake(target, AC_SWEEP_FAULT="kill@1")
+    killed = work.snakemake(target, AC_FAULT="cell:kill@1")
     assert killed.returncode != 0
     jobs = work.path / "results/study_a/sweep/jobs"
     (store,) = jobs.rglob("*.cells")

@@ -17,7 +17,7 @@ import torch
 
 from abstraction_cost.measure.statistics import hierarchical_interval
 from abstraction_cost.study_a.sweep.cells import Cell
-from abstraction_cost.study_a.sweep.serial import PythonModel
+from abstraction_cost.study_a.sweep.python_model import PythonModel
 from abstraction_cost.study_a.sweep.worker import ServedCells
 from abstraction_cost.study_a.transfer import Pool
 from tests.fixtures.sweep_jobs import make_pool
@@ -70,7 +70,7 @@ def test_ac_libtorchs_profiled_pass_reads_its_kineto_trace_into_device_columns(t
     import json
     import subprocess
 
-    from abstraction_cost.study_a import native
+    from abstraction_cost.programs import native
     from abstraction_cost.measure import profiled
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
@@ -119,16 +119,18 @@ def _served_profile(implementation: str, inputs, weights, batch: int, resolution
     import json
     import subprocess
 
-    from abstraction_cost.study_a import native, transfer
-    from abstraction_cost.study_a.sweep import serial as sweep
+    from abstraction_cost.programs import native
+    from abstraction_cost.study_a import transfer
+    from abstraction_cost.study_a.sweep import native_walk
     from abstraction_cost.measure import profiled
     config = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},
               "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 1024}}}
     program = native.ensure_built("cudnn" if implementation.startswith("cudnn") else "libtorch")
     settings = SimpleNamespace(batches=(batch,), resolutions=(resolution,), transfers=("float32-pageable",),
                                warmup=10, repeats=1, cell_budget_s=None)
-    command = sweep.sweep_command(program, implementation, SimpleNamespace(inputs=str(inputs), weights=str(weights)),
-                                  transfer.read_manifest(inputs), settings, config, torch.device("cuda"), 10)
+    command = native_walk.sweep_command(program, implementation,
+                                        SimpleNamespace(inputs=str(inputs), weights=str(weights)),
+                                        transfer.read_manifest(inputs), settings, config, torch.device("cuda"), 10)
     command = [str(c) for c in command] + ["--serve", "1", "--warmup-max", "30"]
     script = ["cell 0", f"time {CALLS}", f"time {CALLS}", f"profile {PROFILE_CALLS}", "end"]
     result = subprocess.run(command, input="\n".join(script) + "\n", capture_output=True, text=True, timeout=300,

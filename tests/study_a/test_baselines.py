@@ -14,7 +14,7 @@ from abstraction_cost.measure.run import Run
 from abstraction_cost.models import resnet, weights_file
 from abstraction_cost.study_a import cuda_graphs
 from abstraction_cost.study_a.comparison import serial as eval_job
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.study_a.sweep import cells as sweep_cells, python_model, serial as sweep
 from tests.fixtures.repository import REPO
 
 CPU = torch.device("cpu")
@@ -48,11 +48,11 @@ def test_a_graph_needs_a_cuda_tensor():
 def test_compiled_static_builds_per_shape_whatever_compile_shapes_says(tmp_path):
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
-    model = sweep.PythonModel("compiled-static-default", SimpleNamespace(weights=str(weights)), 3, 5, CPU,
-                              compile_shapes="dynamic")
+    model = python_model.PythonModel("compiled-static-default", SimpleNamespace(weights=str(weights)), 3, 5, CPU,
+                                     compile_shapes="dynamic")
     assert model.compile_shapes == "per-shape" and model.mode == "default" and model.builds
-    assert sweep.build_kind("compiled-static-default", "dynamic") == "per-shape"
-    assert sweep.kind("compiled-static-max-autotune") == ("compiled", "python")
+    assert sweep_cells.build_kind("compiled-static-default", "dynamic") == "per-shape"
+    assert sweep_cells.kind("compiled-static-max-autotune") == ("compiled", "python")
 
 
 def test_static_compile_modes_name_the_static_jobs_apart():
@@ -72,7 +72,8 @@ def test_a_bad_static_compile_mode_is_refused_naming_the_key():
 
 
 def test_cudnn_benchmark_is_fp32_with_the_benchmark_flag_in_python_and_in_both_programs():
-    from abstraction_cost.study_a import cudnn, native
+    from abstraction_cost.programs import native
+    from abstraction_cost.study_a import cudnn
     from abstraction_cost.measure import numerics as nx
     base = {"backend_flags": {"tf32": True, "cudnn_benchmark": False},
             "study_a": {"cudnn": {"algo": "heuristic", "workspace_limit_mib": 64}}}
@@ -112,7 +113,7 @@ def test_eager_cudagraphs_replays_eagers_output_at_each_shape_and_checks_it(tmp_
     device = torch.device("cuda")
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 5).state_dict(), weights)
-    model = sweep.PythonModel("eager-cudagraphs", SimpleNamespace(weights=str(weights)), 3, 5, device)
+    model = python_model.PythonModel("eager-cudagraphs", SimpleNamespace(weights=str(weights)), 3, 5, device)
     with torch.no_grad():
         for shape in ((2, 3, 32, 32), (4, 3, 16, 16)):
             x = torch.randn(*shape, device=device)
@@ -128,10 +129,10 @@ def test_a_cuda_graph_modes_build_marks_a_step_before_each_call_on_the_gpu_only(
     marks = []
     monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
     build = lambda x: x + 1  # noqa: E731
-    stepped = sweep._stepped(build, "reduce-overhead", torch.device("cuda"))
+    stepped = python_model._stepped(build, "reduce-overhead", torch.device("cuda"))
     assert stepped(torch.ones(1)).item() == 2 and marks == [1]
-    assert sweep._stepped(build, "default", torch.device("cuda")) is build
-    assert sweep._stepped(build, "max-autotune", CPU) is build
+    assert python_model._stepped(build, "default", torch.device("cuda")) is build
+    assert python_model._stepped(build, "max-autotune", CPU) is build
 
 
 def test_the_study_set_leaves_out_the_baselines_and_the_other_compile_modes():

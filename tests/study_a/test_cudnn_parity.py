@@ -25,7 +25,8 @@ from abstraction_cost.data import order as orders
 from abstraction_cost.data.specs import spec
 from abstraction_cost.measure.run import measured_run
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.study_a import cudnn, eager, native
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import cudnn, eager
 from abstraction_cost.study_a.comparison import serial as eval_job
 
 LOGIT_RTOL = 1e-4

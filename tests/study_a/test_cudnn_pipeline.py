@@ -19,7 +19,8 @@ from abstraction_cost.data.specs import spec
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.models import init, resnet, weights_file
 from abstraction_cost.report import study_a_backends
-from abstraction_cost.study_a import cudnn, native
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import cudnn
 from abstraction_cost.study_a.comparison import compare as comparison, serial as eval_job
 from tests.fixtures.repository import REPO
 

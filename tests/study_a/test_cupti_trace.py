@@ -156,7 +156,7 @@ int main(int, char** argv) {  // twice: the callbacks are registered once, every
 
 def _cupti() -> tuple[Path, Path] | None:
     """cupti.h's folder and libcupti's, as native/cudnn/CMakeLists.txt looks: the toolkit, then torch's wheels."""
-    from abstraction_cost.study_a import native
+    from abstraction_cost.programs import native
     toolkit = native._cuda_toolkit()
     candidates = [(toolkit / "include", toolkit / lib) for lib in ("lib64", "lib")] if toolkit else []
     candidates += [(toolkit / "extras/CUPTI/include", toolkit / "extras/CUPTI/lib64")] if toolkit else []

@@ -12,7 +12,7 @@ from abstraction_cost.config import TrainingSettings
 from abstraction_cost.data import offline, order, prepared
 from abstraction_cost.data.specs import spec
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 
 CHANNELS, SIZE, CLASSES = 3, 32, 10
 SPEC_CONFIG = {"data": {"voc_resolution": SIZE, "digits": {"resolution": SIZE}}}  # synthetic-cifar10: 3×32×32, 10 classes

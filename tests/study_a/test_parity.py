@@ -25,7 +25,8 @@ from abstraction_cost.data.specs import spec
 from abstraction_cost.measure import device as devices
 from abstraction_cost.measure.run import measured_run
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.study_a import aoti, eager, native, torchscript
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import aoti, eager, torchscript
 from abstraction_cost.study_a.comparison import serial as eval_job
 
 LOGIT_RTOL = {"torchscript-python": 1e-5, "torchscript-cpp": 1e-5, "libtorch": 1e-5, "aoti": 1e-4}

@@ -15,7 +15,7 @@ import torch as _torch
 from abstraction_cost import config as config_module
 from abstraction_cost import implementations as _implementations
 from abstraction_cost import run_guard
-from abstraction_cost.study_a import native as _native
+from abstraction_cost.programs import native as _native
 from abstraction_cost.study_a.sweep.cells import SweepSettings as _SweepSettings
 from abstraction_cost.study_a.sweep.conductor import Protocol as _Protocol
 from abstraction_cost.study_b.blocks import experiments as _experiments

@@ -11,7 +11,7 @@
 #   flags in Python, --tf32 for the C++ programs); one table per job; concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
 # - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point
-#   (torch.profiler; the C++ programs under Nsight Compute, study_a/sweep/ncu.py), with the study's ReLU rows
+#   (torch.profiler; the C++ programs under Nsight Compute, programs/ncu.py), with the study's ReLU rows
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
 # SWEEP (the settings), SWEEP_PROTOCOL, SWEEP_JOBS and the jobs' input functions are in common.smk.

@@ -1,11 +1,11 @@
 """Backend `cudnn`: Study A's ResNet-50 written by hand against cuDNN and cuBLAS (native/cudnn, `ac_cudnn`).
 
-The program takes ac_libtorch's flags and writes its records (study_a/native.py launches both and turns the
+The program takes ac_libtorch's flags and writes its records (programs/native.py launches both and turns the
 records into rows), with one difference: instead of torch's `--cudnn-benchmark` it takes the convolution
 algorithm choice of `study_a.cudnn` (`--conv-algo heuristic|find`, `--workspace-limit-mib`), and it records
 `conv_algo` and `workspace_mib` on every phase and eval record. `cudnn-graphs` is the same program replaying each
 step as a CUDA graph. It runs on a CUDA GPU only: elsewhere its rows are not_run. In the inference sweep
-(study_a/sweep/serial.py) both are implementations, launched as `ac_cudnn sweep`.
+(study_a/sweep/) both are implementations, launched as `ac_cudnn sweep`.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .. import implementations
-from . import native
+from ..programs import native
 
 IMPLEMENTATIONS = implementations.of_program("cudnn")
 NOT_RUN_REASON = implementations.REGISTRY["cudnn"].gpu_reason

@@ -265,10 +265,10 @@ def test_a_serial_job_measures_each_implementation_in_its_own_run_and_a_failed_o
 
 def test_an_injected_oom_is_the_numerics_row_of_a_serial_job(tmp_path, smoke_config, monkeypatch):
     job = _numerics_job(tmp_path, smoke_config)
-    monkeypatch.setenv("AC_EVAL_FAULT", "oom@fp32")
+    monkeypatch.setenv("AC_FAULT", "eval:oom@fp32")
     eval_backend.run_job(job)
     rows = tables.read("backend_eval", job.output.tables[0])
-    assert rows["status"].to_list() == ["oom"] and "AC_EVAL_FAULT" in rows["message"][0]
+    assert rows["status"].to_list() == ["oom"] and "AC_FAULT" in rows["message"][0]
 
 
 class _Killed(BaseException):

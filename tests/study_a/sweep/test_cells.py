@@ -104,10 +104,10 @@ def test_timed_columns_are_the_ones_a_cell_without_a_time_clears():
 
 
 def test_faults_parse_and_reject():
-    assert sweep_cells.faults({"AC_SWEEP_FAULT": "oom@1,crash@3"}) == {1: "oom", 3: "crash"}
+    assert sweep_cells.faults({"AC_FAULT": "cell:oom@1,cell:crash@3"}) == {1: "oom", 3: "crash"}
     assert sweep_cells.faults({}) == {}
-    with pytest.raises(ValueError, match="AC_SWEEP_FAULT"):
-        sweep_cells.faults({"AC_SWEEP_FAULT": "boom@1"})
+    with pytest.raises(ValueError, match="AC_FAULT"):
+        sweep_cells.faults({"AC_FAULT": "cell:boom@1"})
 
 
 def test_jobs_expand_compiled_per_mode():

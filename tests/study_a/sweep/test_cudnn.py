@@ -25,8 +25,9 @@ from abstraction_cost.measure import numerics as nx
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.study_a import cudnn, native, transfer
-from abstraction_cost.study_a.sweep import serial as sweep
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import cudnn, transfer
+from abstraction_cost.study_a.sweep import native_walk, serial as sweep
 from abstraction_cost.study_a.sweep.cells import walk
 from tests.fixtures.repository import REPO
 from tests.fixtures.sweep_jobs import sweep_job
@@ -84,8 +85,8 @@ def _command_for(program, files, implementation, batches, resolutions, transfers
     inputs = SimpleNamespace(inputs=files.inputs, weights=files.weights)
 
     def command_for(start, oom_at):
-        return sweep.sweep_command(program, implementation, inputs, manifest, settings, config,
-                                   torch.device("cuda"), CLASSES, start, oom_at)
+        return native_walk.sweep_command(program, implementation, inputs, manifest, settings, config,
+                                         torch.device("cuda"), CLASSES, start, oom_at)
     return command_for
 
 
@@ -125,8 +126,8 @@ def test_bad_flags_are_refused_before_the_gpu_opens(program, files, flag, value,
 def test_no_gpu_is_one_error_row_per_cell_saying_so(program, files, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     cells = walk([1, 2], [8, 16], ["float32-pinned"])
-    rows = sweep.native_cells(cells, _command_for(program, files, "cudnn", [1, 2], [8, 16], ["float32-pinned"]),
-                              _run(), "cudnn")
+    rows = native_walk.native_cells(cells, _command_for(program, files, "cudnn", [1, 2], [8, 16], ["float32-pinned"]),
+                                    _run(), "cudnn")
     assert [(r["cell"], r["status"]) for r in rows] == [(c.index, "error") for c in cells]
     assert all("--device cuda but this process sees no CUDA GPU" in r["message"] for r in rows)
 
@@ -152,7 +153,7 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
     exhausts an H100 (five such buffers are 40 GiB), so this process holds all but 3 GiB of the device while the
     program runs, and the cell's five 1 GiB activation buffers do not fit. Larger batches at each resolution are
     skipped, the others measured."""
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1")
     batches, resolutions = [2, 64, 128], [16, 512]
     cells = walk(batches, resolutions, ["uint8-pinned"])
     run = _run("cuda")
@@ -160,14 +161,14 @@ def test_sweep_records_injected_and_real_oom_and_goes_on(program, files, monkeyp
     hog = torch.empty(free - 3 * 2**30, dtype=torch.uint8, device="cuda")
     try:
         with run.sampler:
-            rows = sweep.native_cells(cells, _command_for(program, files, implementation, batches, resolutions,
-                                                          ["uint8-pinned"]), run, implementation)
+            rows = native_walk.native_cells(cells, _command_for(program, files, implementation, batches, resolutions,
+                                                                ["uint8-pinned"]), run, implementation)
     finally:
         del hog
         torch.cuda.empty_cache()
     _report(f"oom/{implementation}", rows)
     assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"], rows
-    assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
+    assert rows[1]["message"] == "injected out of memory (AC_FAULT)"
     assert "out of device memory" in rows[4]["message"], rows[4]
     for i in (2, 5):
         assert rows[i]["message"] == "skipped: batch 64 already out of memory at this resolution"
@@ -195,8 +196,8 @@ def test_every_transfer_mode_copies_its_bytes_in_one_process(program, files):
     batches, resolutions, modes = [1, 4], [8, 33], ["float32-pageable", "float32-pinned", "uint8-pinned"]
     run = _run("cuda")
     with run.sampler:
-        rows = sweep.native_cells(walk(batches, resolutions, modes),
-                                  _command_for(program, files, "cudnn", batches, resolutions, modes), run)
+        rows = native_walk.native_cells(walk(batches, resolutions, modes),
+                                        _command_for(program, files, "cudnn", batches, resolutions, modes), run)
     _report("transfer", rows)
     assert [r["status"] for r in rows] == ["ok"] * 12, rows
     assert [r["transfer"] for r in rows] == modes * 4

@@ -8,8 +8,9 @@ import torch
 
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
-from abstraction_cost.study_a import native, transfer
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import transfer
+from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, python_model, python_walk
 from abstraction_cost.study_a.sweep.cells import walk
 
 from tests.fixtures.sweep_fakes import pool_dir, TinyModel  # noqa: F401 (fixtures)
@@ -35,8 +36,8 @@ def _cuda_run() -> Run:
 def test_python_sweep_on_cuda_records_a_real_oom_and_goes_on(pool_dir):
     run = _cuda_run()
     with run.sampler:
-        rows = sweep.python_cells(GreedyModel(), walk([2, 4, 8], [8, 16], ["float32-pinned"]),
-                                  transfer.Pool(pool_dir), 1, 3, run)
+        rows = python_walk.python_cells(GreedyModel(), walk([2, 4, 8], [8, 16], ["float32-pinned"]),
+                                        transfer.Pool(pool_dir), 1, 3, run)
     assert [r["status"] for r in rows] == ["ok", "oom", "oom", "ok", "oom", "oom"]
     assert "out of memory" in rows[1]["message"].lower() and rows[2]["message"] == \
         "skipped: batch 4 already out of memory at this resolution"
@@ -64,7 +65,7 @@ def test_an_oom_inside_a_torchscript_module_is_oom_in_python_and_in_cpp(pool_dir
     model.forward = module.cuda()
     run = _cuda_run()
     with run.sampler:
-        rows = sweep.python_cells(model, cells, transfer.Pool(pool_dir), 1, 2, run)
+        rows = python_walk.python_cells(model, cells, transfer.Pool(pool_dir), 1, 2, run)
     assert [r["status"] for r in rows] == ["ok", "oom", "oom"], [r["message"] for r in rows]
     assert rows[1]["message"].startswith("CUDA out of memory. Tried to allocate 1024.00 GiB")
     program = native.ensure_built("libtorch")
@@ -72,7 +73,7 @@ def test_an_oom_inside_a_torchscript_module_is_oom_in_python_and_in_cpp(pool_dir
                                repeats=2, cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), module=str(tmp_path / "greedy.pt"))
     config = {"backend_flags": {"tf32": False, "cudnn_benchmark": False}}
-    rows = sweep.native_cells(cells, lambda start, oom_at: sweep.sweep_command(
+    rows = native_walk.native_cells(cells, lambda start, oom_at: native_walk.sweep_command(
         program, "torchscript-cpp", inputs, transfer.read_manifest(pool_dir), settings, config, torch.device("cuda"),
         5, start, oom_at), _cuda_run(), "torchscript-cpp")
     assert [r["status"] for r in rows] == ["ok", "oom", "oom"], [r["message"] for r in rows]
@@ -101,12 +102,12 @@ def test_dynamic_compile_on_cuda_times_every_shape_after_one_checked_build(pool_
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
-    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
-                              torch.device("cuda"), compile_shapes="dynamic")
+    model = python_model.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                                     torch.device("cuda"), compile_shapes="dynamic")
     run = _cuda_run()
     with run.sampler:
-        rows = sweep.python_cells(model, walk([2, 4], [8, 16], ["uint8-pinned"]), transfer.Pool(pool_dir), 1, 3,
-                                  run)
+        rows = python_walk.python_cells(model, walk([2, 4], [8, 16], ["uint8-pinned"]), transfer.Pool(pool_dir), 1, 3,
+                                        run)
     assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
     assert all(r["time_ms"] > 0 for r in rows)
     assert all(r["build_s"] > 0 for r in rows)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from abstraction_cost.measure import statistics
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import conductor as sweep_conductor, interleaved as sweep_interleaved
 from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, check, walk
 from abstraction_cost.study_a.sweep.conductor import Protocol, Store, cell_row, conduct
@@ -265,7 +265,7 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
     inputs = SimpleNamespace(inputs=str(make_pool(tmp_path)), weights=str(weights),
                              program_libtorch=str(native.ensure_built("libtorch")))
     job = interleaved_job(config, inputs, "fp32", tmp_path)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2,wrong@5")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:crash@2,cell:wrong@5")
     started = time.time()
     sweep_interleaved.run(job)
     df = tables.read("sweep", job.output.table)

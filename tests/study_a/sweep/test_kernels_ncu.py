@@ -1,9 +1,8 @@
-"""The sweep's kernel table for the C++ programs: Nsight Compute (study_a/sweep/ncu.py) over the program's own sweep of
+"""The sweep's kernel table for the C++ programs: Nsight Compute (programs/ncu.py) over the program's own sweep of
 the kernel-point cell (study_a/sweep/kernels.native_profile).
 
-Any machine: ncu's per-kernel summary read from a real one (tests/fixtures/ncu_summary.csv, ncu on an H100, a
-Python process's 2 ResNet-50 forwards at batch 8): top kernels, units, thousands separators, grouping by (name,
-grid, block), calls = Invocations; the report's ReLU rows found among ncu's names; the command line for every C++
+Any machine: the top kernels of ncu's per-kernel summary (tests/fixtures/ncu_summary.csv; reading it is
+tests/programs/test_ncu.py's); the report's ReLU rows found among ncu's names; the command line for every C++
 implementation (ncu's flags, then the program's sweep flags for one cell); not_run without ncu; an ncu failure
 is an error row with ncu's message; and the whole path on the CPU with a fake ncu that runs the real program.
 GPU: libtorch and cudnn under the real ncu, exactly the timed calls profiled (ResNet-50's 49 ReLUs per call).
@@ -23,8 +22,9 @@ import torch
 from abstraction_cost import tables
 from abstraction_cost.measure import numerics as nx
 from abstraction_cost.models import init, resnet, weights_file
-from abstraction_cost.study_a import cudnn, native, transfer
-from abstraction_cost.study_a.sweep import ncu, serial as sweep, kernels as sweep_kernels
+from abstraction_cost.programs import native, ncu
+from abstraction_cost.study_a import cudnn, transfer
+from abstraction_cost.study_a.sweep import kernels as sweep_kernels, native_walk
 from abstraction_cost.study_a.sweep.cells import SweepSettings
 from tests.fixtures.repository import REPO
 
@@ -96,24 +96,9 @@ def only_on_path(monkeypatch, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- the summary
-def test_real_summary_is_read_per_name_grid_block():
+def test_ncu_rows_are_per_call_ranked_by_total_time():
     groups = ncu.parse_summary(FIXTURE.read_text())
-    assert len(groups) == 53  # the fixture's 53 lines, each its own (name, grid, block)
-    assert sum(g["calls"] for g in groups.values()) == 433
-    assert sum(g["total_us"] for g in groups.values()) == pytest.approx(2895.67976)
-    bn = [(grid, block, g) for (name, grid, block), g in groups.items() if name.startswith("void cudnn::bn_fw_inf")]
-    # same kernel, same grid (64,8,1), two blocks: two groups; "5,957.82"-style numbers read with their separators
-    assert sorted((grid, block) for grid, block, _ in bn if grid == "(64,8,1)") == [("(64,8,1)", "(128,1,1)"),
-                                                                                  ("(64,8,1)", "(512,1,1)")]
-    relu = {grid: g for (name, grid, block), g in groups.items() if "launch_clamp_scalar" in name}
-    assert {grid: g["calls"] for grid, g in relu.items()} == {"(16,1,1)": 10, "(32,1,1)": 22, "(64,1,1)": 22,
-                                                             "(128,1,1)": 26, "(256,1,1)": 10, "(512,1,1)": 8}
-    assert relu["(16,1,1)"]["total_us"] == pytest.approx(10 * 3.1136)
-
-
-def test_top_rows_are_per_call_ranked_by_total_time():
-    groups = ncu.parse_summary(FIXTURE.read_text())
-    rows = ncu.top_rows(groups, top=3, forwards=2, message="m")
+    rows = sweep_kernels.kernels_from_ncu(groups, top=3, forwards=2, message="m")
     # the top 3, then every ReLU kernel below them with its own rank (the study's finding compares ReLU launches)
     assert [r["rank"] for r in rows[:3]] == [1, 2, 3]
     below = rows[3:]
@@ -128,49 +113,12 @@ def test_top_rows_are_per_call_ranked_by_total_time():
     assert {r["status"] for r in rows} == {"ok"} and {r["message"] for r in rows} == {"m"}
 
 
-def _summary(lines: list[str]) -> str:
-    header = ('"Process ID","Process Name","Host Name","Kernel Name","Block Size","Grid Size","Device","CC",'
-              '"Invocations","Section Name","Metric Name","Metric Unit","Minimum","Maximum","Average"')
-    return "\n".join(["==PROF== Connected to process 1 (/bin/prog)", '{"kind":"sweep_done","cells":1}', header,
-                      *lines, "==PROF== Disconnected from process 1"])
-
-
-def _line(pid: str, name: str, invocations: str, unit: str, average: str, metric: str = ncu.METRIC) -> str:
-    return (f'"{pid}","prog","host","{name}","(256, 1, 1)","(1024, 2, 1)","0","9.0","{invocations}",'
-            f'"Command line profiler metrics","{metric}","{unit}","{average}","{average}","{average}"')
-
-
-@pytest.mark.parametrize("unit,average,us", [("ns", "1,500.00", 1.5), ("nsecond", "1,500.00", 1.5),
-                                             ("us", "1.5", 1.5), ("usecond", "1.5", 1.5), ("ms", "0.0015", 1.5),
-                                             ("msecond", "0.0015", 1.5)])
-def test_units_and_separators(unit, average, us):
-    groups = ncu.parse_summary(_summary([_line("1", "relu_kernel", "1,000", unit, average)]))
-    key = ("relu_kernel", "(1024,2,1)", "(256,1,1)")
-    assert groups == {key: {"calls": 1000, "total_us": pytest.approx(1000 * us)}}
-
-
-def test_one_kernel_in_two_processes_is_one_group_and_other_metrics_are_ignored():
-    groups = ncu.parse_summary(_summary([_line("1", "k", "2", "us", "3"), _line("2", "k", "4", "ns", "6,000"),
-                                         _line("1", "k", "9", "%", "50", metric="sm__throughput.avg.pct")]))
-    assert groups == {("k", "(1024,2,1)", "(256,1,1)"): {"calls": 6, "total_us": pytest.approx(2 * 3 + 4 * 6)}}
-
-
-@pytest.mark.parametrize("text,words", [
-    ("==PROF== Disconnected from process 1\n", "no per-kernel summary"),
-    (_summary([_line("1", "k", "1", "cycle", "3")]), "unit 'cycle'"),
-    (_summary([_line("1", "k", "1", "ns", "n/a")]), "Average 'n/a' is not a number"),
-])
-def test_unreadable_summary_says_why(text, words):
-    with pytest.raises(ncu.NcuError, match=words):
-        ncu.parse_summary(text)
-
-
 def test_report_finds_relu_among_ncu_kernel_names():
     """The report's ReLU rows (beside the study's) include ncu's names: eager's and LibTorch's ReLU is ATen's
     clamp kernel (launch_clamp_scalar), ac_cudnn's its relu_kernel and add_relu_kernel."""
     from abstraction_cost.study_a.sweep import summary as sweep_summary
     from abstraction_cost.report import study_a_sweep as ss  # here: altair, which the GPU tests need not bring
-    rows = ncu.top_rows(ncu.parse_summary(FIXTURE.read_text()), top=100, forwards=2, message=None)
+    rows = sweep_kernels.kernels_from_ncu(ncu.parse_summary(FIXTURE.read_text()), top=100, forwards=2, message=None)
     rows.append({**rows[0], "kernel": "add_relu_kernel(float *, const float *, long)", "rank": 101})
     defaults = dict.fromkeys(tables.schema("sweep_kernels"))
     measured = [{**defaults, **r, "run_id": "r", "implementation": "libtorch", "numerics": "fp32",
@@ -195,7 +143,7 @@ def test_command_is_ncu_then_the_programs_sweep_of_one_cell(files, only_on_path,
     assert command[:len(ncu.FLAGS)] == list(ncu.FLAGS)
     assert "--launch-skip" not in command  # the program's profiler range marks the timed calls
     program_args = command[len(ncu.FLAGS):]
-    assert program_args[:4] == [str(program), "sweep", "--model", sweep.NATIVE_MODELS[implementation]]
+    assert program_args[:4] == [str(program), "sweep", "--model", native_walk.NATIVE_MODELS[implementation]]
     flag = lambda name: program_args[program_args.index(name) + 1]  # noqa: E731
     assert (flag("--batches"), flag("--resolutions"), flag("--warmup"), flag("--repeats")) == \
         ("2", "16", "4", str(sweep_kernels.PROFILED_CALLS))

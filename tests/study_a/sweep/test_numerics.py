@@ -7,8 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from abstraction_cost.study_a import native, transfer
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import transfer
+from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, python_model, serial as sweep
+from abstraction_cost.study_a.sweep import store as sweep_store
 from tests.fixtures.repository import REPO
 
 from tests.fixtures.sweep_fakes import _numerics_job, pool_dir, process_numerics  # noqa: F401 (fixtures)
@@ -21,12 +23,12 @@ def test_sweep_job_sets_its_numerics_in_the_process_before_the_model(pool_dir, t
     is built and recorded in its environment row; every row is labelled."""
     from abstraction_cost import tables
     seen = {}
-    built = sweep.PythonModel.__init__
+    built = python_model.PythonModel.__init__
 
     def spy(self, *args, **kwargs):
         seen.update(cudnn=torch.backends.cudnn.allow_tf32, matmul=torch.backends.cuda.matmul.allow_tf32)
         built(self, *args, **kwargs)
-    monkeypatch.setattr(sweep.PythonModel, "__init__", spy)
+    monkeypatch.setattr(python_model.PythonModel, "__init__", spy)
     job = _numerics_job(pool_dir, tmp_path, "eager", numerics)
     job.config["backend_flags"]["tf32"] = not tf32  # the top-level setting must not leak into the job
     sweep.run(job)
@@ -44,15 +46,15 @@ def test_one_sweep_job_measures_each_numerics_in_turn_in_one_process(pool_dir, t
     from abstraction_cost import tables
     from abstraction_cost.study_a.sweep.store import cells_dir
     seen = []
-    built = sweep.PythonModel.__init__
+    built = python_model.PythonModel.__init__
 
     def spy(self, *args, **kwargs):
         seen.append((torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32))
         built(self, *args, **kwargs)
-    monkeypatch.setattr(sweep.PythonModel, "__init__", spy)
+    monkeypatch.setattr(python_model.PythonModel, "__init__", spy)
     job = _numerics_job(pool_dir, tmp_path, "eager", "fp32", "tf32")
     cleared = []
-    monkeypatch.setattr(sweep.CellStore, "clear", lambda self: cleared.append(self.directory))
+    monkeypatch.setattr(sweep_store.CellStore, "clear", lambda self: cleared.append(self.directory))
     sweep.run(job)
     assert seen == [(False, False), (True, True)]
     rows = [tables.read("sweep", t) for t in job.output.tables]
@@ -84,8 +86,8 @@ def test_libtorch_sweep_program_runs_under_the_jobs_tf32(pool_dir, tmp_path, num
     settings = SimpleNamespace(batches=(1,), resolutions=(8,), transfers=("uint8-pinned",), warmup=0, repeats=1,
                                cell_budget_s=None)
     inputs = SimpleNamespace(inputs=str(pool_dir), weights=str(weights))
-    command = sweep.sweep_command(program, "libtorch", inputs, transfer.read_manifest(pool_dir), settings, config,
-                                  torch.device("cpu"), 5)
+    command = native_walk.sweep_command(program, "libtorch", inputs, transfer.read_manifest(pool_dir), settings, config,
+                                        torch.device("cpu"), 5)
     assert command[command.index("--tf32") + 1] == flag
     result = native.launch(command)
     assert result.returncode == 0, result.stderr_tail
@@ -101,8 +103,8 @@ def test_bf16_autocast_runs_python_and_leaves_cpp_not_run(pool_dir, tmp_path, pr
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
-    model = sweep.PythonModel("eager", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"),
-                              "bf16-autocast")
+    model = python_model.PythonModel("eager", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"),
+                                     "bf16-autocast")
     with torch.no_grad():
         assert model.forward(torch.zeros(1, 3, 8, 8)).dtype == torch.bfloat16
     job = _numerics_job(pool_dir, tmp_path, "libtorch", "bf16-autocast")

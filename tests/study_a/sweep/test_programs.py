@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from abstraction_cost.study_a import native, transfer
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import transfer
+from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, serial as sweep
 from abstraction_cost.study_a.sweep.cells import walk
 from tests.fixtures.repository import REPO
 from tests.fixtures.sweep_jobs import sweep_job
@@ -19,9 +20,9 @@ from tests.fixtures.sweep_fakes import SKIPPED_B2, _fake_command, fake_program, 
 
 
 def test_cpp_crash_loses_no_cell_and_restarts_from_the_next(fake_program, monkeypatch):
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1,crash@4")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@1,cell:crash@4")
     cells = walk([1, 2, 4], [8, 16], ["float32-pinned"])
-    rows = sweep.native_cells(cells, _fake_command(fake_program, cells), _run(), "fake")
+    rows = native_walk.native_cells(cells, _fake_command(fake_program, cells), _run(), "fake")
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [
         (0, "ok", 0), (1, "error", 0), (2, "ok", 1), (3, "ok", 1), (4, "error", 1), (5, "ok", 2)]
     assert rows[1]["exit_status"] == -11 and "SIGSEGV" in rows[1]["message"]
@@ -30,9 +31,9 @@ def test_cpp_crash_loses_no_cell_and_restarts_from_the_next(fake_program, monkey
 
 def test_cpp_oom_skips_larger_batches_even_across_a_restart(fake_program, monkeypatch):
     # batch 2 at 16 px is oom (2·16² > 300); the crash in cell 4 restarts the program, which must still skip 4
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@4")
     cells = walk([1, 2, 4, 8], [8, 16], ["float32-pinned"])
-    rows = sweep.native_cells(cells, _fake_command(fake_program, cells, oom_above=300), _run(), "fake")
+    rows = native_walk.native_cells(cells, _fake_command(fake_program, cells, oom_above=300), _run(), "fake")
     by_cell = {r["cell"]: (r["status"], r["message"]) for r in rows}
     assert [by_cell[i][0] for i in range(4)] == ["ok", "ok", "ok", "oom"]  # 8·8² = 512 > 300
     assert by_cell[4][0] == "error" and by_cell[5] == ("oom", "fake: cannot allocate 1536 elements")
@@ -42,12 +43,12 @@ def test_cpp_oom_skips_larger_batches_even_across_a_restart(fake_program, monkey
 def test_cpp_walks_every_transfer_mode_of_a_shape_in_one_process(fake_program, monkeypatch):
     """Both modes of each shape back to back; a crash in one mode's cell restarts the program, which still skips
     the larger batches of the mode that was oom (--oom-at R:B:T) and only those."""
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@2,crash@3")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@2,cell:crash@3")
     cells = walk([1, 2, 4], [8], ["uint8-pinned", "float32-pageable"])
     launches = []
     command_for = _fake_command(fake_program, cells)
-    rows = sweep.native_cells(cells, lambda start, oom_at: launches.append(oom_at) or command_for(start, oom_at),
-                              _run(), "fake")
+    rows = native_walk.native_cells(cells, lambda start, oom_at: launches.append(oom_at) or command_for(start, oom_at),
+                                    _run(), "fake")
     assert [(r["batch_size"], r["transfer"], r["status"]) for r in rows] == [
         (1, "uint8-pinned", "ok"), (1, "float32-pageable", "ok"), (2, "uint8-pinned", "oom"),
         (2, "float32-pageable", "error"), (4, "uint8-pinned", "oom"), (4, "float32-pageable", "ok")]
@@ -60,7 +61,7 @@ def test_cpp_warm_up_runs_on_a_shapes_first_mode_and_after_an_oom(fake_program):
     """native/common/sweep.h: a shape's later modes are warm (the fake backend is cold only after release()); an
     oom shape's later modes are skipped without being tried, and the next shape starts cold."""
     cells = walk([1, 2, 4], [8], list(sweep_cells.TRANSFERS))
-    rows = sweep.native_cells(cells, _fake_command(fake_program, cells, oom_above=150), _run(), "fake")
+    rows = native_walk.native_cells(cells, _fake_command(fake_program, cells, oom_above=150), _run(), "fake")
     assert [(r["status"], r.get("warmup_calls")) for r in rows] == [
         ("ok", 1), ("ok", 0), ("ok", 0), ("ok", 1), ("ok", 0), ("ok", 0), ("oom", None), ("oom", None), ("oom", None)]
     assert rows[7]["message"] == rows[8]["message"] == (
@@ -80,7 +81,7 @@ def test_cpp_cell_budget_ends_a_cells_timed_calls(fake_program, budget, repeats)
 
 def test_cpp_program_that_never_starts_fails_every_cell_once(tmp_path):
     cells = walk([1, 2], [8], ["float32-pageable"])
-    rows = sweep.native_cells(cells, lambda start, oom_at: [str(tmp_path / "missing")], _run(), "missing")
+    rows = native_walk.native_cells(cells, lambda start, oom_at: [str(tmp_path / "missing")], _run(), "missing")
     assert [(r["status"], r["exit_status"]) for r in rows] == [("error", 127), ("error", 127)]
     assert "cannot start" in rows[0]["message"]
 
@@ -117,10 +118,10 @@ def test_libtorch_sweep_on_the_cpu_with_a_crash(pool_dir, tmp_path, monkeypatch)
     cells = walk(settings.batches, settings.resolutions, settings.transfers)
 
     def command_for(start, oom_at):
-        return sweep.sweep_command(program, "libtorch", inputs, manifest, settings, config, torch.device("cpu"), 5,
-                                   start, oom_at)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@1")
-    rows = sweep.native_cells(cells, command_for, _run(), "libtorch")
+        return native_walk.sweep_command(program, "libtorch", inputs, manifest, settings, config,
+                                         torch.device("cpu"), 5, start, oom_at)
+    monkeypatch.setenv("AC_FAULT", "cell:crash@1")
+    rows = native_walk.native_cells(cells, command_for, _run(), "libtorch")
     assert [(r["cell"], r["status"], r["attempt"]) for r in rows] == [(0, "ok", 0), (1, "error", 0),
                                                                       (2, "ok", 1), (3, "ok", 1)]
     assert rows[3]["h2d_bytes"] == 2 * 3 * 16 * 16 and rows[3]["time_ms"] > 0
@@ -142,7 +143,7 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     if implementation == "libtorch":
         inputs.program = str(native.ensure_built("libtorch"))
     job = sweep_job(config, inputs, implementation, tmp_path)
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2,wrong@5")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:crash@2,cell:wrong@5")
     sweep.run(job)
     df = tables.read("sweep", job.output.tables[0])
     assert df["cell"].to_list() == list(range(8))
@@ -150,7 +151,7 @@ def test_sweep_job_writes_every_cell_under_injected_faults(pool_dir, tmp_path, m
     assert df["status"].to_list() == ["ok", "oom", "error", "oom", "ok", "wrong_output", "ok", "ok"]
     assert df["time_ms"][5] is None and df["time_per_sample_ms"][5] is None
     expected = {"libtorch": "libtorch at input (1, 3, 16, 16): logits differ from eager's: max |Δ|",
-                "eager": "injected wrong output (AC_SWEEP_FAULT)"}[implementation]
+                "eager": "injected wrong output (AC_FAULT)"}[implementation]
     assert df["message"][5].startswith(expected)
     assert df["message"][3] == "skipped: batch 1 already out of memory at this resolution"
     assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.envs[0]).height == 1

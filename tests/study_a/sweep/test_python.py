@@ -1,4 +1,4 @@
-"""The sweep's Python implementations on the CPU: faults injected through AC_SWEEP_FAULT (an oom or a crash never
+"""The sweep's Python implementations on the CPU: faults injected through AC_FAULT (an oom or a crash never
 stops the walk nor loses a measured cell), warm-up, cell budgets, host input, builds and their output checks."""
 from __future__ import annotations
 
@@ -8,20 +8,21 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from abstraction_cost.study_a import native, transfer
-from abstraction_cost.study_a.sweep import serial as sweep, cells as sweep_cells
+from abstraction_cost.programs import native
+from abstraction_cost.study_a import transfer
+from abstraction_cost.study_a.sweep import cells as sweep_cells, python_model, python_walk
 from abstraction_cost.study_a.sweep.cells import walk
 
 from tests.fixtures.sweep_fakes import SKIPPED_B2, pool_dir, _run, TinyModel  # noqa: F401 (fixtures)
 
 
 def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,crash@2")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:crash@2")
     cells = walk([1, 2, 4], [8, 16], ["uint8-pinned"])
-    rows = sweep.python_cells(TinyModel(), cells, transfer.Pool(pool_dir), 1, 3, _run())
+    rows = python_walk.python_cells(TinyModel(), cells, transfer.Pool(pool_dir), 1, 3, _run())
     assert [(r["cell"], r["status"]) for r in rows] == [(0, "ok"), (1, "oom"), (2, "oom"), (3, "ok"), (4, "ok"),
                                                         (5, "ok")]
-    assert rows[1]["message"] == "injected out of memory (AC_SWEEP_FAULT)"
+    assert rows[1]["message"] == "injected out of memory (AC_FAULT)"
     assert rows[2]["message"] == SKIPPED_B2  # crash@2 is never reached: batch 4 is skipped after batch 2's oom
     ok = rows[5]
     assert ok["repeats"] == 3 and ok["time_ms_low"] <= ok["time_ms"] <= ok["time_ms_high"]
@@ -33,14 +34,14 @@ def test_python_sweep_survives_injected_oom_and_crash(pool_dir, monkeypatch):
 def test_python_warm_up_runs_on_a_shapes_first_mode_and_the_first_uint8_cell_only(pool_dir, monkeypatch):
     """A shape's later modes follow on its allocations without warm-up calls; the device's memory is returned
     between shapes and after a failed cell, whose next cell is cold again."""
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@4")
+    monkeypatch.setenv("AC_FAULT", "cell:crash@4")
     released, model = [], TinyModel()
-    monkeypatch.setattr(sweep, "_release", lambda device, collect: released.append(collect))
+    monkeypatch.setattr(python_walk, "_release", lambda device, collect: released.append(collect))
     calls = []
     forward = model.forward
     model.forward = lambda x: calls.append(tuple(x.shape)) or forward(x)
     cells = walk([1, 2], [8], list(sweep_cells.TRANSFERS))
-    rows = sweep.python_cells(model, cells, transfer.Pool(pool_dir), 2, 3, _run())
+    rows = python_walk.python_cells(model, cells, transfer.Pool(pool_dir), 2, 3, _run())
     assert [r["status"] for r in rows] == ["ok", "ok", "ok", "ok", "error", "ok"]
     assert [r.get("warmup_calls") for r in rows] == [2, 0, 2, 2, None, 2]
     assert released == [False, True, False]  # before batch 2, after the crash, at the end
@@ -57,15 +58,15 @@ def test_python_oom_after_a_compiled_build_keeps_the_builds_time(pool_dir):
         def build(self, example):
             self.build_s = 12.5
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 32.00 GiB")
-    rows = sweep.python_cells(OomAfterBuild(), walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 1, 2,
-                              _run())
+    rows = python_walk.python_cells(OomAfterBuild(), walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir),
+                                    1, 2, _run())
     assert rows[0]["status"] == "oom" and rows[0]["build_s"] == 12.5
 
 
 def test_python_crash_is_an_error_row_and_the_walk_goes_on(pool_dir, monkeypatch):
-    monkeypatch.setenv("AC_SWEEP_FAULT", "crash@0")
-    rows = sweep.python_cells(TinyModel(), walk([1, 2], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 0, 2,
-                              _run())
+    monkeypatch.setenv("AC_FAULT", "cell:crash@0")
+    rows = python_walk.python_cells(TinyModel(), walk([1, 2], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 0, 2,
+                                    _run())
     assert [r["status"] for r in rows] == ["error", "ok"]
     assert "InjectedCrash" in rows[0]["message"]
 
@@ -96,8 +97,8 @@ class SlowModel(TinyModel):
 def test_python_cell_budget_ends_a_cells_timed_calls(pool_dir, budget_s, repeats):
     """study_a.sweep.cell_budget_s: no more calls once they took the budget, but never fewer than three (where the
     budget ends a cell after that is sweep_cells.more_repeats' test)."""
-    rows = sweep.python_cells(SlowModel(), walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 1, 6,
-                              _run(), budget_s=budget_s)
+    rows = python_walk.python_cells(SlowModel(), walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 1, 6,
+                                    _run(), budget_s=budget_s)
     assert rows[0]["status"] == "ok" and rows[0]["repeats"] == repeats
 
 
@@ -107,11 +108,11 @@ def test_python_host_input_is_made_while_the_warm_up_runs(pool_dir, monkeypatch)
     events = []
     load = transfer.CellInput.load
     monkeypatch.setattr(transfer.CellInput, "load", lambda self, pool: (events.append("load"), load(self, pool)))
-    monkeypatch.setattr(sweep, "synchronize", lambda device: events.append("sync"))
+    monkeypatch.setattr(python_walk, "synchronize", lambda device: events.append("sync"))
     model = TinyModel()
     conv = model.forward
     model.forward = lambda x: (events.append("forward"), conv(x))[1]
-    sweep.python_cells(model, walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 2, 1, _run())
+    python_walk.python_cells(model, walk([1], [8], ["float32-pageable"]), transfer.Pool(pool_dir), 2, 1, _run())
     assert events[:events.index("load") + 2] == ["sync", "forward", "forward", "load", "sync"]
 
 
@@ -123,7 +124,7 @@ def test_python_oom_shape_fails_in_its_warm_up_before_its_host_input_is_made(poo
     load = transfer.CellInput.load
     monkeypatch.setattr(transfer.CellInput, "load", lambda self, pool: (loaded.append(self.batch), load(self, pool)))
     cells = walk([2, 4, 8], [8], ["float32-pageable", "uint8-pinned"])
-    rows = sweep.python_cells(OomFromBatch4(), cells, transfer.Pool(pool_dir), 1, 2, _run())
+    rows = python_walk.python_cells(OomFromBatch4(), cells, transfer.Pool(pool_dir), 1, 2, _run())
     assert [(r["batch_size"], r["transfer"], r["status"]) for r in rows] == [
         (2, "float32-pageable", "ok"), (2, "uint8-pinned", "ok"), (4, "float32-pageable", "oom"),
         (4, "uint8-pinned", "oom"), (8, "float32-pageable", "oom"), (8, "uint8-pinned", "oom")]
@@ -134,7 +135,7 @@ def test_python_oom_shape_fails_in_its_warm_up_before_its_host_input_is_made(poo
 
 class ScriptedOomFromBatch4(TinyModel):
     """Runs out of memory from batch 4 on as a TorchScript module does: a RuntimeError of the interpreter with
-    torch's message inside; only the allocator's oom count (sweep.oom_count) says what it was."""
+    torch's message inside; only the allocator's oom count (python_walk.oom_count) says what it was."""
 
     def __init__(self):
         super().__init__()
@@ -152,9 +153,9 @@ class ScriptedOomFromBatch4(TinyModel):
 @pytest.mark.parametrize("counted", [True, False])
 def test_an_oom_inside_torchscript_is_an_oom_cell_where_the_allocator_counted_it(pool_dir, monkeypatch, counted):
     ScriptedOomFromBatch4.ooms = 0
-    monkeypatch.setattr(sweep, "oom_count", lambda device: ScriptedOomFromBatch4.ooms if counted else 0)
-    rows = sweep.python_cells(ScriptedOomFromBatch4(), walk([2, 4, 8], [8], ["float32-pageable"]),
-                              transfer.Pool(pool_dir), 1, 2, _run())
+    monkeypatch.setattr(python_walk, "oom_count", lambda device: ScriptedOomFromBatch4.ooms if counted else 0)
+    rows = python_walk.python_cells(ScriptedOomFromBatch4(), walk([2, 4, 8], [8], ["float32-pageable"]),
+                                    transfer.Pool(pool_dir), 1, 2, _run())
     if counted:
         assert [r["status"] for r in rows] == ["ok", "oom", "oom"]
         assert rows[1]["message"] == "CUDA out of memory. Tried to allocate 32.00 GiB." and rows[2]["message"] == \
@@ -183,9 +184,10 @@ def test_compiled_build_is_made_once_per_shape_for_all_its_transfer_modes(pool_d
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     compiles = []
     monkeypatch.setattr(torch, "compile", lambda module, **kw: compiles.append(kw) or module)
-    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"))
-    rows = sweep.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
-                              transfer.Pool(pool_dir), 0, 1, _run())
+    model = python_model.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                                     torch.device("cpu"))
+    rows = python_walk.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
+                                    transfer.Pool(pool_dir), 0, 1, _run())
     assert compiles == [{"mode": "default", "dynamic": False}] * 2
     assert [r["build_s"] is not None for r in rows] == [True, False, True, False]
     assert [r["status"] for r in rows] == ["ok"] * 4
@@ -205,16 +207,16 @@ def test_dynamic_compile_is_one_build_for_the_job_each_shape_first_call_timed_an
     def reference(module, args, *rest):
         checked.append(tuple(args[0].shape))
         return output_check.reference(module, args, *rest)
-    monkeypatch.setattr(sweep, "reference", reference)
-    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"),
-                              compile_shapes="dynamic")
-    rows = sweep.python_cells(model, walk([1, 2], [8, 16], ["float32-pageable", "uint8-pinned"]),
-                              transfer.Pool(pool_dir), 0, 1, _run())
+    monkeypatch.setattr(python_model, "reference", reference)
+    model = python_model.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                                     torch.device("cpu"), compile_shapes="dynamic")
+    rows = python_walk.python_cells(model, walk([1, 2], [8, 16], ["float32-pageable", "uint8-pinned"]),
+                                    transfer.Pool(pool_dir), 0, 1, _run())
     assert compiles == [{"mode": "default", "dynamic": True}]
     assert [r["build_s"] is not None for r in rows] == [True, False] * 4
     assert checked == [(1, 3, 8, 8), (2, 3, 8, 8), (1, 3, 16, 16), (2, 3, 16, 16)]
     assert [r["status"] for r in rows] == ["ok"] * 8
-    assert sweep.build_kind("compiled-default", "dynamic") == "dynamic"
+    assert sweep_cells.build_kind("compiled-default", "dynamic") == "dynamic"
 
 
 def test_dynamic_compile_does_not_recompile_where_a_feature_map_grows_past_1x1(pool_dir, tmp_path, monkeypatch):
@@ -230,10 +232,10 @@ def test_dynamic_compile_does_not_recompile_where_a_feature_map_grows_past_1x1(p
                                                                                  dynamic=dynamic))
     torch._dynamo.reset()
     counters.clear()
-    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"),
-                              compile_shapes="dynamic")
-    rows = sweep.python_cells(model, walk([1, 2], [8, 16], ["float32-pageable"]), transfer.Pool(pool_dir), 0, 1,
-                              _run())
+    model = python_model.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                                     torch.device("cpu"), compile_shapes="dynamic")
+    rows = python_walk.python_cells(model, walk([1, 2], [8, 16], ["float32-pageable"]), transfer.Pool(pool_dir), 0, 1,
+                                    _run())
     assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
     assert counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()
@@ -253,12 +255,13 @@ def test_a_shape_whose_eager_reference_is_out_of_memory_is_oom_before_its_build(
         if args[0].shape[0] == 2:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
         return output_check.reference(module, args, *rest)
-    monkeypatch.setattr(sweep, "reference", reference)
-    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"))
+    monkeypatch.setattr(python_model, "reference", reference)
+    model = python_model.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                                     torch.device("cpu"))
     build = model.build
     monkeypatch.setattr(model, "build", lambda example: built.append(tuple(example.shape)) or build(example))
-    rows = sweep.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
-                              transfer.Pool(pool_dir), 0, 1, _run())
+    rows = python_walk.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
+                                    transfer.Pool(pool_dir), 0, 1, _run())
     assert [r["status"] for r in rows] == ["ok", "ok", "oom", "oom"]
     assert built == [(1, 3, 8, 8), (1, 3, 8, 8)]  # batch 2 never built
     assert rows[2]["message"] == ("eager's forward for the output check, before the build: CUDA out of memory. "
@@ -272,9 +275,10 @@ def test_a_compiled_build_that_computes_something_else_is_wrong_output_untimed(p
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     monkeypatch.setattr(torch, "compile", lambda module, **kw: lambda x: module(x) + 1.0)
-    model = sweep.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10, torch.device("cpu"))
-    rows = sweep.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
-                              transfer.Pool(pool_dir), 0, 2, _run())
+    model = python_model.PythonModel("compiled-default", SimpleNamespace(weights=str(weights)), 3, 10,
+                                     torch.device("cpu"))
+    rows = python_walk.python_cells(model, walk([1, 2], [8], ["float32-pageable", "uint8-pinned"]),
+                                    transfer.Pool(pool_dir), 0, 2, _run())
     assert [r["status"] for r in rows] == ["wrong_output"] * 4
     assert rows[2]["message"].startswith("compiled-default at input (2, 3, 8, 8): output differs from eager's")
     assert all(r.get("time_ms") is None for r in rows)

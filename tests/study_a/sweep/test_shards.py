@@ -14,7 +14,7 @@ import pytest
 
 from abstraction_cost import config as config_module
 from abstraction_cost import tables
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import interleaved as sweep_interleaved, shards as sweep_shards
 from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, walk
 from abstraction_cost.study_a.sweep.conductor import Store, conduct
@@ -55,7 +55,7 @@ def test_shards_are_balanced_by_estimated_cost_costliest_resolution_first():
     two = sweep_shards.plan(settings, 2, 6, 50)
     assert [sorted({c.resolution for c in s}) for s in two] == [[1024], [32, 128, 256]]
     three = sweep_shards.plan(settings, 3, 6, 50)
-    costs = [sweep_shards.estimated_s(s, settings, 6, 50) for s in three]
+    costs = [sum(sweep_shards.cell_cost_s(c, settings, 6, 50) for c in s) for s in three]
     assert [sorted({c.resolution for c in s}) for s in three][0] == [1024]
     assert max(costs[1:]) < costs[0]
     # a costlier cell costs more: calls grow with batch x resolution^2, cut at the cell budget
@@ -109,7 +109,7 @@ def test_the_shards_tables_concatenate_to_the_unsharded_jobs_rows_with_the_oom_s
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
     inputs = SimpleNamespace(inputs=str(make_pool(tmp_path)), weights=str(weights),
                              program_libtorch=str(native.ensure_built("libtorch")))
-    monkeypatch.setenv("AC_SWEEP_FAULT", "oom@1,oom@5")
+    monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:oom@5")
     whole = _job(config, inputs, tmp_path / "whole", None)
     (tmp_path / "whole").mkdir()
     sweep_interleaved.run(whole)

@@ -22,9 +22,9 @@ record becomes the implementation's backend_profile row (sweep_interleaved.profi
 but the cell),
 or a not_run row with the reason, so the timed calls stay unprofiled.
 
-Faults (the fault suite's hooks): AC_SWEEP_FAULT acts in every worker, as in the sweep (kill@0 kills the job once
-its first record is kept); AC_EVAL_FAULT segv@<numerics> makes the C++ workers of that numerics crash (SIGSEGV) as
-the cell starts, oom@<numerics> the Python workers run out of memory there, both outside the timed calls.
+Faults (AC_FAULT, faults.py): its cell items act in every worker, as in the sweep (cell:kill@0 kills the job once
+its first record is kept); eval:segv@<numerics> makes the C++ workers of that numerics crash (SIGSEGV) as the cell
+starts, eval:oom@<numerics> the Python workers run out of memory there, both outside the timed calls.
 """
 from __future__ import annotations
 
@@ -43,11 +43,12 @@ from ...data import prepared
 from ...data.specs import spec
 from ...measure import device as devices
 from ...measure.run import Run, measured_run
-from .. import cudnn, native
+from ...programs import native
+from .. import cudnn
 from ..sweep.cells import Cell, SweepSettings
 from ..sweep.conductor import Protocol, Store, conduct, python_worker_command
 from ..sweep.interleaved import profile_rows
-from ..sweep.serial import sweep_command
+from ..sweep.native_walk import sweep_command
 from ..sweep.store import CellStore, cells_dir
 from ..transfer import read_manifest, write_inputs
 from . import store as eval_store
@@ -73,10 +74,12 @@ def sweep_settings(settings: EvalSettings, implementations: list[str], numerics:
 
 
 def injected(implementation: str, numerics: str) -> list[str]:
-    """A worker's command prefix for AC_EVAL_FAULT (the module's docstring): `env AC_SWEEP_FAULT=...`, or nothing."""
+    """A worker's command prefix for its numerics' eval fault (the module's docstring): `env AC_FAULT=...` with the
+    fault as its cell item, or nothing."""
     fault, cpp = faults.eval_numerics(numerics), IMPLEMENTATIONS[implementation].runtime == "cpp"
     if (fault == "segv" and cpp) or (fault == "oom" and not cpp):
-        return ["env", f"AC_SWEEP_FAULT={'crash' if fault == 'segv' else 'oom'}@0"]
+        cell = f"cell:{'crash' if fault == 'segv' else 'oom'}@0"
+        return ["env", f"{faults.VARIABLE}={faults.replaced('cell', cell)}"]
     return []
 
 

@@ -10,6 +10,6 @@ from . import interleaved as eval_interleaved, serial as eval_job
 
 def run_job(snakemake) -> None:
     if faults.eval_numerics(snakemake.wildcards.numerics) == "kill":
-        faults.kill_self()
+        faults.kill_job()
     mode = (snakemake.config["study_a"]["backends"].get("protocol") or {}).get("mode", "interleaved")
     (eval_interleaved.run if mode == "interleaved" else eval_job.run_serial)(snakemake)

@@ -35,7 +35,7 @@ import logging
 import os
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,7 +52,8 @@ from ...measure.output_check import WrongOutput, reference
 from ...measure.run import Run, measured_run
 from ...measure.timing import benchmark
 from ...models import resnet
-from .. import aoti, cuda_graphs, cudnn, native, torchscript
+from ...programs import native
+from .. import aoti, cuda_graphs, cudnn, torchscript
 from ..eager import Normaliser
 from . import store as eval_store
 
@@ -301,12 +302,12 @@ def _measure(implementation, inputs, settings, classes, config, run, artifact, l
     fault = faults.eval_numerics(numerics)
     try:
         if fault == "oom":
-            raise torch.OutOfMemoryError(f"CUDA out of memory (injected by AC_EVAL_FAULT in numerics {numerics})")
+            raise torch.OutOfMemoryError(f"CUDA out of memory (injected by {faults.VARIABLE} in numerics {numerics})")
         if IMPLEMENTATIONS[implementation].runtime == "python":
             timed = eval_python(implementation, inputs, settings, classes, run, numerics)
             _write_logits(logits_path, timed.logits)
         else:
-            with _program_fault(fault == "segv"):
+            with faults.injected("phase", "phase:segv@backend_eval-0") if fault == "segv" else nullcontext():
                 timed = eval_native(implementation, inputs, settings, classes, config, run, logits_path)
     except NativeFailure as err:
         return failed(err.status, str(err))
@@ -331,22 +332,6 @@ def _release() -> None:
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
-
-@contextmanager
-def _program_fault(crash: bool):
-    """AC_EVAL_FAULT segv: the C++ program launched inside crashes as it starts timing (native/common/fault.h)."""
-    if not crash:
-        yield
-        return
-    saved = os.environ.get("AC_FAULT")
-    os.environ["AC_FAULT"] = "segv@backend_eval-0"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("AC_FAULT", None)
-        else:
-            os.environ["AC_FAULT"] = saved
 
 
 def _write_logits(path: Path, logits: np.ndarray) -> None:

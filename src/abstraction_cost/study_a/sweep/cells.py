@@ -13,15 +13,13 @@ too), "skipped: batch B already out of memory at this resolution", and batch B i
 from __future__ import annotations
 
 import os
-import signal
 from dataclasses import dataclass, field
 
-from ... import implementations
+from ... import faults as fault_hooks, implementations
 from ...measure.numerics import NUMERICS
 from ...measure.statistics import median_interval
 
 TRANSFERS = ("float32-pageable", "float32-pinned", "uint8-pinned")
-FAULT_ENV = "AC_SWEEP_FAULT"  # "oom@K" / "crash@K" / "wrong@K" / "kill@K", comma-separated: every sweep's test hook
 SKIPPED = "skipped: batch {batch} already out of memory at this resolution"
 # device memory a cell needs beyond the model's at one shape, by transfer mode: pinning is host memory only
 DEVICE_MEMORY_RANK = {"float32-pageable": 0, "float32-pinned": 0, "uint8-pinned": 1}
@@ -81,7 +79,6 @@ class SweepSettings:
                                     {"compiled-static": self.static_compile_modes or self.compile_modes})
 
 
-SWEEP_IMPLEMENTATIONS = implementations.names("sweep")
 COMPILE_MODES = implementations.COMPILE_MODES
 COMPILE_SHAPES = ("per-shape", "dynamic")  # a fresh static build per shape, or one dynamic-shape build per job
 MIN_BUDGET_REPEATS = 3  # the fewest timed calls a cell budget leaves (a median and its interval); sweep.h's too
@@ -210,36 +207,15 @@ class OomTracker:
         return ",".join(f"{r}:{b}:{t}" for (r, t), b in sorted(self.smallest.items()))
 
 
-def _fault_items(environ) -> list[tuple[str, int]]:
-    items = []
-    for item in filter(None, environ.get(FAULT_ENV, "").split(",")):
-        kind, _, index = item.partition("@")
-        if kind not in ("oom", "crash", "wrong", "kill") or not index.isdigit():
-            raise ValueError(f"{FAULT_ENV}: {item!r} is not oom@CELL, crash@CELL, wrong@CELL or kill@CELL")
-        items.append((kind, int(index)))
-    return items
-
-
 def faults(environ=os.environ) -> dict[int, str]:
-    """AC_SWEEP_FAULT -> {cell index: "oom" | "crash" | "wrong"}: the faults inside a cell, in Python as in C++
-    ("wrong": the cell's output is not eager's, so it becomes wrong_output, untimed)."""
-    return {index: kind for kind, index in _fault_items(environ) if kind != "kill"}
+    """AC_FAULT's cell items -> {cell index: "oom" | "crash" | "wrong"}: the faults inside a cell, in Python as in
+    C++ ("wrong": the cell's output is not eager's, so it becomes wrong_output, untimed)."""
+    return {int(index): what for what, index in fault_hooks.at("cell", environ) if what != "kill"}
 
 
 def kills(environ=os.environ) -> set[int]:
-    """AC_SWEEP_FAULT kill@K -> {K}: the job kills itself (kill_job) once cell K's row is kept."""
-    return {index for kind, index in _fault_items(environ) if kind == "kill"}
-
-
-def kill_job() -> None:
-    """The job dies as under a scheduler's time limit or a lost node: its programs, then itself, by SIGKILL."""
-    from ...run_guard import _children
-    for child in _children(os.getpid()):
-        try:
-            os.kill(child, signal.SIGKILL)
-        except OSError:
-            pass
-    os.kill(os.getpid(), signal.SIGKILL)
+    """AC_FAULT's cell:kill@K -> {K}: the job kills itself (faults.kill_job) once cell K's row is kept."""
+    return {int(index) for what, index in fault_hooks.at("cell", environ) if what == "kill"}
 
 
 def _interval(values, prefix: str, scale: float = 1.0) -> dict:
@@ -257,3 +233,28 @@ def timed_columns(batch: int, times_ms, h2d_ms) -> dict:
     """Median and bootstrap interval per batch, per sample, and of the copy within those calls."""
     return {"repeats": len(times_ms), **_interval(times_ms, "time_ms"),
             **_interval(times_ms, "time_per_sample_ms", batch), **_interval(h2d_ms, "h2d_ms")}
+
+
+def kind(implementation: str) -> tuple[str, str]:
+    """A sweep job's (backend, runtime)."""
+    impl = implementations.get(implementation)
+    return impl.backend, impl.runtime
+
+
+def build_kind(implementation: str, compile_shapes: str = "per-shape") -> str:
+    """The sweep's build column: none, dynamic, or per-shape (a compile entry's as study_a.sweep.compile_shapes)."""
+    build = implementations.get(implementation).sweep_build
+    return compile_shapes if build == "compile_shapes" else build
+
+
+def _cell_columns(cell: Cell) -> dict:
+    return {"cell": cell.index, "batch_size": cell.batch, "resolution": cell.resolution, "transfer": cell.transfer}
+
+
+def _not_run_rows(cells: list[Cell], status: str, message: str) -> list[dict]:
+    return [{**_cell_columns(c), "status": status, "message": message} for c in cells]
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"

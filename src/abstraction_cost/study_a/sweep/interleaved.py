@@ -16,13 +16,15 @@ from ...data.specs import spec
 from ...measure import device as devices
 from ...measure import numerics as nx
 from ...measure.run import Run, measured_run
-from .. import aoti_dynamic, native
+from ...programs import native
+from .. import aoti_dynamic
 from ..transfer import Pool
 from . import shards as sweep_shards
-from .cells import Cell, SweepSettings
+from .cells import Cell, SweepSettings, _first_line, _not_run_rows, build_kind, kind
 from .check import check_logits
 from .conductor import Protocol, Store, block_rows, cell_row, conduct, python_worker_command
-from .serial import _first_line, _named, _not_run_rows, build_kind, kind, sweep_command
+from .native_walk import sweep_command
+from .serial import _named
 from .store import CellStore, cells_dir, job_key
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,10 @@ time, and launch grid and block, grouped by (name, grid, block):
   profiler's Chrome trace, where Kineto writes them); source "torch.profiler".
 - C++ programs (ac_libtorch: torchscript-cpp, libtorch, aoti; ac_cudnn: cudnn, cudnn-graphs): they have no
   CUDA-kernel profiler wired in (LibTorch's own profiler is not built into ac_libtorch), so Nsight Compute
-  profiles the program's own sweep of the one kernel-point cell (study_a/sweep/ncu.py): the same command line the
+  profiles the program's own sweep of the one kernel-point cell (programs/ncu.py): the same command line the
   sweep job launches, with `warmup` warm-up calls (not profiled) and PROFILED_CALLS timed calls (profiled: the
   range native/common/sweep.h opens around them); source "ncu <version>", the row's message says what was
-  profiled. Without ncu (not on PATH nor at study_a/sweep/ncu.FALLBACK) the row is not_run with that reason; an ncu
+  profiled. Without ncu (not on PATH nor at programs/ncu.FALLBACK) the row is not_run with that reason; an ncu
   failure is an error row with ncu's last messages; bf16-autocast, which the programs lack, not_run.
 Without a GPU every row is not_run (no CUDA kernels to see).
 """
@@ -34,11 +34,12 @@ from ...measure import device as devices
 from ...measure import numerics as nx
 from ...measure.run import measured_run
 from ...measure.timing import synchronize
+from ...programs import ncu
 from .. import aoti_dynamic
 from ..transfer import Pool, cell_input
-from . import ncu
-from .cells import SweepSettings
-from .serial import PythonModel, _first_line, kind, sweep_command
+from .cells import SweepSettings, _first_line, kind
+from .native_walk import sweep_command
+from .python_model import PythonModel
 from .summary import STUDY_TRANSFER, kept, point_resolution
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,19 @@ def kernels_from_trace(trace: dict, top: int) -> list[dict]:
              "share": sum(d) / total if total else None, "grid": grid, "block": block, "status": "ok",
              "message": None}
             for rank, ((name, grid, block), d) in kept(ranked, top, lambda kv: kv[0][0])]
+
+
+def kernels_from_ncu(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, message: str) -> list[dict]:
+    """Rows of sweep_kernels from ncu's groups (ncu.parse_summary), most total time first (the top ones and every
+    ReLU kernel below them): calls and total_us per forward (of `forwards` profiled), mean_us per call, share of all
+    profiled kernel time."""
+    total = sum(g["total_us"] for g in groups.values())
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1]["total_us"])
+    return [{"rank": rank, "kernel": name, "calls": max(1, round(g["calls"] / forwards)),
+             "total_us": g["total_us"] / forwards, "mean_us": g["total_us"] / g["calls"] if g["calls"] else None,
+             "share": g["total_us"] / total if total else None, "grid": grid, "block": block, "status": "ok",
+             "message": message}
+            for rank, ((name, grid, block), g) in kept(ranked, top, lambda kv: kv[0][0])]
 
 
 def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device: torch.device, top: int,
@@ -107,7 +121,15 @@ def native_profile(implementation: str, numerics: str, inputs, settings: SweepSe
                    transfers=(STUDY_TRANSFER,), warmup=warmup, repeats=PROFILED_CALLS, cell_budget_s=None)
     pool = Pool(inputs.inputs)
     program = sweep_command(inputs.program, implementation, inputs, pool.manifest, cell, config, device, classes)
-    return f"ncu {ncu.version(found)}", ncu.profile(found, program, settings.kernel_top, PROFILED_CALLS, warmup, log)
+    source = f"ncu {ncu.version(found)}"
+    try:
+        groups = ncu.profile(found, program, log)
+    except ncu.ProfileFailed as failed:
+        return source, [{"status": failed.status, "message": failed.message}]
+    message = (f"ncu, clocks and caches left as they are: every kernel of the {PROFILED_CALLS} timed calls of one "
+               f"sweep cell (after {warmup} warm-up calls, not profiled); calls and total_us per timed call, mean_us "
+               "per kernel launch")
+    return source, kernels_from_ncu(groups, settings.kernel_top, PROFILED_CALLS, message)
 
 
 def run(snakemake) -> None:

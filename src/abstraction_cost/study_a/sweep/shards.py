@@ -16,8 +16,6 @@ It times nothing.
 """
 from __future__ import annotations
 
-import math
-
 from .cells import MIN_BUDGET_REPEATS, Cell, SweepConfigError, SweepSettings
 from .conductor import Protocol
 
@@ -66,10 +64,6 @@ def plan(settings: SweepSettings, shards: int, blocks: int, block_ms: float) -> 
         load[k] += cost[r]
         members[k].append(r)
     return [[c for r in sorted(rs) for c in by_resolution[r]] for rs in members]
-
-
-def estimated_s(cells: list[Cell], settings: SweepSettings, blocks: int, block_ms: float) -> float:
-    return math.fsum(cell_cost_s(c, settings, blocks, block_ms) for c in cells)
 
 
 def of_config(config: dict) -> list[list[Cell]]:

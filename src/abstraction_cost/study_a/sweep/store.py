@@ -18,11 +18,16 @@ killed, Ctrl-C, a time limit), which is no result of the cell, so a rerun measur
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from pathlib import Path
 
+from ...faults import kill_job
 from ...measure.steps import StepStore, _write_json, fingerprint
+from .cells import Cell, OomTracker
+
+log = logging.getLogger(__name__)
 
 INTERRUPTIONS = {-signal.SIGKILL, -signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}   # exit statuses
 
@@ -76,3 +81,38 @@ class CellStore(StepStore):
 def interrupted(row: dict) -> bool:
     """Whether a C++ cell's row may be the job's own interruption rather than a result of the cell."""
     return row.get("exit_status") in INTERRUPTIONS
+
+
+def _kept_rows(store: CellStore | None, cells: list[Cell]) -> dict[int, dict]:
+    kept = {i: row for i, row in (store.rows() if store is not None else {}).items() if i < len(cells)}
+    if kept:
+        log.info("%d of %d cells kept from an interrupted attempt of run %s, not measured again: %s", len(kept),
+                 len(cells), store.run_id, ",".join(map(str, sorted(kept))))
+    return kept
+
+
+def _tracker_of(kept: dict[int, dict], cells: list[Cell]) -> OomTracker:
+    """The oom-skip rule as the kept cells left it."""
+    tracker = OomTracker()
+    for index, row in kept.items():
+        if _tried_oom(row):
+            tracker.add(cells[index])
+    return tracker
+
+
+def _tried_oom(row: dict) -> bool:
+    return row["status"] == "oom" and not str(row.get("message")).startswith("skipped:")
+
+
+def _next_attempt(kept: dict[int, dict]) -> int:
+    """Processes of the job are numbered on across a resume: the first after it follows the kept cells' last."""
+    return max((row.get("attempt") or 0) for row in kept.values()) + 1 if kept else 0
+
+
+def _keep(store: CellStore | None, row: dict, kill: set[int]) -> dict:
+    """The cell's row, kept now (unless the job's interruption may have ended it: interrupted)."""
+    if store is not None and not interrupted(row):
+        row = store.keep(row)
+    if row["cell"] in kill:
+        kill_job()
+    return row

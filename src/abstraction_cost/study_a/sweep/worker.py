@@ -28,14 +28,15 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from ...faults import InjectedCrash
 from ...measure import device as devices
 from ...measure import profiled
 from ...measure.output_check import WrongOutput
 from ...measure.timing import StepTimer, synchronize
+from ...programs.workers import worker_records
 from ..transfer import Pool, cell_input
-from .cells import Cell, OomTracker, faults
-from .conductor import worker_records
-from .serial import InjectedCrash, PythonModel, Warmth, _first_line, _oom_line, _release, oom_count
+from .cells import Cell, OomTracker, _first_line, faults
+from .python_model import PythonModel, Warmth, _oom_line, _release, oom_count
 
 log = logging.getLogger(__name__)
 
@@ -147,11 +148,11 @@ class ServedCells:
         cell, model = self.cell, self.model
         fault = self.injected.get(cell.index)
         if fault == "oom":
-            raise torch.OutOfMemoryError("injected out of memory (AC_SWEEP_FAULT)")
+            raise torch.OutOfMemoryError("injected out of memory (AC_FAULT)")
         if fault == "crash":
-            raise InjectedCrash("injected crash (AC_SWEEP_FAULT)")
+            raise InjectedCrash("injected crash (AC_FAULT)")
         if fault == "wrong":
-            raise WrongOutput("injected wrong output (AC_SWEEP_FAULT)")
+            raise WrongOutput("injected wrong output (AC_FAULT)")
         devices.reset_alloc_peak(self.device)
         self.ooms = oom_count(self.device)
         started = time.perf_counter()

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ...measure import profiled, steps
 from ...measure.statistics import median, relative_half_width
-from ...study_a.sweep.conductor import Worker, WorkerDied
+from ...programs.workers import Worker, WorkerDied
 from . import vision as vm
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ import torch
 from ...measure import numerics as nx
 from ...measure import output_check, profiled
 from ...measure.timing import StepTimer, synchronize
-from ...study_a.sweep.conductor import worker_records
+from ...programs.workers import worker_records
 from .. import configurations as cfgs
 from . import selective
 from . import vision as vm

@@ -1,7 +1,7 @@
 """Nsight Compute (ncu) for the sweep's kernel table: the top CUDA kernels of a C++ program (ac_libtorch,
 ac_cudnn), which has no CUDA-kernel profiler of its own wired in.
 
-The program runs its own sweep for one cell (study_a/sweep/serial.py's sweep_command) under
+The program runs its own sweep for one cell (study_a/sweep's sweep_command) under
 
     ncu --csv --print-summary per-kernel --metrics gpu__time_duration.sum --profile-from-start off
         --clock-control none --cache-control none <program sweep flags>
@@ -27,9 +27,8 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from ...measure import gpu_slots
-from .. import native
-from .summary import kept
+from ..measure import gpu_slots
+from . import native
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +44,14 @@ TAIL_LINES = 5
 
 class NcuError(RuntimeError):
     """ncu ran but its output cannot be read as the per-kernel summary."""
+
+
+class ProfileFailed(RuntimeError):
+    """The program's run under ncu gave no kernels: `status` (error, oom) and `message` say why."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
 
 
 def find() -> Path | None:
@@ -108,18 +115,6 @@ def parse_summary(text: str) -> dict[tuple[str, str, str], dict]:
     return dict(groups)
 
 
-def top_rows(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, message: str) -> list[dict]:
-    """Rows of sweep_kernels, most total time first (the top ones and every ReLU kernel below them): calls and
-    total_us per forward (of `forwards` profiled), mean_us per call, share of all profiled kernel time."""
-    total = sum(g["total_us"] for g in groups.values())
-    ranked = sorted(groups.items(), key=lambda kv: -kv[1]["total_us"])
-    return [{"rank": rank, "kernel": name, "calls": max(1, round(g["calls"] / forwards)),
-             "total_us": g["total_us"] / forwards, "mean_us": g["total_us"] / g["calls"] if g["calls"] else None,
-             "share": g["total_us"] / total if total else None, "grid": grid, "block": block, "status": "ok",
-             "message": message}
-            for rank, ((name, grid, block), g) in kept(ranked, top, lambda kv: kv[0][0])]
-
-
 def _records(stdout: str) -> list[dict]:
     """The program's JSON-lines records among ncu's lines on the same stdout."""
     return [r for r in map(native.record_of, stdout.splitlines()) if r is not None]
@@ -133,10 +128,9 @@ def _tool_lines(stdout: str, stderr: str) -> str:
     return " | ".join(tail[-TAIL_LINES:]) or "no output on stderr"
 
 
-def profile(tool: Path, program_command: list[str], top: int, forwards: int, warmup: int,
-            logger: logging.Logger = log) -> list[dict]:
-    """The program's sweep of one cell under ncu: the top kernels of its `forwards` timed calls, or one
-    error/oom row saying why there are none."""
+def profile(tool: Path, program_command: list[str], logger: logging.Logger = log) -> dict[tuple[str, str, str], dict]:
+    """The program's sweep of one cell under ncu: its timed calls' kernels, grouped as parse_summary groups them;
+    ProfileFailed when there are none."""
     cmd = command(tool, program_command)
     logger.info("profiling: %s", " ".join(cmd))
     # as native.launch: the program inherits this job's GPU slot (CUDA_VISIBLE_DEVICES) and the slot's lock
@@ -151,22 +145,17 @@ def profile(tool: Path, program_command: list[str], top: int, forwards: int, war
     cells = [r for r in records if r["kind"] == "cell"]
     errors = [r for r in records if r["kind"] == "error"]
     if errors:  # the program's own report of why it stopped (bad flag, no GPU)
-        return [{"status": errors[-1].get("status", "error"),
-                 "message": f"under ncu, {Path(program_command[0]).name}: {errors[-1].get('message')}"}]
+        raise ProfileFailed(errors[-1].get("status", "error"),
+                            f"under ncu, {Path(program_command[0]).name}: {errors[-1].get('message')}")
     if cells and cells[-1]["status"] != "ok":
-        return [{"status": cells[-1]["status"],
-                 "message": f"under ncu, the kernel point's cell: {cells[-1].get('message')}"}]
+        raise ProfileFailed(cells[-1]["status"], f"under ncu, the kernel point's cell: {cells[-1].get('message')}")
     if done.returncode != 0 or not any(r["kind"] == "sweep_done" for r in records):
-        return [{"status": "error",
-                 "message": f"ncu exited with code {done.returncode}: {_tool_lines(done.stdout, done.stderr)}"}]
+        raise ProfileFailed("error", f"ncu exited with code {done.returncode}: {_tool_lines(done.stdout, done.stderr)}")
     try:
         groups = parse_summary(done.stdout)
     except NcuError as err:
-        return [{"status": "error", "message": f"{err}: {_tool_lines(done.stdout, done.stderr)}"}]
+        raise ProfileFailed("error", f"{err}: {_tool_lines(done.stdout, done.stderr)}") from None
     if not groups:
-        return [{"status": "error", "message": "ncu profiled no kernel in the timed calls' range: "
-                                               f"{_tool_lines(done.stdout, done.stderr)}"}]
-    message = (f"ncu, clocks and caches left as they are: every kernel of the {forwards} timed calls of one sweep "
-               f"cell (after {warmup} warm-up calls, not profiled); calls and total_us per timed call, mean_us "
-               "per kernel launch")
-    return top_rows(groups, top, forwards, message)
+        raise ProfileFailed("error", "ncu profiled no kernel in the timed calls' range: "
+                                     f"{_tool_lines(done.stdout, done.stderr)}")
+    return groups

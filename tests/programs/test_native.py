@@ -1,4 +1,4 @@
-"""The launcher of the C++ programs (study_a/native.py), without building them: configure command, records,
+"""The launcher of the C++ programs (programs/native.py), without building them: configure command, records,
 failures, and how records become training rows on the NVML sampler's timeline."""
 import json
 import os
@@ -13,7 +13,7 @@ import torch
 
 from abstraction_cost.config import TrainingSettings
 from abstraction_cost.measure.nvml import NvmlSampler, Sample
-from abstraction_cost.study_a import native
+from abstraction_cost.programs import native
 
 
 def _fake_program(tmp_path: Path, body: str) -> list[str]:
