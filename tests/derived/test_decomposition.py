@@ -119,6 +119,18 @@ def test_a_device_bound_cell_and_a_pair_that_runs_the_wrong_way():
     assert d["eager"]["bound"] == "device"  # idle 0.5 of 10 ms
 
 
+def test_a_call_whose_host_issues_longer_than_the_device_works_is_host_bound_though_the_device_idles_little():
+    # eager at batch 8, 64 px, uint8-pinned, on an H100 (R1): issue 3.87 ms, wall 4.10, device busy 2.42, idle 41%
+    profile = _profile().with_columns(
+        host_issue_ms=pl.when(pl.col("implementation") == "eager").then(3.87).otherwise(pl.col("host_issue_ms")),
+        wall_ms=pl.when(pl.col("implementation") == "eager").then(4.10).otherwise(pl.col("wall_ms")),
+        device_idle_ms=pl.when(pl.col("implementation") == "eager").then(1.68).otherwise(pl.col("device_idle_ms")))
+    assert _by_impl(decomposition.decomposition_rows(_sweep(), profile))["eager"]["bound"] == "host"
+    quick_host = profile.with_columns(host_issue_ms=pl.when(pl.col("implementation") == "eager").then(2.0)
+                                      .otherwise(pl.col("host_issue_ms")))
+    assert _by_impl(decomposition.decomposition_rows(_sweep(), quick_host))["eager"]["bound"] == "device"
+
+
 def test_without_device_times_or_a_pair_the_rows_are_partial_and_say_why():
     times = {k: v for k, v in TIMES.items() if k != "cudnn-graphs"}
     device = {k: None for k in times}
