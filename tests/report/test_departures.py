@@ -55,3 +55,14 @@ def test_departures_follow_the_table():
         "The same: ")[1]
     cpu = env.with_columns(device=pl.lit("cpu"), gpu_name=pl.lit(None, pl.String), gpu_uuid=pl.lit(None, pl.String))
     assert "GPU: the CPU (no GPU) here" in departures.departures("study_a_sweep", sweep, cpu, profiled=False)
+
+
+def test_the_training_statistic_states_its_repeats_against_the_studys_ten():
+    summary = tables.frame("training_summary", [{**dict.fromkeys(tables.schema("training_summary")),
+                                                 "run_id": "job-1", "repeats_ok": n} for n in (1, 1)])
+    text = departures.departures("study_a_training", summary, environment_rows(["job-1"]), profiled=False,
+                                 statistic=departures.training_statistic(summary))
+    assert "statistic: 1 repeat; the first epoch apart from the median of the later ones" in text
+    assert "mean epoch time, 10 repeats in the study" in text
+    three = summary.with_columns(repeats_ok=pl.Series([3, 10]))
+    assert departures.training_statistic(three).startswith("3–10 repeats;")
