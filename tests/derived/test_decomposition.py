@@ -212,6 +212,23 @@ def test_the_report_shows_the_backend_comparisons_cell_and_keeps_it_out_of_the_s
                                          "rows).")
 
 
+def test_the_backend_finding_names_the_implementations_without_device_work_and_why():
+    from abstraction_cost.report import decomposition as dc
+    comparison, evals = _backends()
+    # cudnn's program without its CUPTI profiler (the H100 run R1): the others profiled
+    device = {k: (None if k.startswith("cudnn") else v) for k, v in DEVICE.items()}
+    profile = _backend_profile(device).with_columns(
+        device_message=pl.when(pl.col("implementation").str.starts_with("cudnn")).then(pl.lit("no CUPTI subscriber"))
+        .otherwise(pl.col("device_message")))
+    text = dc.backend_finding(decomposition.decomposition_rows(_sweep(), _profile(), comparison, evals, profile))
+    assert "cudnn 5.00 ms (host levels 1.50, device work not profiled)" in text
+    assert "eager 10.00 ms (host levels 6.00, device work 2.00)" in text
+    assert text.endswith(" No device work for cudnn, cudnn-graphs: no CUPTI subscriber.")
+    whole = dc.backend_finding(decomposition.decomposition_rows(_sweep(), _profile(), comparison, evals,
+                                                                _backend_profile()))
+    assert "No device work" not in whole
+
+
 def test_the_stacked_form_has_each_implementations_components():
     long = decomposition.stacked(decomposition.decomposition_rows(_sweep(), _profile()))
     eager = long.filter(pl.col("implementation") == "eager")
@@ -295,6 +312,9 @@ def test_the_central_verdict_holds_where_host_levels_make_eagers_gap_and_shrink_
     assert verdict == verdicts.HOLDS, text
     assert "at batch 8, 64 px eager takes 10.00 ms, 6.50 ms more than cudnn-graphs" in text
     assert "6.00 ms (3.00 + 1.50 + 1.50), 60% of its call" in text
+    # the fixture's eager issues 8 ms of host work for 2 ms of device work
+    assert "device work 2.00 ms (host-bound: its host takes longer to issue the call than the device to run it)" \
+        in text and text.startswith("The study's central claim") and "fp32, float32-pageable: at batch 8" in text
     # the gap's interval holds 1: no measurable difference
     assert dc.central_verdict(d, _speedups(0.9, 1.2))[0] == verdicts.NO_DIFFERENCE
     # the host share does not shrink with the cell: the claim in these terms does not hold
@@ -316,6 +336,15 @@ def test_the_report_draws_the_stacked_figure_at_the_smallest_and_largest_cells_a
     r = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(1.0), "fp32")
     assert dc.roofline_figure(r, "study_a") is not None and dc.roofline_figure(r, "study_b") is None
     assert dc.roofline_finding(r).startswith("Study A's best path reaches 114% of the run's matmul peak")
+    assert ", fp32, float32-pageable input" in dc.roofline_finding(r)
+    assert dc.caption(d) == ("Per level, smallest and largest cells, float32-pageable input (the study's) "
+                             "(results/derived/decomposition.parquet)")
+    pinned = d.with_columns(transfer=pl.lit("uint8-pinned"))
+    assert dc.caption(pinned).startswith("Per level, smallest and largest cells, uint8-pinned input (")
+    # two transfer modes of one cell: the table shows the study's only, never both
+    both = pl.concat([d, pinned.with_columns(cell=pl.col("cell") + 2)])
+    assert set(dc.extreme_cells(both)["transfer"]) == {"float32-pageable"} and dc.display(both).height == dc.display(
+        d).height
     none = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(None), "fp32")
     assert dc.roofline_finding(none) == f"No fraction of peak: {roofline.NO_PEAK}."
 

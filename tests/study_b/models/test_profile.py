@@ -338,6 +338,9 @@ def test_the_report_draws_study_bs_decomposition_with_a_sentence_from_its_rows()
     e2e, prof = _fixture(case={**CASE, "pair": "cpu"}, cpu=True)
     text = dc.vision_finding(decomposition.vision_rows(e2e, prof))
     assert "No device work for 7 of 7 variants, because: " in text and profiled.NO_CUDA in text
+    # no profiled pass at all (a run before vision_profile existed): each reason once, though messages join several
+    text = dc.vision_finding(decomposition.vision_rows(*_fixture()[:1], None))
+    assert text.endswith("because: no profiled pass for this variant; fusion saved: no device time of eager."), text
     assert dc.vision_figure(decomposition.vision_rows(e2e.clear(), None)) is None
     assert "not decomposed" in dc.vision_finding(decomposition.vision_rows(e2e.clear(), None))
 
