@@ -183,16 +183,14 @@ def backend_finding(d: pl.DataFrame) -> str:
 
 
 def why_no_device_work(rows: pl.DataFrame) -> str:
-    """' No device work for cudnn, cudnn-graphs: <reason>.' per distinct reason of the rows without device work
-    (a row's message joins its reasons with '; '), or '' where every row has its device work."""
-    missing = rows.filter(pl.col("device_ms").is_null())
+    """' No device work for cudnn, cudnn-graphs: <message>.' per distinct message of the rows without device work,
+    or '' where every row has its device work."""
     who: dict[str, list[str]] = {}
-    for r in missing.iter_rows(named=True):
-        for reason in (r["message"] or "no reason recorded").split("; "):
-            names = who.setdefault(reason, [])
-            names += [] if r["implementation"] in names else [r["implementation"]]
-    return "".join(f" No device work for {', '.join(implementations.order(names))}: {reason}."
-                   for reason, names in who.items())
+    for r in rows.filter(pl.col("device_ms").is_null()).iter_rows(named=True):
+        names = who.setdefault(r["message"] or "no reason recorded", [])
+        names += [] if r["implementation"] in names else [r["implementation"]]
+    return "".join(f" No device work for {', '.join(implementations.order(names))}: {message}."
+                   for message, names in who.items())
 
 
 # ---------------------------------------------------------------------------------- Study B end to end

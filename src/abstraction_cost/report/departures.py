@@ -102,13 +102,12 @@ def here_statistic(table: pl.DataFrame, counts: tuple[str, ...] = ("repeats", "s
 
 def training_statistic(summary: pl.DataFrame) -> str:
     """The training figure's statistic here: how many repeats (training_summary.repeats_ok), the first epoch apart
-    from the median of the later ones, and the curve's mean epoch time (the study's)."""
+    from the median of the later ones, and the curve's mean epoch time (the study's statistic)."""
     repeats = summary["repeats_ok"].drop_nulls() if "repeats_ok" in summary.columns else pl.Series([], dtype=pl.Int64)
     low, high = (repeats.min(), repeats.max()) if repeats.len() else (None, None)
     count = "repeats not recorded" if low is None else (
         f"{low if low == high else f'{low}–{high}'} repeat{'' if high == 1 else 's'}")
-    return (f"{count}; the first epoch apart from the median of the later ones; the curve's time the mean epoch "
-            f"time, as the study's")
+    return f"{count}; the first epoch apart from the median of the later ones, the curve the mean epoch time"
 
 
 def here_gpu(table: pl.DataFrame, environment: pl.DataFrame) -> str | None:
