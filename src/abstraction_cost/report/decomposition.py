@@ -31,7 +31,8 @@ def cells_transfer(d: pl.DataFrame) -> str | None:
 def extreme_cells(d: pl.DataFrame) -> pl.DataFrame:
     """The sweep's rows of the smallest and the largest cell (batch × resolution²) of cells_transfer per numerics,
     with `size` smallest | largest."""
-    rows = experiment(d, "sweep").filter(pl.col("transfer") == cells_transfer(d))
+    sweep, transfer = experiment(d, "sweep"), cells_transfer(d)
+    rows = sweep.filter(pl.col("transfer") == transfer) if transfer else sweep.clear()
     if rows.is_empty():
         return rows.with_columns(size=pl.lit(None, pl.String))
     rows = rows.with_columns(pixels=pl.col("batch_size") * pl.col("resolution") ** 2)
