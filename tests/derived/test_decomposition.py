@@ -334,6 +334,17 @@ def test_the_report_draws_the_stacked_figure_at_the_smallest_and_largest_cells_a
     assert dc.stacked_figure(d).to_dict()["facet"]["row"]["field"] == "cell_label"
     assert dc.display(d).height == 2 * len(TIMES)
     assert dc.stacked_figure(d.clear()) is None
+    # a row without device work (cudnn's program without its profiler) still draws as long as its call
+    unprofiled = d.with_columns(device_ms=pl.when(pl.col("implementation") == "cudnn").then(None)
+                                .otherwise(pl.col("device_ms")),
+                                other_ms=pl.when(pl.col("implementation") == "cudnn").then(None)
+                                .otherwise(pl.col("other_ms")))
+    drawn = dc.not_profiled(dc.extreme_cells(unprofiled))
+    assert set(drawn["implementation"]) == {"cudnn"} and set(drawn["component"]) == {"not profiled"}
+    cudnn = dc.extreme_cells(unprofiled).filter(pl.col("implementation") == "cudnn", pl.col("cell") == 0).row(
+        0, named=True)
+    assert drawn.filter(pl.col("cell") == 0)["ms"][0] == pytest.approx(
+        cudnn["time_ms"] - cudnn["transfer_ms"] - cudnn["launch_ms"])
     r = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(1.0), "fp32")
     assert dc.roofline_figure(r, "study_a") is not None and dc.roofline_figure(r, "study_b") is None
     assert dc.roofline_finding(r).startswith("Study A's best path reaches 114% of the run's matmul peak")

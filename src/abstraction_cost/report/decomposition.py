@@ -12,7 +12,8 @@ from ..derived import roofline as rf
 from . import page, verdicts
 
 STUDY_TRANSFER = "float32-pageable"  # the study's PyTorch input path (sweep_summary.STUDY_TRANSFER)
-ORDER = ["transfer", "python", "dispatch", "launch", "device work", "other"]
+ORDER = ["transfer", "python", "dispatch", "launch", "device work", "other", "not profiled"]
+COMPONENTS = ("transfer_ms", "python_ms", "dispatch_ms", "launch_ms", "device_ms", "other_ms")
 HOST_LEVELS = ("python_ms", "dispatch_ms", "launch_ms")
 
 
@@ -46,12 +47,13 @@ def extreme_cells(d: pl.DataFrame) -> pl.DataFrame:
 
 def stacked_figure(d: pl.DataFrame) -> alt.TopLevelMixin | None:
     """Per implementation at the smallest and largest cells: the timed call split into transfer, the levels it
-    carries, device work and the rest (other; below zero where host and device work overlap)."""
+    carries, device work and the rest (other; below zero where host and device work overlap); without device work,
+    the rest of the call is 'not profiled'."""
     cells = extreme_cells(d)
     if cells.is_empty():
         return None
-    long = dec.stacked(cells.drop("size")).join(cells.select("numerics", "cell", "size").unique(),
-                                                on=["numerics", "cell"])
+    long = pl.concat([dec.stacked(cells.drop("size")), not_profiled(cells)], how="diagonal_relaxed").join(
+        cells.select("numerics", "cell", "size").unique(), on=["numerics", "cell"])
     long = long.with_columns(pl.format("{} · batch {} · {} px · {}", "size", "batch_size", "resolution", "numerics")
                              .alias("cell_label"))
     bars = alt.Chart().mark_bar().encode(
@@ -63,6 +65,15 @@ def stacked_figure(d: pl.DataFrame) -> alt.TopLevelMixin | None:
     return (alt.layer(bars, data=data).properties(width=420)
             .facet(row=alt.Row("cell_label:N", title=None, header=page.row_labels()))
             .resolve_scale(x="independent"))
+
+
+def not_profiled(cells: pl.DataFrame) -> pl.DataFrame:
+    """Per row without device work: the call less its known parts, as component 'not profiled', so that its bar
+    is as long as its call (cudnn's without a CUPTI profiler would otherwise draw as its transfer and launch)."""
+    known = pl.sum_horizontal(*(pl.col(c).fill_null(0.0) for c in COMPONENTS))
+    return (cells.filter(pl.col("device_ms").is_null())
+            .select("numerics", "cell", "batch_size", "resolution", "transfer", "implementation",
+                    ms=pl.col("time_ms") - known, component=pl.lit("not profiled")))
 
 
 def display(d: pl.DataFrame) -> pl.DataFrame:
