@@ -63,8 +63,8 @@ def stacked_figure(d: pl.DataFrame) -> alt.TopLevelMixin | None:
     data = long.with_columns(order=pl.col("component").replace_strict({c: i for i, c in enumerate(ORDER)},
                                                                     return_dtype=pl.Int64))
     return (alt.layer(bars, data=data).properties(width=420)
-            .facet(row=alt.Row("cell_label:N", title=None, header=page.row_labels()))
-            .resolve_scale(x="independent"))
+            .facet(row=alt.Row("cell_label:N", title=None, header=page.row_labels(), sort="descending"))
+            .resolve_scale(x="independent"))   # "smallest · ..." above "largest · ..."
 
 
 def not_profiled(cells: pl.DataFrame) -> pl.DataFrame:
@@ -302,9 +302,11 @@ def roofline_figure(r: pl.DataFrame, study: str) -> alt.TopLevelMixin | None:
     if rows.is_empty():
         return None
     rows = rows.with_columns(pl.format("batch {} · {} px", "batch_size", "resolution").alias("input"))
-    x = "input:N" if study == "study_a" else "model:N"
+    # Study A's inputs in order of work (batch × resolution²), not alphabetically
+    inputs = rows.sort(pl.col("batch_size") * pl.col("resolution") ** 2)["input"].unique(maintain_order=True)
+    x = alt.X("input:N", title=None, sort=inputs.to_list()) if study == "study_a" else alt.X("model:N", title=None)
     points = alt.Chart().mark_point(filled=True, size=60).encode(
-        x=alt.X(x, title=None), y=alt.Y("achieved_tflops:Q", title="achieved TFLOP/s (timed call)"),
+        x=x, y=alt.Y("achieved_tflops:Q", title="achieved TFLOP/s (timed call)"),
         color="implementation:N", shape="numerics:N",
         tooltip=["implementation", "model", "numerics", "batch_size", "resolution", "transfer", "time_ms",
                  "achieved_tflops", "device_tflops", "peak_tflops", "fraction_of_peak"])
