@@ -44,6 +44,8 @@ def test_breakeven_of_the_sweeps_builds_per_cell():
     cell = rows.filter((pl.col("batch_size") == 8) & (pl.col("resolution") == 32)).row(0, named=True)
     # eager 2× slower: a call saves half of eager's time per batch
     assert cell["breakeven_calls"] == pytest.approx(3000 / (0.2 * 8 / 2))
+    # the case names its cell, as the backend comparison's does: the finding lists cases of one build side by side
+    assert cell["case"] == "batch 8, 32 px, float32-pageable, build None"
 
 
 def test_a_dynamic_builds_compile_is_its_cost_at_every_shape_a_per_shape_builds_its_own():

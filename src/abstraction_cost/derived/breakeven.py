@@ -70,7 +70,8 @@ def from_sweep(sweep: pl.DataFrame) -> list[dict]:
     out = []
     for r in rows.iter_rows(named=True):
         have = None not in (r["eager_low"], r["eager_high"], r["time_ms_low"], r["time_ms_high"])
-        out.append(_row(r["run_id"], "sweep", r["implementation"], f"{r['transfer']}, build {r['build']}",
+        case = f"batch {r['batch_size']}, {r['resolution']} px, {r['transfer']}, build {r['build']}"
+        out.append(_row(r["run_id"], "sweep", r["implementation"], case,
                         r["numerics"], r["batch_size"], r["resolution"], r["cost"], "build_s", r["eager_ms"],
                         r["time_ms"], r["eager_ms"] / r["time_ms"],
                         r["eager_low"] / r["time_ms_high"] if have else None,
