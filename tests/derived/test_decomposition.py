@@ -119,6 +119,18 @@ def test_a_device_bound_cell_and_a_pair_that_runs_the_wrong_way():
     assert d["eager"]["bound"] == "device"  # idle 0.5 of 10 ms
 
 
+def test_a_call_whose_host_issues_longer_than_the_device_works_is_host_bound_though_the_device_idles_little():
+    # eager at batch 8, 64 px, uint8-pinned, on an H100 (R1): issue 3.87 ms, wall 4.10, device busy 2.42, idle 41%
+    profile = _profile().with_columns(
+        host_issue_ms=pl.when(pl.col("implementation") == "eager").then(3.87).otherwise(pl.col("host_issue_ms")),
+        wall_ms=pl.when(pl.col("implementation") == "eager").then(4.10).otherwise(pl.col("wall_ms")),
+        device_idle_ms=pl.when(pl.col("implementation") == "eager").then(1.68).otherwise(pl.col("device_idle_ms")))
+    assert _by_impl(decomposition.decomposition_rows(_sweep(), profile))["eager"]["bound"] == "host"
+    quick_host = profile.with_columns(host_issue_ms=pl.when(pl.col("implementation") == "eager").then(2.0)
+                                      .otherwise(pl.col("host_issue_ms")))
+    assert _by_impl(decomposition.decomposition_rows(_sweep(), quick_host))["eager"]["bound"] == "device"
+
+
 def test_without_device_times_or_a_pair_the_rows_are_partial_and_say_why():
     times = {k: v for k, v in TIMES.items() if k != "cudnn-graphs"}
     device = {k: None for k in times}
@@ -198,6 +210,24 @@ def test_the_report_shows_the_backend_comparisons_cell_and_keeps_it_out_of_the_s
     assert dc.backend_display(empty).is_empty()
     assert dc.backend_finding(empty) == ("The backend comparison's cell was not decomposed (no ok backend_comparison "
                                          "rows).")
+
+
+def test_the_backend_finding_names_the_implementations_without_device_work_and_why():
+    from abstraction_cost.report import decomposition as dc
+    comparison, evals = _backends()
+    # cudnn's program without its CUPTI profiler (the H100 run R1): the others profiled
+    device = {k: (None if k.startswith("cudnn") else v) for k, v in DEVICE.items()}
+    reason = "C++ program: no CUPTI activity subscriber is linked in (its kernels: sweep_kernels); device columns null"
+    profile = _backend_profile(device).with_columns(
+        device_message=pl.when(pl.col("implementation").str.starts_with("cudnn")).then(pl.lit(reason))
+        .otherwise(pl.col("device_message")))
+    text = dc.backend_finding(decomposition.decomposition_rows(_sweep(), _profile(), comparison, evals, profile))
+    assert "cudnn 5.00 ms (host levels 1.50, device work not profiled)" in text
+    assert "eager 10.00 ms (host levels 6.00, device work 2.00)" in text
+    assert text.endswith(f" No device work for cudnn, cudnn-graphs: {reason}.")   # once, though it holds a ';'
+    whole = dc.backend_finding(decomposition.decomposition_rows(_sweep(), _profile(), comparison, evals,
+                                                                _backend_profile()))
+    assert "No device work" not in whole
 
 
 def test_the_stacked_form_has_each_implementations_components():
@@ -283,6 +313,9 @@ def test_the_central_verdict_holds_where_host_levels_make_eagers_gap_and_shrink_
     assert verdict == verdicts.HOLDS, text
     assert "at batch 8, 64 px eager takes 10.00 ms, 6.50 ms more than cudnn-graphs" in text
     assert "6.00 ms (3.00 + 1.50 + 1.50), 60% of its call" in text
+    # the fixture's eager issues 8 ms of host work for 2 ms of device work
+    assert "device work 2.00 ms (host-bound: its host takes longer to issue the call than the device to run it)" \
+        in text and text.startswith("The study's central claim") and "fp32, float32-pageable: at batch 8" in text
     # the gap's interval holds 1: no measurable difference
     assert dc.central_verdict(d, _speedups(0.9, 1.2))[0] == verdicts.NO_DIFFERENCE
     # the host share does not shrink with the cell: the claim in these terms does not hold
@@ -301,9 +334,29 @@ def test_the_report_draws_the_stacked_figure_at_the_smallest_and_largest_cells_a
     assert dc.stacked_figure(d).to_dict()["facet"]["row"]["field"] == "cell_label"
     assert dc.display(d).height == 2 * len(TIMES)
     assert dc.stacked_figure(d.clear()) is None
+    # a row without device work (cudnn's program without its profiler) still draws as long as its call
+    unprofiled = d.with_columns(device_ms=pl.when(pl.col("implementation") == "cudnn").then(None)
+                                .otherwise(pl.col("device_ms")),
+                                other_ms=pl.when(pl.col("implementation") == "cudnn").then(None)
+                                .otherwise(pl.col("other_ms")))
+    drawn = dc.not_profiled(dc.extreme_cells(unprofiled))
+    assert set(drawn["implementation"]) == {"cudnn"} and set(drawn["component"]) == {"not profiled"}
+    cudnn = dc.extreme_cells(unprofiled).filter(pl.col("implementation") == "cudnn", pl.col("cell") == 0).row(
+        0, named=True)
+    assert drawn.filter(pl.col("cell") == 0)["ms"][0] == pytest.approx(
+        cudnn["time_ms"] - cudnn["transfer_ms"] - cudnn["launch_ms"])
     r = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(1.0), "fp32")
     assert dc.roofline_figure(r, "study_a") is not None and dc.roofline_figure(r, "study_b") is None
     assert dc.roofline_finding(r).startswith("Study A's best path reaches 114% of the run's matmul peak")
+    assert ", fp32, float32-pageable input" in dc.roofline_finding(r)
+    assert dc.caption(d) == ("Per level, smallest and largest cells, float32-pageable input (the study's) "
+                             "(results/derived/decomposition.parquet)")
+    pinned = d.with_columns(transfer=pl.lit("uint8-pinned"))
+    assert dc.caption(pinned).startswith("Per level, smallest and largest cells, uint8-pinned input (")
+    # two transfer modes of one cell: the table shows the study's only, never both
+    both = pl.concat([d, pinned.with_columns(cell=pl.col("cell") + 2)])
+    assert set(dc.extreme_cells(both)["transfer"]) == {"float32-pageable"} and dc.display(both).height == dc.display(
+        d).height
     none = roofline.roofline_rows(_flops(), _sweep(), _profile(), _vision(), _matmul(None), "fp32")
     assert dc.roofline_finding(none) == f"No fraction of peak: {roofline.NO_PEAK}."
 

@@ -44,6 +44,23 @@ def test_breakeven_of_the_sweeps_builds_per_cell():
     cell = rows.filter((pl.col("batch_size") == 8) & (pl.col("resolution") == 32)).row(0, named=True)
     # eager 2× slower: a call saves half of eager's time per batch
     assert cell["breakeven_calls"] == pytest.approx(3000 / (0.2 * 8 / 2))
+    # the case names its cell, as the backend comparison's does: the finding lists cases of one build side by side
+    assert cell["case"] == "batch 8, 32 px, float32-pageable, build None"
+
+
+def test_a_dynamic_builds_compile_is_its_cost_at_every_shape_a_per_shape_builds_its_own():
+    # compiled-default at 8 × 32 px compiles (10 s); at the other shapes it only recompiles (10 ms): on the H100
+    # (R1) the recompile alone made a dynamic build "pay for itself after 11 calls"
+    sweep = _sweep(eager_factor=(2.0, 2.0)).with_columns(
+        implementation=pl.when(pl.col("implementation") == "libtorch").then(pl.lit("compiled-default"))
+        .otherwise(pl.col("implementation")),
+        build_s=pl.when(pl.col("implementation") != "libtorch").then(None)
+        .when((pl.col("batch_size") == 8) & (pl.col("resolution") == 32)).then(10.0).otherwise(0.01),
+        time_ms_low=pl.col("time_ms") * 0.98, time_ms_high=pl.col("time_ms") * 1.02)
+    dynamic = breakeven.breakeven_rows({"sweep": sweep.with_columns(build=pl.lit("dynamic"))})
+    assert set(dynamic["build_s"]) == {10.0}
+    per_shape = breakeven.breakeven_rows({"sweep": sweep.with_columns(build=pl.lit("per-shape"))})
+    assert set(per_shape["build_s"]) == {10.0, 0.01}
 
 
 def test_energy_per_sample_is_power_times_time_and_a_phase_without_samples_has_none():

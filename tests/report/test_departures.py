@@ -44,9 +44,25 @@ def test_departures_follow_the_table():
     defaults = dict.fromkeys(tables.schema("sweep"))
     sweep = tables.frame("sweep", [{**defaults, "run_id": "job-1", "implementation": i, "numerics": "fp32",
                                     "batch_size": 8, "resolution": 64, "status": "ok", "repeats": 10, "build": b}
-                                   for i, b in (("eager", "none"), ("compiled-default", "dynamic"))])
+                                   for i, b in (("eager", "none"), ("compiled-default", "dynamic"),
+                                                ("eager-cudagraphs", "per-shape"))])
     text = departures.departures("study_a_sweep", sweep.with_columns(invocations=pl.lit(3)), env, profiled=False)
     assert "median over 10 timed calls in 3 process invocations here" in text
-    assert "shapes: static, except dynamic builds here" in text
+    # a per-shape build is static (on the H100, R1, it read "static, except dynamic, per-shape builds")
+    assert "shapes: static, except the dynamic-shape builds of compiled-default here" in text
+    static = sweep.filter(pl.col("build") != "dynamic")
+    assert "shapes static" in departures.departures("study_a_sweep", static, env, profiled=False).split(
+        "The same: ")[1]
     cpu = env.with_columns(device=pl.lit("cpu"), gpu_name=pl.lit(None, pl.String), gpu_uuid=pl.lit(None, pl.String))
     assert "GPU: the CPU (no GPU) here" in departures.departures("study_a_sweep", sweep, cpu, profiled=False)
+
+
+def test_the_training_statistic_states_its_repeats_against_the_studys_ten():
+    summary = tables.frame("training_summary", [{**dict.fromkeys(tables.schema("training_summary")),
+                                                 "run_id": "job-1", "repeats_ok": n} for n in (1, 1)])
+    text = departures.departures("study_a_training", summary, environment_rows(["job-1"]), profiled=False,
+                                 statistic=departures.training_statistic(summary))
+    assert "statistic: 1 repeat; the first epoch apart from the median of the later ones" in text
+    assert "mean epoch time, 10 repeats in the study" in text
+    three = summary.with_columns(repeats_ok=pl.Series([3, 10]))
+    assert departures.training_statistic(three).startswith("3–10 repeats;")

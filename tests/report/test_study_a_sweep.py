@@ -135,6 +135,21 @@ def test_memory_finding_reads_the_processes_own_peak_and_flips():
     assert "only eager" in ss.memory_finding(_sweep().filter(pl.col("implementation") == "eager"))
 
 
+def test_memory_finding_judges_cudnn_lower_and_names_the_cells_its_medians_are_over():
+    def with_cudnn(factor: float) -> pl.DataFrame:
+        sweep = _sweep()
+        cudnn = sweep.filter(pl.col("implementation") == "libtorch").with_columns(
+            implementation=pl.lit("cudnn"), alloc_peak_mib=pl.col("alloc_peak_mib") * factor)
+        return pl.concat([sweep, cudnn])
+    # the study's cuDNN lower: on the H100 (R1) cudnn held 1.13× eager's peak, beside a verdict that left it out
+    assert _verdicts(ss.memory_finding(with_cudnn(1.13))) == ["does not hold"]
+    assert _verdicts(ss.memory_finding(with_cudnn(0.8))) == ["holds"]
+    assert "median over the cells below 64 px and batch 128 (batch 8–64, 32 px)" in ss.memory_finding(_sweep())
+    # a grid with no cell in the study's region: the sentence says its medians are over every cell
+    text = ss.memory_finding(_sweep().filter(pl.col("resolution") == 256))
+    assert "median over every cell (batch 8–32, 256 px; none was measured below 64 px and batch 128)" in text
+
+
 def test_memory_charts_plot_the_processes_peak_and_the_device_wide_figure_apart():
     own = ss.line_chart(_sweep(), "alloc_peak_mib", "resolution").to_dict()
     assert own["title"].startswith("allocator peak (MiB), the process's own against resolution")

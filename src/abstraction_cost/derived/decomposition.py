@@ -15,7 +15,9 @@ by one level, in the same numerics and cell:
   device's work, as in a device-bound cell).
 An implementation carries the levels above it in the stack (CARRIES); a pair difference below zero is no
 measurable cost at that cell, so the level is 0. fusion_ms, for compiled builds and aoti, is the kernel time fusion
-saved: eager's device_ms minus the build's. `bound` is host where the device idled more than half the call.
+saved: eager's device_ms minus the build's. `bound` is host where the host took longer to issue the call than
+the device was busy with it (host_issue_ms > wall_ms - device_idle_ms): the device then waits on the host
+however the two overlap, so a faster host would shorten the call; else device.
 A level whose pair lacks a row (an implementation not run, not ok) is null, and the message names what is missing;
 without device times (no CUDA; CUPTI refused, or an ac_cudnn built without CUPTI) device work and other are null,
 and the message says why (the profile's device_message); ac_cudnn's CUPTI trace gives cudnn and cudnn-graphs
@@ -57,7 +59,6 @@ FUSED = ("aoti", "compiled")  # and every compiled-<mode>
 KEYS = ["numerics", "cell"]
 VISION_KEYS = ["model", "pair", "batch_size", "resolution", "numerics", "memory_format"]
 CLEAN_PROCESS = "clean"  # vision_e2e.process of eager and its baselines: one measurement, repeated under every mode
-HOST_BOUND_IDLE = 0.5  # the device idle over more than this share of the call: host-bound
 
 
 def carries(implementation: str) -> tuple[str, ...]:
@@ -70,6 +71,14 @@ def carries(implementation: str) -> tuple[str, ...]:
 
 def _fused(implementation: str) -> bool:
     return implementation.startswith("compiled") or implementation in FUSED
+
+
+def bound(profile: dict) -> str | None:
+    """host | device (the module docstring), None without the profile's host issue, wall and idle times."""
+    issue, wall, idle = (profile.get(c) for c in ("host_issue_ms", "wall_ms", "device_idle_ms"))
+    if None in (issue, wall, idle):
+        return None
+    return "host" if issue > wall - idle else "device"
 
 
 def decomposition_rows(sweep: pl.DataFrame, profile: pl.DataFrame, backend_comparison: pl.DataFrame | None = None,
@@ -158,9 +167,7 @@ def vision_rows(e2e: pl.DataFrame, profile: pl.DataFrame | None) -> pl.DataFrame
                 row["launch_saved_ms"] = eager_time - r["time_ms"]
             else:
                 notes.append("launch saved: no ok eager time in this setting")
-        wall = col("wall_ms")
-        row["bound"] = (None if row["device_idle_ms"] is None or row["device_ms"] is None or not wall
-                        else "host" if row["device_idle_ms"] / wall > HOST_BOUND_IDLE else "device")
+        row["bound"] = bound(p) if ok and row["device_ms"] is not None else None
         row["status"] = "ok" if row["other_ms"] is not None and not notes else "partial"
         row["message"] = "; ".join(notes) or None
         out.append(row)
@@ -228,9 +235,7 @@ def _rows(timed: pl.DataFrame, profile: pl.DataFrame | None, experiment: str) ->
                             and row["device_ms"] is not None else None)
         known = [row["transfer_ms"], row["device_ms"], levels]
         row["other_ms"] = (r["time_ms"] - sum(known)) if all(v is not None for v in known) else None
-        wall = p.get("wall_ms")
-        row["bound"] = (None if row["device_idle_ms"] is None or not wall
-                        else "host" if row["device_idle_ms"] / wall > HOST_BOUND_IDLE else "device")
+        row["bound"] = bound(p)
         row["status"] = "ok" if row["other_ms"] is not None else "partial"
         row["message"] = "; ".join(notes) or None
         out.append(row)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from .. import implementations
 from ..derived import decomposition as dec
 from ..derived import roofline as rf
 from . import page, verdicts
 
 STUDY_TRANSFER = "float32-pageable"  # the study's PyTorch input path (sweep_summary.STUDY_TRANSFER)
-ORDER = ["transfer", "python", "dispatch", "launch", "device work", "other"]
+ORDER = ["transfer", "python", "dispatch", "launch", "device work", "other", "not profiled"]
+COMPONENTS = ("transfer_ms", "python_ms", "dispatch_ms", "launch_ms", "device_ms", "other_ms")
 HOST_LEVELS = ("python_ms", "dispatch_ms", "launch_ms")
 
 
@@ -20,11 +22,18 @@ def experiment(d: pl.DataFrame, name: str) -> pl.DataFrame:
     return d.filter(pl.col("experiment") == name)
 
 
+def cells_transfer(d: pl.DataFrame) -> str | None:
+    """The one transfer mode whose cells the sweep's table, figure and sentence show: the study's where measured,
+    else the first measured."""
+    measured = sorted(experiment(d, "sweep")["transfer"].drop_nulls().unique().to_list())
+    return STUDY_TRANSFER if STUDY_TRANSFER in measured else (measured or [None])[0]
+
+
 def extreme_cells(d: pl.DataFrame) -> pl.DataFrame:
-    """The sweep's rows of the smallest and the largest cell (batch × resolution²) of the study's transfer per
-    numerics, with `size` smallest | largest."""
-    d = experiment(d, "sweep")
-    rows = d.filter(pl.col("transfer") == STUDY_TRANSFER) if STUDY_TRANSFER in d["transfer"].to_list() else d
+    """The sweep's rows of the smallest and the largest cell (batch × resolution²) of cells_transfer per numerics,
+    with `size` smallest | largest."""
+    sweep, transfer = experiment(d, "sweep"), cells_transfer(d)
+    rows = sweep.filter(pl.col("transfer") == transfer) if transfer else sweep.clear()
     if rows.is_empty():
         return rows.with_columns(size=pl.lit(None, pl.String))
     rows = rows.with_columns(pixels=pl.col("batch_size") * pl.col("resolution") ** 2)
@@ -38,12 +47,13 @@ def extreme_cells(d: pl.DataFrame) -> pl.DataFrame:
 
 def stacked_figure(d: pl.DataFrame) -> alt.TopLevelMixin | None:
     """Per implementation at the smallest and largest cells: the timed call split into transfer, the levels it
-    carries, device work and the rest (other; below zero where host and device work overlap)."""
+    carries, device work and the rest (other; below zero where host and device work overlap); without device work,
+    the rest of the call is 'not profiled'."""
     cells = extreme_cells(d)
     if cells.is_empty():
         return None
-    long = dec.stacked(cells.drop("size")).join(cells.select("numerics", "cell", "size").unique(),
-                                                on=["numerics", "cell"])
+    long = pl.concat([dec.stacked(cells.drop("size")), not_profiled(cells)], how="diagonal_relaxed").join(
+        cells.select("numerics", "cell", "size").unique(), on=["numerics", "cell"])
     long = long.with_columns(pl.format("{} · batch {} · {} px · {}", "size", "batch_size", "resolution", "numerics")
                              .alias("cell_label"))
     bars = alt.Chart().mark_bar().encode(
@@ -53,8 +63,17 @@ def stacked_figure(d: pl.DataFrame) -> alt.TopLevelMixin | None:
     data = long.with_columns(order=pl.col("component").replace_strict({c: i for i, c in enumerate(ORDER)},
                                                                     return_dtype=pl.Int64))
     return (alt.layer(bars, data=data).properties(width=420)
-            .facet(row=alt.Row("cell_label:N", title=None, header=page.row_labels()))
-            .resolve_scale(x="independent"))
+            .facet(row=alt.Row("cell_label:N", title=None, header=page.row_labels(), sort="descending"))
+            .resolve_scale(x="independent"))   # "smallest · ..." above "largest · ..."
+
+
+def not_profiled(cells: pl.DataFrame) -> pl.DataFrame:
+    """Per row without device work: the call less its known parts, as component 'not profiled', so that its bar
+    is as long as its call (cudnn's without a CUPTI profiler would otherwise draw as its transfer and launch)."""
+    known = pl.sum_horizontal(*(pl.col(c).fill_null(0.0) for c in COMPONENTS))
+    return (cells.filter(pl.col("device_ms").is_null())
+            .select("numerics", "cell", "batch_size", "resolution", "transfer", "implementation",
+                    ms=pl.col("time_ms") - known, component=pl.lit("not profiled")))
 
 
 def display(d: pl.DataFrame) -> pl.DataFrame:
@@ -62,6 +81,13 @@ def display(d: pl.DataFrame) -> pl.DataFrame:
     if cells.is_empty():
         return cells
     return display_columns(cells)
+
+
+def caption(d: pl.DataFrame) -> str:
+    """The sweep table's caption, naming the transfer mode its cells were measured with."""
+    transfer = cells_transfer(d)
+    mode = f", {transfer} input" + (" (the study's)" if transfer == STUDY_TRANSFER else "") if transfer else ""
+    return f"Per level, smallest and largest cells{mode} (results/derived/decomposition.parquet)"
 
 
 def display_columns(cells: pl.DataFrame) -> pl.DataFrame:
@@ -78,6 +104,13 @@ def display_columns(cells: pl.DataFrame) -> pl.DataFrame:
 FORMATS = {c: "{:.3f}" for c in ("call ms", "transfer", "python", "dispatch", "launch", "device work", "other",
                                  "fusion saved", "host issue", "device idle")} | {"kernels": "{:.0f}",
                                                                                   "launches": "{:.0f}"}
+
+
+def bound_words(bound: str | None) -> str:
+    """'host-bound: its host issues longer than the device works' | 'device-bound' | 'bound not measured'."""
+    if bound == "host":
+        return "host-bound: its host takes longer to issue the call than the device to run it"
+    return "device-bound" if bound == "device" else "bound not measured"
 
 
 def central_verdict(d: pl.DataFrame, speedups: pl.DataFrame) -> tuple[str, str]:
@@ -115,12 +148,12 @@ def central_verdict(d: pl.DataFrame, speedups: pl.DataFrame) -> tuple[str, str]:
             part = verdicts.HOLDS
         verdict_parts.append(part)
         words.append(
-            f"{numerics}: at batch {small['batch_size']}, {small['resolution']} px eager takes "
+            f"{numerics}, {small['transfer']}: at batch {small['batch_size']}, {small['resolution']} px eager takes "
             f"{small['time_ms']:.2f} ms, {gap:.2f} ms more than cudnn-graphs; its python, dispatch and launch levels "
             f"account for {host_small:.2f} ms ({small['python_ms']:.2f} + {small['dispatch_ms']:.2f} + "
             f"{small['launch_ms']:.2f}), {share_small:.0%} of its call"
             + (f", device work {small['device_ms']:.2f} ms" if small["device_ms"] is not None else "")
-            + f" ({small['bound'] or 'bound not measured'}); at batch {large['batch_size']}, {large['resolution']} px "
+            + f" ({bound_words(small['bound'])}); at batch {large['batch_size']}, {large['resolution']} px "
             f"they are {share_large:.0%} of its {large['time_ms']:.2f} ms"
             + (f" (device work {large['device_ms']:.2f} ms)" if large["device_ms"] is not None else ""))
     if not verdict_parts:
@@ -155,11 +188,21 @@ def backend_finding(d: pl.DataFrame) -> str:
             words.append(f"{r['implementation']} {r['time_ms']:.2f} ms"
                          + (f" (host levels {sum(host):.2f}" if all(v is not None for v in host) else " (host levels "
                             "not separated")
-                         + (f", device work {r['device_ms']:.2f})" if r["device_ms"] is not None else ")"))
+                         + (f", device work {r['device_ms']:.2f})" if r["device_ms"] is not None
+                            else ", device work not profiled)"))
         parts.append(f"{numerics} at batch {first['batch_size']}, {first['resolution']} px: " + ", ".join(words))
-    missing = rows.filter(pl.col("device_ms").is_null())["message"].drop_nulls().unique().sort()
-    return ("The backend comparison's cell, per call: " + "; ".join(parts) + "."
-            + (f" No device work where: {'; '.join(missing.to_list())}." if missing.len() else ""))
+    return "The backend comparison's cell, per call: " + "; ".join(parts) + "." + why_no_device_work(rows)
+
+
+def why_no_device_work(rows: pl.DataFrame) -> str:
+    """' No device work for cudnn, cudnn-graphs: <message>.' per distinct message of the rows without device work,
+    or '' where every row has its device work."""
+    who: dict[str, list[str]] = {}
+    for r in rows.filter(pl.col("device_ms").is_null()).iter_rows(named=True):
+        names = who.setdefault(r["message"] or "no reason recorded", [])
+        names += [] if r["implementation"] in names else [r["implementation"]]
+    return "".join(f" No device work for {', '.join(implementations.order(names))}: {message}."
+                   for message, names in who.items())
 
 
 # ---------------------------------------------------------------------------------- Study B end to end
@@ -240,7 +283,9 @@ def vision_finding(d: pl.DataFrame) -> str:
                             and eager["launch_calls"] is not None else ""))
         parts.append(f"{model} ({run}): " + "; ".join(words))
     missing = rows.filter(pl.col("device_ms").is_null())
-    reasons = missing["message"].drop_nulls().unique().sort().to_list()
+    # a message joins its reasons with "; ": each reason once, in the order first met
+    reasons = list(dict.fromkeys(reason for message in missing["message"].drop_nulls().sort()
+                                 for reason in message.split("; ")))
     text = ("Study B end to end, per call: " + "; ".join(parts) + "." if parts else
             "No Study B variant has its host levels and device work separated.")
     if missing.height:
@@ -257,9 +302,11 @@ def roofline_figure(r: pl.DataFrame, study: str) -> alt.TopLevelMixin | None:
     if rows.is_empty():
         return None
     rows = rows.with_columns(pl.format("batch {} · {} px", "batch_size", "resolution").alias("input"))
-    x = "input:N" if study == "study_a" else "model:N"
+    # Study A's inputs in order of work (batch × resolution²), not alphabetically
+    inputs = rows.sort(pl.col("batch_size") * pl.col("resolution") ** 2)["input"].unique(maintain_order=True)
+    x = alt.X("input:N", title=None, sort=inputs.to_list()) if study == "study_a" else alt.X("model:N", title=None)
     points = alt.Chart().mark_point(filled=True, size=60).encode(
-        x=alt.X(x, title=None), y=alt.Y("achieved_tflops:Q", title="achieved TFLOP/s (timed call)"),
+        x=x, y=alt.Y("achieved_tflops:Q", title="achieved TFLOP/s (timed call)"),
         color="implementation:N", shape="numerics:N",
         tooltip=["implementation", "model", "numerics", "batch_size", "resolution", "transfer", "time_ms",
                  "achieved_tflops", "device_tflops", "peak_tflops", "fraction_of_peak"])
@@ -277,6 +324,7 @@ def roofline_finding(r: pl.DataFrame) -> str:
     return (f"Study A's best path reaches {best['fraction_of_peak']:.0%} of the run's matmul peak "
             f"({best['achieved_tflops']:.1f} of {best['peak_tflops']:.1f} TFLOP/s, {best['peak_of']}): "
             f"{best['implementation']} at batch {best['batch_size']}, {best['resolution']} px, {best['numerics']}"
+            + (f", {best['transfer']} input" if best["transfer"] else "")
             + (f"; its kernels alone run at {best['device_tflops']:.1f} TFLOP/s" if best["device_tflops"] else "")
             + ". FLOPs count convolutions and matmuls only (table flops).")
 

@@ -100,6 +100,16 @@ def here_statistic(table: pl.DataFrame, counts: tuple[str, ...] = ("repeats", "s
     return text
 
 
+def training_statistic(summary: pl.DataFrame) -> str:
+    """The training figure's statistic here: how many repeats (training_summary.repeats_ok), the first epoch apart
+    from the median of the later ones, and the curve's mean epoch time (the study's statistic)."""
+    repeats = summary["repeats_ok"].drop_nulls() if "repeats_ok" in summary.columns else pl.Series([], dtype=pl.Int64)
+    low, high = (repeats.min(), repeats.max()) if repeats.len() else (None, None)
+    count = "repeats not recorded" if low is None else (
+        f"{low if low == high else f'{low}–{high}'} repeat{'' if high == 1 else 's'}")
+    return f"{count}; the first epoch apart from the median of the later ones, the curve the mean epoch time"
+
+
 def here_gpu(table: pl.DataFrame, environment: pl.DataFrame) -> str | None:
     """The GPU models (and generation) of the environment rows the table's ok rows join by run_id (a derived
     row's comma-separated run_ids each count); 'the CPU' where those jobs ran on no GPU."""
@@ -118,15 +128,22 @@ def _profiled(value: bool | None) -> str | None:
     return None if value is None else "inside the profiler" if value else "unprofiled"
 
 
+def built_shapes(table: pl.DataFrame) -> str:
+    """'static', or 'static, except the dynamic-shape builds of aoti, compiled-default' from the table's build
+    column: a per-shape build (a compile or a CUDA graph per shape) runs static shapes like an unbuilt model."""
+    dynamic = _ok(table).filter(pl.col("build") == "dynamic")
+    if dynamic.is_empty():
+        return "static"
+    return "static, except the dynamic-shape builds of " + _joined(dynamic["implementation"].unique().to_list())
+
+
 def departures(study: str, table: pl.DataFrame, environment: pl.DataFrame, *, profiled: bool,
                shapes: str | None = None, statistic: str | None = None, batch: str | None = None) -> str:
     """One sentence for beside the study's number: each of the six aspects here and in the study, the ones that
-    differ first. `shapes` defaults to the table's `build` column where it has one (Study A's sweep)."""
+    differ first. `shapes` defaults to built_shapes where the table has a `build` column (Study A's sweep)."""
     method = STUDIES[study]
     if shapes is None and "build" in table.columns:
-        builds = _ok(table)["build"].drop_nulls().unique().to_list()
-        shapes = ("static, except " + _joined(b for b in builds if b != "none") + " builds") if set(builds) - {
-            "none"} else "static"
+        shapes = built_shapes(table)
     here = {"numerics": here_numerics(table, environment), "batch": batch or here_batch(table),
             "timing": _profiled(profiled), "shapes": shapes,
             "statistic": statistic or here_statistic(table), "GPU": here_gpu(table, environment)}

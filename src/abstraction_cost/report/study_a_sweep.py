@@ -236,43 +236,61 @@ def time_finding(sweep: pl.DataFrame, paired: pl.DataFrame | None = None) -> str
 
 
 MEMORY_SAME = 0.10   # LibTorch "about the same" as PyTorch: within ±10% of eager's allocator peak
-MEMORY_LOWER = 0.05  # TorchScript "lower": more than 5% below eager's (the allocator peak is exact, so the margin
-                     # only keeps a few MiB of bookkeeping from reading as a finding)
+MEMORY_LOWER = 0.05  # TorchScript and cuDNN "lower": more than 5% below eager's (the allocator peak is exact, so
+                     # the margin only keeps a few MiB of bookkeeping from reading as a finding)
+MEMORY_REGION = (64, 128)  # the study's "especially below resolution 2^6 and batch 2^7"
+
+
+def _cell_range(rows: pl.DataFrame) -> str:
+    """'batch 8–32, 64–256 px': the span of the cells a median is over."""
+    span = lambda c: f"{rows[c].min()}" + (f"–{rows[c].max()}" if rows[c].min() != rows[c].max() else "")  # noqa: E731
+    return f"batch {span('batch_size')}, {span('resolution')} px"
+
+
+def _memory_claim(impl: str, ratio: float) -> str | None:
+    """The study's claim on one implementation's allocator peak against eager's, or None where it makes none."""
+    if impl == "libtorch":
+        return verdicts.HOLDS if verdicts.within(ratio, MEMORY_SAME) == "same" else verdicts.DOES_NOT_HOLD
+    if impl.startswith("torchscript") or impl == "cudnn":
+        side = verdicts.within(ratio, MEMORY_LOWER)
+        return (verdicts.HOLDS if side == "lower" else verdicts.DOES_NOT_HOLD if side == "higher"
+                else verdicts.NO_DIFFERENCE)
+    return None
 
 
 def memory_finding(sweep: pl.DataFrame) -> str:
-    """Study: PyTorch ≈ LibTorch; TorchScript (and cuDNN) lower, especially below resolution 64 and batch 128.
+    """Study: PyTorch ≈ LibTorch; TorchScript and cuDNN lower, especially below resolution 64 and batch 128.
     Read, like the chart beside it, from the allocator peak: what the implementation's own process held (exact
-    per cell; the C++ programs count their device buffers the same way). NVML's device-wide figure is quoted
-    beside it, never judged: it counts every process on the GPU and the CUDA context."""
+    per cell; the C++ programs count their device buffers the same way), median over the cells of the study's
+    region, or over every cell where none was measured there (the sentence names which). NVML's device-wide
+    figure is quoted beside it, never judged: it counts every process on the GPU and the CUDA context."""
     data = _study_rows(sweep).filter((pl.col("status") == "ok") & pl.col("alloc_peak_mib").is_not_null())
     if data.is_empty() or "eager" not in data["implementation"].to_list():
         return "Not measured here: no allocator peak was recorded (no GPU, or no eager cell)."
-    small = data.filter((pl.col("resolution") < 64) & (pl.col("batch_size") < 128))
-    small = small if not small.is_empty() else data
+    resolution, batch = MEMORY_REGION
+    region = data.filter((pl.col("resolution") < resolution) & (pl.col("batch_size") < batch))
+    cells = (f"the cells below {resolution} px and batch {batch} ({_cell_range(region)})" if region.height else
+             f"every cell ({_cell_range(data)}; none was measured below {resolution} px and batch {batch})")
+    region = region if region.height else data
     medians = {impl: (rows["alloc_peak_mib"].median(), rows["mem_used_mib_max"].median())
-               for impl in _order(small["implementation"])
-               for rows in [small.filter(pl.col("implementation") == impl)]}
+               for impl in _order(region["implementation"])
+               for rows in [region.filter(pl.col("implementation") == impl)]}
     if len(medians) == 1:
         return "Not measured here: only eager has an allocator peak in those cells, nothing to order it against."
-    eager, eager_nvml = medians["eager"]
+    eager, eager_nvml = medians.pop("eager")
     parts, claims = [], []
     for impl, (peak, nvml) in medians.items():
-        if impl == "eager":
-            continue
         ratio = peak / eager
         device = f"; device-wide NVML {nvml / eager_nvml:.2f}×" if nvml and eager_nvml else ""
         parts.append(f"{impl} {ratio:.2f}× eager's ({peak:.0f} against {eager:.0f} MiB{device})")
-        if impl == "libtorch":
-            claims.append(verdicts.HOLDS if verdicts.within(ratio, MEMORY_SAME) == "same" else verdicts.DOES_NOT_HOLD)
-        elif impl.startswith("torchscript"):
-            side = verdicts.within(ratio, MEMORY_LOWER)
-            claims.append(verdicts.HOLDS if side == "lower" else verdicts.DOES_NOT_HOLD if side == "higher"
-                          else verdicts.NO_DIFFERENCE)
-    verdict = verdicts.combine(claims) if claims else "cannot be judged (neither libtorch nor TorchScript measured)"
-    return (f"The study's memory ordering (LibTorch within {MEMORY_SAME:.0%} of PyTorch, TorchScript more than "
-            f"{MEMORY_LOWER:.0%} lower, below 64 px and batch 128): {verdict} here ({_setting(data)}), by the "
-            f"allocator peak of each implementation's own process, median over those cells: {', '.join(parts)}.")
+        if (claim := _memory_claim(impl, ratio)) is not None:
+            claims.append(claim)
+    verdict = (verdicts.combine(claims) if claims
+               else "cannot be judged (neither libtorch, TorchScript nor cudnn measured)")
+    return (f"The study's memory ordering (LibTorch within {MEMORY_SAME:.0%} of PyTorch, TorchScript and cuDNN more "
+            f"than {MEMORY_LOWER:.0%} lower, especially below {resolution} px and batch {batch}): {verdict} here "
+            f"({_setting(data)}), by the allocator peak of each implementation's own process, median over {cells}: "
+            f"{', '.join(parts)}.")
 
 
 def _setting(rows: pl.DataFrame) -> str:

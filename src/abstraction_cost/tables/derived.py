@@ -146,7 +146,7 @@ SCHEMAS = {
         "kernels": pl.Float64,
         "launch_calls": pl.Float64,
         "device_idle_ms": pl.Float64,
-        "bound": pl.String,                # host (device idle over half the call) | device | null (no device time)
+        "bound": pl.String,                # host (host issue > device busy: the device waits) | device | null
     },
     # Achieved TFLOP/s against the run's own matmul peak (derived/roofline.py): Study A's sweep cells and Study B's
     # vision models (GPU pair), FLOPs from table flops.
