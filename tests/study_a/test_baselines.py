@@ -12,7 +12,7 @@ from abstraction_cost import implementations as im
 from abstraction_cost.measure.nvml import NvmlSampler
 from abstraction_cost.measure.run import Run
 from abstraction_cost.models import resnet, weights_file
-from abstraction_cost.study_a import cuda_graphs
+from abstraction_cost.models import cuda_graphs
 from abstraction_cost.study_a.comparison import serial as eval_job
 from abstraction_cost.study_a.sweep import cells as sweep_cells, python_model, serial as sweep
 from tests.fixtures.repository import REPO

@@ -48,14 +48,18 @@ class Worker:
             self.tail.append(line.rstrip("\n"))
             log.info("[%s] %s", self.name, line.rstrip("\n"))
 
-    def ask(self, command: str | None, *kinds: str) -> dict:
-        """Send one command (None: only read) and return the first record of one of `kinds`."""
+    def send(self, command: str) -> None:
+        """One command, its answer not waited for (ask(None, ...) reads it)."""
         try:
-            if command is not None:
-                self.proc.stdin.write(command + "\n")
-                self.proc.stdin.flush()
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died: reading its stdout to the end says how
+
+    def ask(self, command: str | None, *kinds: str) -> dict:
+        """Send one command (None: only read) and return the first record of one of `kinds`."""
+        if command is not None:
+            self.send(command)
         for line in self.proc.stdout:
             record = native.record_of(line.strip())
             if record is None:

@@ -20,6 +20,7 @@ from abstraction_cost import config as config_module
 from abstraction_cost import tables
 from abstraction_cost.compile import inductor_env
 from abstraction_cost.measure.run import measured_run
+from abstraction_cost.models import cuda_graphs
 from abstraction_cost.measure.steps import StepStore
 from abstraction_cost.study_b import configurations as cfgs
 from abstraction_cost.study_b import compile_cache
@@ -421,7 +422,7 @@ def test_gpu_baselines_compute_the_forward_and_every_step_runs(tmp_path):
         model, _ = vm.load(case, device)
         (x,) = vm.make_inputs(case, device)[0]
         want = model(x)
-        torch.testing.assert_close(vm.cuda_graphed(model, x)(x.clone()), want)
+        torch.testing.assert_close(cuda_graphs.Graphed(model, x)(x.clone()), want)
         # channels-last convolutions run other cuDNN kernels, which sum in another order: measured on an H100,
         # logits of SqueezeNet differ by up to 2.8e-4 (fp32, TF32 off)
         torch.testing.assert_close(vm.channels_last(model)(x), want, rtol=1e-3, atol=1e-3)

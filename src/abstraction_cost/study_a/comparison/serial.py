@@ -53,7 +53,8 @@ from ...measure.run import Run, measured_run
 from ...measure.timing import benchmark
 from ...models import resnet
 from ...programs import native
-from .. import aoti, cuda_graphs, cudnn, torchscript
+from ...models import cuda_graphs
+from .. import aoti, cudnn, torchscript
 from ..eager import Normaliser
 from . import store as eval_store
 

@@ -270,7 +270,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
         # load is paid, not their sum; the warm-ups below stay one at a time, on a GPU no other worker uses
         loading = time.perf_counter()
         for impl in group:
-            _send(workers[impl], f"load {cell.index}")
+            workers[impl].send(f"load {cell.index}")
         for impl in list(group):
             try:
                 record = workers[impl].ask(None, "cell_loaded", "cell")
@@ -330,15 +330,6 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                                "steady": prepared["steady"], "warmup_calls": prepared["warmup_calls"],
                                "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv})
     phases.add("ends", time.perf_counter() - ending)
-
-
-def _send(worker: Worker, command: str) -> None:
-    """A command written without waiting for its answer; a worker that died says how when its answer is read."""
-    try:
-        worker.proc.stdin.write(command + "\n")
-        worker.proc.stdin.flush()
-    except (BrokenPipeError, OSError):
-        pass
 
 
 def _failed(cell: Cell, died: WorkerDied) -> dict:

@@ -17,7 +17,8 @@ from ...measure import numerics as nx
 from ...measure.output_check import reference
 from ...measure.timing import synchronize
 from ...models import resnet
-from .. import cuda_graphs, torchscript
+from ...models import cuda_graphs
+from .. import torchscript
 from .cells import Cell, build_kind
 
 

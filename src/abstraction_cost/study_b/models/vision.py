@@ -300,26 +300,6 @@ def channels_last(model: nn.Module) -> Callable:
     return call
 
 
-def cuda_graphed(model: nn.Module, example: torch.Tensor) -> Callable:
-    """The eager model captured into one CUDA graph; calls copy their input in and replay it."""
-    static_in = example.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):            # warm-up off the capture: cuDNN and allocator pick their paths
-        for _ in range(3):
-            model(static_in)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = model(static_in)
-
-    def call(x):
-        static_in.copy_(x)
-        graph.replay()
-        return static_out
-    return call
-
-
 def status_of(err: BaseException) -> str:
     if isinstance(err, output_check.WrongOutput):
         return "wrong_output"

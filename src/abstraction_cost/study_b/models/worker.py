@@ -35,6 +35,7 @@ import torch
 from ...measure import numerics as nx
 from ...measure import output_check, profiled
 from ...measure.timing import StepTimer, synchronize
+from ...models import cuda_graphs
 from ...programs.workers import worker_records
 from .. import configurations as cfgs
 from . import selective
@@ -90,7 +91,7 @@ class Variants:
             if "channels_last" in self.spec["baselines"]:
                 out["eager_channels_last"] = timed(vm.channels_last(model), case.eager)
             if "cuda_graphs" in self.spec["baselines"] and device.type == "cuda":
-                out["eager_cuda_graphs"] = lambda: timed(vm.cuda_graphed(model, inputs[0][0]), case.eager)()
+                out["eager_cuda_graphs"] = lambda: timed(cuda_graphs.Graphed(model, inputs[0][0]), case.eager)()
             return out
         choices = self.spec.get("choices") or {}
 

@@ -1,5 +1,6 @@
-"""Implementation `eager-cudagraphs`: the eager module's forward captured as a CUDA graph (torch.cuda.graphs) for one
-input shape and replayed, so that its kernels are launched by one graph launch instead of one by one from Python.
+"""A forward captured as a CUDA graph (torch.cuda.graphs) for one input shape and replayed, so that its kernels are
+launched by one graph launch instead of one by one from Python: Study A's `eager-cudagraphs` and Study B's
+`eager_cuda_graphs` baseline.
 
 A graph reads its input from, and writes its output to, fixed device buffers: a call copies its input into the
 graph's input buffer (one device-to-device copy, as torch.cuda.make_graphed_callables does) and returns the graph's
