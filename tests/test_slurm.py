@@ -45,24 +45,16 @@ def cluster(tmp_path_factory):
 STATUS_CHECKS = ["--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2"]
 
 
-def run_target(workdir: Path, profile: str, env: dict, config: str = "config/smoke.yaml",
-               targets: tuple[str, ...] = (TARGET,)) -> subprocess.CompletedProcess:
+def start_target(workdir: Path, profile: str, env: dict, config: str = "config/smoke.yaml",
+                 targets: tuple[str, ...] = (TARGET,)) -> subprocess.Popen:
     workdir.mkdir(parents=True, exist_ok=True)
     command = [str(SNAKEMAKE), "--workflow-profile", profile, "--configfile", config,
                "-s", "Snakefile", "-d", str(workdir), *targets]
     command += ["--cores", "2"] if profile == "profiles/default" else STATUS_CHECKS
-    return subprocess.run(command, cwd=REPO, env={**env, "PYTHONPATH": str(REPO / "src")}, capture_output=True,
-                          text=True, timeout=1200)
-
-
-@pytest.fixture(scope="module")
-def slurm_run(cluster, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("slurm-run")
-    done = run_target(workdir, "profiles/slurm", cluster.env)
-    assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-5000:] + cluster.log("slurmctld")[-2000:])
-    scontrol = cluster.run("scontrol", "show", "jobs", "-o", "-d")
-    (workdir / "scontrol-jobs.txt").write_text(scontrol)  # for a person reading a failure
-    return workdir, done, scontrol
+    # output to files, not pipes: two runs at once, each waited for in turn, must never block on a full pipe
+    with open(workdir / "snakemake.stdout", "w") as stdout, open(workdir / "snakemake.stderr", "w") as stderr:
+        return subprocess.Popen(command, cwd=REPO, env={**env, "PYTHONPATH": str(REPO / "src")}, stdout=stdout,
+                                stderr=stderr, text=True)
 
 
 def paper_shaped_config(path: Path) -> Path:
@@ -75,18 +67,58 @@ def paper_shaped_config(path: Path) -> Path:
     return path
 
 
+def run_jobs(scontrol: str, run_id: str) -> str:
+    """scontrol's lines of one Snakemake run's jobs: the plugin names each job after its run ('SLURM run ID')."""
+    return "\n".join(line for line in scontrol.splitlines() if re.search(rf"\bJobName={re.escape(run_id)}\b", line))
+
+
 @pytest.fixture(scope="module")
-def gpu_shaped_run(cluster, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("slurm-gpu-run")
-    config = paper_shaped_config(workdir / "paper-shaped.yaml")
-    before = set(re.findall(r"^JobId=(\d+)", cluster.run("scontrol", "show", "jobs", "-o"), re.M))
-    done = run_target(workdir, "profiles/slurm", cluster.env, str(config), tuple(GPU_SHAPED_TARGETS))
-    # this run's jobs only (another run's stay listed for MinJobAge)
-    scontrol = "\n".join(line for line in cluster.run("scontrol", "show", "jobs", "-o", "-d").splitlines()
-                         if re.match(r"JobId=(\d+)", line) and re.match(r"JobId=(\d+)", line).group(1) not in before)
-    (workdir / "scontrol-jobs.txt").write_text(scontrol)
+def cluster_runs(cluster, tmp_path_factory):
+    """Both SLURM runs of this module at once on the one cluster: the smoke config's target (slurm_run) and the
+    paper-shaped config's targets (gpu_shaped_run). Most of each run's time is its jobs' start-up and the status
+    checks' waits, which overlap; the controller queues what the node cannot hold at once (an --exclusive job, a
+    second GPU job). Each run's jobs are told apart by their job name, the run's SLURM run ID."""
+    workdir = tmp_path_factory.mktemp("slurm-run")
+    gpu_workdir = tmp_path_factory.mktemp("slurm-gpu-run")
+    config = paper_shaped_config(gpu_workdir / "paper-shaped.yaml")
+    procs = {"cpu": start_target(workdir, "profiles/slurm", cluster.env),
+             "gpu": start_target(gpu_workdir, "profiles/slurm", cluster.env, str(config), tuple(GPU_SHAPED_TARGETS))}
+    try:
+        for proc in procs.values():
+            proc.wait(timeout=1200)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    scontrol = cluster.run("scontrol", "show", "jobs", "-o", "-d")
+    runs = {}
+    for name, where in (("cpu", workdir), ("gpu", gpu_workdir)):
+        done = subprocess.CompletedProcess(procs[name].args, procs[name].returncode,
+                                           (where / "snakemake.stdout").read_text(),
+                                           (where / "snakemake.stderr").read_text())
+        output = done.stdout + done.stderr
+        run_id = re.search(r"SLURM run ID: (\S+)", output)
+        jobs = run_jobs(scontrol, run_id.group(1)) if run_id else ""
+        (where / "scontrol-jobs.txt").write_text(jobs)  # for a person reading a failure
+        runs[name] = (where, done, jobs)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, cluster_runs):
+    workdir, done, scontrol = cluster_runs["cpu"]
+    assert done.returncode == 0, (done.stdout[-3000:] + done.stderr[-5000:] + cluster.log("slurmctld")[-2000:])
+    assert scontrol, done.stdout[-3000:] + done.stderr[-3000:]
+    return workdir, done, scontrol
+
+
+@pytest.fixture(scope="module")
+def gpu_shaped_run(cluster_runs):
+    workdir, done, scontrol = cluster_runs["gpu"]
     # the jobs run on no real GPU: a GPU job may end not_run or failed; its request is what is checked
     assert "config key 'device'" not in done.stdout + done.stderr, done.stderr[-3000:]
+    assert scontrol, done.stdout[-3000:] + done.stderr[-3000:]
     return workdir, done, scontrol
 
 

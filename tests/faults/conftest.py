@@ -3,6 +3,7 @@ compile-cache warm-up), and helpers that run Snakemake in it the way a user does
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ EAGER_ROWS = f"results/study_a/train/eager/{DATASET}/{INIT}/seed0.rows.parquet"
 LIBTORCH_ROWS = f"results/study_a/train/libtorch/{DATASET}/{INIT}/seed0.rows.parquet"
 MATMUL_ROWS = "results/study_b/blocks/matmul/cpu-default.rows.parquet"
 VISION_JOB = "results/study_b/models/jobs/cpu/squeezenet1_1"
+VISION_WARM_UP = "results/study_b/compile-cache-manifests/models/cpu/squeezenet1_1.json"
+COMPILE_CACHE = "results/study_b/compile-cache"   # common.smk's STUDY_B_CACHE_DIR
 
 
 def faults_config() -> dict:
@@ -92,6 +95,34 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def work(tmp_path) -> Workdir:
     return Workdir(tmp_path, faults_config())
+
+
+def warm_cache_config() -> dict:
+    config = faults_config()
+    config["study_b"]["fresh_compile_cache"] = False
+    return config
+
+
+@pytest.fixture(scope="session")
+def vision_warm_up(tmp_path_factory) -> Path:
+    """The vision job's compile warm-up (rule compile_cache_model) of the fault config with the pipeline's shared
+    Inductor cache, once per session: a workdir holding its manifest and the cache it filled."""
+    work = Workdir(tmp_path_factory.mktemp("vision-warm-up"), warm_cache_config())
+    run = work.snakemake(VISION_WARM_UP)
+    assert run.returncode == 0, run.output[-4000:]
+    return work.path
+
+
+@pytest.fixture
+def vision_work(tmp_path, vision_warm_up) -> Workdir:
+    """`work` for the tests that fault the vision job, which compiles its model whole and block by block in every
+    attempt: with the session's warm-up (its manifest and its Inductor cache copied in, so Snakemake has no warm-up
+    job to run) each attempt compiles from the cache instead of cold, in seconds rather than a minute."""
+    work = Workdir(tmp_path, warm_cache_config())
+    shutil.copytree(vision_warm_up / COMPILE_CACHE, tmp_path / COMPILE_CACHE)
+    (tmp_path / VISION_WARM_UP).parent.mkdir(parents=True)
+    shutil.copy2(vision_warm_up / VISION_WARM_UP, tmp_path / VISION_WARM_UP)
+    return work
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -4,10 +4,12 @@ it cannot be told."""
 import os
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
 import pytest
 
 from abstraction_cost.measure import gpu_slots
+from tests.fixtures import loopback
 
 from .conftest import REPO
 
@@ -21,8 +23,14 @@ def test_device_auto_on_a_cluster_is_the_gpu_where_sinfo_lists_one_else_refused(
 
 
 def test_a_device_auto_config_submitted_to_slurm_without_an_answer_from_sinfo_stops_before_any_job(tmp_path):
-    # SLURM_CONF names no file: sinfo cannot answer, as on a machine that reaches no cluster
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SLURM_CONF": str(tmp_path / "no-slurm.conf")}
+    # SLURM_CONF names a cluster whose controller is a loopback port where nothing listens: sinfo cannot answer, as
+    # on a machine that reaches no cluster. (A SLURM_CONF naming no file also fails, but only after sinfo retries
+    # reading it for 60 s, gpu_slots' timeout; a refused connection fails in about 9 s.)
+    port = urlsplit(loopback.refused_url()).port
+    conf = tmp_path / "unreachable-slurm.conf"
+    conf.write_text(f"ClusterName=unreachable\nSlurmctldHost=localhost\nSlurmctldPort={port}\n"
+                    "NodeName=localhost CPUs=1 State=UNKNOWN\nPartitionName=debug Nodes=localhost Default=YES\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SLURM_CONF": str(conf)}
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
                           "--workflow-profile", str(REPO / "profiles" / "slurm"),
                           "--configfile", str(REPO / "config" / "paper.yaml")],

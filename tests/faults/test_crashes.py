@@ -62,9 +62,10 @@ def test_out_of_memory_in_one_phase(work):
     assert again.returncode == 0 and work.jobs_run(again.output) == []
 
 
-def test_out_of_memory_in_one_vision_step(work):
+def test_out_of_memory_in_one_vision_step(vision_work):
     """A vision job whose timing-methods step runs out of memory: that step's rows say so, the job's other steps
     are measured and kept."""
+    work = vision_work
     oom = work.snakemake(f"{VISION_JOB}/environment.parquet", AC_FAULT="phase:oom@timing-warmup")
     assert oom.returncode == 0, oom.output[-4000:]
     timing = tables.read("vision_timing_methods", work.path / VISION_JOB / "vision_timing_methods.parquet")

@@ -52,7 +52,8 @@ def _job_pid(snakemake_pid: int) -> int | None:
     return None
 
 
-def test_vision_job_killed_mid_run_resumes_where_it_stopped(work):
+def test_vision_job_killed_mid_run_resumes_where_it_stopped(vision_work):
+    work = vision_work
     target = f"{VISION_JOB}/environment.parquet"
     steps = work.path / VISION_JOB / "steps"
     proc = work.start(target)
