@@ -134,11 +134,10 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
             for key, worker in workers.items():   # all launched before any is waited for: start-ups overlap
                 try:
                     worker.ask(None, "up")
-                    worker.proc.stdin.write("prepare\n")
-                    worker.proc.stdin.flush()
+                    worker.send("prepare")   # every worker prepares at once; a dead one says how at `ready`
                     alive[key] = worker
-                except (WorkerDied, OSError) as err:
-                    died(key, err if isinstance(err, WorkerDied) else WorkerDied("error", str(err), None))
+                except WorkerDied as err:
+                    died(key, err)
             for key in list(alive):
                 try:
                     ready = alive[key].ask(None, "ready")
