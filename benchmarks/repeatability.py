@@ -8,8 +8,10 @@ processes each), then sets each cell's median of the last run against the first'
 The first run measures whatever is not yet measured (and builds what the tables need); every later run forces
 the tables' measuring rules again. Per table and cell the result holds the ratio run k / run 1 of the medians,
 whether run k's median lies inside run 1's 95% interval (coverage), and per table the share of ok cells within
-±10% and the largest deviation. Tables are copied out after each run (runs/<k>/, with the sweep's turns and speedups where the run made them)
-so that each can be read again; --from-runs compares such folders without running anything.
+±10% and the largest deviation. Tables are copied out after each run (runs/<k>/), with the tables made from the
+same measurements (the sweep's turns and speedups, which need its interleaved protocol; Study B's speedups and
+each step's eager baseline), so that each can be read again; --from-runs compares such folders without running
+anything.
 """
 from __future__ import annotations
 
@@ -33,18 +35,25 @@ class Measured:
     keys: tuple[str, ...]   # what makes a cell
     value: str              # the median compared
     rules: tuple[str, ...]  # the rules that measure it (forced again in each later run)
-    ok: pl.Expr | None = None  # which rows are cells (default: status ok)
+    extras: tuple[str, ...] = ()  # tables made from the same measurements, built and copied beside it
 
 
 MEASURED = {
-    "sweep": Measured("results/study_a/sweep.parquet", ("numerics", "implementation", "cell"), "time_ms", ("sweep",)),
+    "sweep": Measured("results/study_a/sweep.parquet", ("numerics", "implementation", "cell"), "time_ms", ("sweep",),
+                      ("results/study_a/sweep_blocks.parquet", "results/study_a/sweep_speedups.parquet",
+                       "results/study_a/sweep.env.parquet")),
     "backend_comparison": Measured("results/study_a/backend_comparison.parquet",
                                    ("numerics", "implementation", "batch_size", "resolution"), "time_per_sample_ms",
                                    ("eval_backend",)),
     # Study B end to end: the median per call of each variant (its rows are single calls)
     "vision_e2e": Measured("results/study_b/models/vision_e2e.parquet",
                            ("model", "pair", "mode", "batch_size", "numerics", "memory_format", "variant"), "time_ms",
-                           ("vision_model",)),
+                           ("vision_model",),
+                           # the finding sentences' speedups, and each step's eager baseline (the issue's ±5%)
+                           ("results/study_b/models/vision_speedups.parquet",
+                            "results/study_b/models/vision_eager_baselines.parquet",
+                            "results/study_b/models/vision_selective_summary.parquet",
+                            "results/study_b/models/vision_e2e.env.parquet")),
 }
 
 
@@ -77,9 +86,10 @@ def compare(first: pl.DataFrame, later: pl.DataFrame, m: Measured, tolerance: fl
     }
 
 
-def snakemake(workdir: Path, configfile: str, targets: list[str], forcerun: list[str], cores: str) -> float:
+def snakemake(workdir: Path, configfile: str, targets: list[str], forcerun: list[str], cores: str,
+              extra: tuple[str, ...] = ()) -> float:
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--configfile", str(Path(configfile).resolve()), "--cores", cores, *targets]
+               "--configfile", str(Path(configfile).resolve()), "--cores", cores, *targets, *extra]
     if forcerun:
         command += ["--forcerun", *forcerun]
     started = time.perf_counter()
@@ -91,20 +101,16 @@ def snakemake(workdir: Path, configfile: str, targets: list[str], forcerun: list
     return time.perf_counter() - started
 
 
-# copied beside a run's tables where the run made them
-EXTRAS = ("results/study_a/sweep_blocks.parquet", "results/study_a/sweep_speedups.parquet",
-          "results/study_a/sweep.env.parquet")
-
-
-def run_once(workdir: Path, configfile: str, chosen: dict, forced: list[str], cores: str, saved: Path) -> float:
-    """One Snakemake run of the chosen tables' targets; its tables copied to `saved`."""
-    wall = snakemake(workdir, configfile, [m.path for m in chosen.values()], forced, cores)
+def run_once(workdir: Path, configfile: str, chosen: dict, forced: list[str], cores: str, saved: Path,
+             extra: tuple[str, ...] = ()) -> float:
+    """One Snakemake run of the chosen tables' targets and their extras; the tables copied to `saved`."""
+    targets = [path for m in chosen.values() for path in (m.path, *m.extras)]
+    wall = snakemake(workdir, configfile, targets, forced, cores, extra)
     saved.mkdir(parents=True, exist_ok=True)
     for name, m in chosen.items():
         shutil.copy(workdir / m.path, saved / f"{name}.parquet")
-    for extra in EXTRAS:
-        if (workdir / extra).exists():
-            shutil.copy(workdir / extra, saved / Path(extra).name)
+        for path in m.extras:
+            shutil.copy(workdir / path, saved / Path(path).name)
     return wall
 
 

@@ -2,6 +2,7 @@
 core counts, and what each job pins itself to."""
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,14 +17,51 @@ from abstraction_cost.measure import affinity, gpu_slots
     (8, 2, [range(0, 2), range(2, 4)], range(4, 8)),
 ])
 def test_each_gpu_slot_gets_its_own_cores_and_untimed_jobs_the_rest(cores, slots, timing, other):
-    split = affinity.plan(range(cores), slots)
+    split = affinity.plan(range(cores), slots, thread_siblings={})
     assert split.timing == tuple(frozenset(r) for r in timing) and split.other == frozenset(other)
     assert not set().union(*split.timing) & split.other
 
 
 @pytest.mark.parametrize("cores,slots", [(2, 1), (3, 1), (6, 2), (16, 0)])
 def test_too_few_cores_pins_nothing(cores, slots):
-    assert affinity.plan(range(cores), slots) is None
+    assert affinity.plan(range(cores), slots, thread_siblings={}) is None
+
+
+def _sysfs(root, pairs):
+    """A fake /sys/devices/system/cpu with each pair of CPUs the two threads of one core."""
+    for pair in pairs:
+        for cpu in pair:
+            path = root / f"cpu{cpu}/topology/thread_siblings_list"
+            path.parent.mkdir(parents=True)
+            path.write_text(",".join(map(str, pair)) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("pairs,slots,timing,other", [
+    # 8 cores whose threads the kernel numbers apart (0 and 8): a split by numbers would put the rest on the
+    # timing cores' other threads
+    ([(i, i + 8) for i in range(8)], 1, [{0, 1, 2, 3, 8, 9, 10, 11}], {4, 5, 6, 7, 12, 13, 14, 15}),
+    ([(i, i + 16) for i in range(16)], 2, [{0, 1, 2, 3, 16, 17, 18, 19}, {4, 5, 6, 7, 20, 21, 22, 23}],
+     set(range(8, 16)) | set(range(24, 32))),
+    # threads numbered side by side (0-1): the same split as by numbers
+    ([(2 * i, 2 * i + 1) for i in range(8)], 1, [set(range(8))], set(range(8, 16))),
+])
+def test_the_split_hands_out_whole_physical_cores(tmp_path, pairs, slots, timing, other):
+    cpus = sorted(c for pair in pairs for c in pair)
+    thread_siblings = affinity.siblings(cpus, root=_sysfs(tmp_path, pairs))
+    split = affinity.plan(cpus, slots, thread_siblings)
+    assert split.timing == tuple(frozenset(t) for t in timing) and split.other == frozenset(other)
+
+
+def test_siblings_outside_the_allowed_cpus_are_not_handed_out(tmp_path):
+    """A job already narrowed to CPUs 0-3 and 8-9 of a 2-thread machine: core 2's thread 10 is not its to give."""
+    thread_siblings = affinity.siblings([0, 1, 2, 3, 8, 9], root=_sysfs(tmp_path, [(i, i + 8) for i in range(4)]))
+    assert affinity.physical_cores([0, 1, 2, 3, 8, 9], thread_siblings) == [
+        frozenset({0, 8}), frozenset({1, 9}), frozenset({2}), frozenset({3})]
+
+
+def test_a_machine_without_topology_files_splits_by_numbers(tmp_path):
+    assert affinity.siblings([0, 1], root=tmp_path) == {0: frozenset({0}), 1: frozenset({1})}
 
 
 @pytest.fixture
@@ -31,6 +69,7 @@ def fake_cores(monkeypatch):
     """16 cores, and sched_setaffinity recorded instead of done."""
     calls = []
     monkeypatch.setattr(affinity, "_INITIAL", frozenset(range(16)))
+    monkeypatch.setattr(affinity, "SYSFS_CPU", Path("/nonexistent"))   # one thread per core
     monkeypatch.setattr(affinity.os, "sched_setaffinity", lambda pid, cores: calls.append(set(cores)))
     monkeypatch.setattr(affinity, "_pinned", "not pinned")
     return calls

@@ -3,8 +3,10 @@
 The cores this process may use are split once, the same way in every job of a run: GPU slot i's timing job gets
 the i-th block of `per_slot` cores, and every other job (compiles, C++ builds, AOTInductor packages, summaries)
 the cores after the last block, so that a compile beside a timing job does not take its cores, its caches or its
-scheduler's attention. Where the machine has too few cores for that (fewer than two per slot and two for the
-rest), nothing is pinned and the environment row says so.
+scheduler's attention. The split hands out whole physical cores: where the kernel numbers a core's hardware
+threads apart (siblings 0 and 8 of 16), splitting the numbers in half would put a compile on the other thread of
+every timing core. Where the machine has too few cores for that (fewer than two per slot and two for the rest),
+nothing is pinned and the environment row says so.
 
     split = plan(os.sched_getaffinity(0), slots=2)      # Split(timing=[{0..7}, {8..15}], other={16..31})
     pin_timing(slot_index)   /   pin_other()            # at a job's start, before torch starts its threads
@@ -18,8 +20,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-MIN_CORES = 2        # the fewest a timing slot or the rest of the run may have
-SHARE_TIMING = 0.5   # at most this share of the cores goes to the timing slots together
+MIN_CORES = 2        # the fewest logical CPUs a timing slot or the rest of the run may have
+SHARE_TIMING = 0.5   # at most this share of the physical cores goes to the timing slots together
+SYSFS_CPU = Path("/sys/devices/system/cpu")
 
 _pinned: str = "not pinned"
 _INITIAL = frozenset(os.sched_getaffinity(0))  # the job's cores before any pinning: every split starts from them
@@ -31,16 +34,46 @@ class Split:
     other: frozenset[int]
 
 
-def plan(cpus, slots: int) -> Split | None:
-    """The split of `cpus` among `slots` timing slots and the rest; None where there are too few cores."""
-    cpus = sorted(cpus)
+def _parse_list(text: str) -> frozenset[int]:
+    """The kernel's CPU list format: '0,8' or '0-1' or '0-1,4'."""
+    out = set()
+    for part in text.strip().split(","):
+        if part:
+            first, _, last = part.partition("-")
+            out.update(range(int(first), int(last or first) + 1))
+    return frozenset(out)
+
+
+def siblings(cpus, root: Path | None = None) -> dict[int, frozenset[int]]:
+    """Each CPU's hardware threads on its physical core (itself alone where sysfs does not say)."""
+    root = root or SYSFS_CPU
+    out = {}
+    for cpu in cpus:
+        try:
+            out[cpu] = _parse_list((root / f"cpu{cpu}/topology/thread_siblings_list").read_text()) | {cpu}
+        except (OSError, ValueError):
+            out[cpu] = frozenset({cpu})
+    return out
+
+
+def physical_cores(cpus, thread_siblings: dict[int, frozenset[int]]) -> list[frozenset[int]]:
+    """`cpus` grouped by physical core, in order of each core's lowest CPU number."""
+    cpus = set(cpus)
+    return sorted({frozenset(thread_siblings.get(c, {c}) & cpus) for c in cpus}, key=min)
+
+
+def plan(cpus, slots: int, thread_siblings: dict[int, frozenset[int]] | None = None) -> Split | None:
+    """The split of `cpus` among `slots` timing slots and the rest, in whole physical cores (`thread_siblings`:
+    each CPU's siblings, read from sysfs where not given); None where there are too few cores."""
     if slots < 1:
         return None
-    per_slot = int(len(cpus) * SHARE_TIMING) // slots
-    if per_slot < MIN_CORES or len(cpus) - per_slot * slots < MIN_CORES:
+    cores = physical_cores(cpus, siblings(cpus) if thread_siblings is None else thread_siblings)
+    per_slot = int(len(cores) * SHARE_TIMING) // slots
+    timing = tuple(frozenset().union(*cores[i * per_slot:(i + 1) * per_slot]) for i in range(slots))
+    other = frozenset().union(*cores[per_slot * slots:])
+    if per_slot == 0 or min(len(t) for t in timing) < MIN_CORES or len(other) < MIN_CORES:
         return None
-    timing = tuple(frozenset(cpus[i * per_slot:(i + 1) * per_slot]) for i in range(slots))
-    return Split(timing, frozenset(cpus[per_slot * slots:]))
+    return Split(timing, other)
 
 
 def _set(cores: frozenset[int], what: str) -> None:
