@@ -3,7 +3,8 @@
 A ratio of two medians is a measured difference only where its interval excludes 1; otherwise the sentence says
 there is no measurable difference at this precision. A study's claim "holds" only where every number the sentence
 quotes supports it, "does not hold" where one contradicts it, and has no measurable difference where the rest
-cannot be told apart at this precision.
+cannot be told apart at this precision. A claim about a band rather than about 1 (a ratio too small to matter)
+cannot be told at this precision where the interval straddles the band's edge: it may differ from 1 measurably.
 
 Two medians measured in separate processes (Study A's implementations) are not paired, so the ratio's interval is
 the conservative quotient of their intervals: [num_low / den_high, num_high / den_low]. Two 95% intervals give a
@@ -18,7 +19,8 @@ from typing import Iterable
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
 NO_DIFFERENCE = "no measurable difference at this precision"
-VERDICTS = (HOLDS, DOES_NOT_HOLD, NO_DIFFERENCE)
+UNDECIDED = "cannot be told at this precision"
+VERDICTS = (HOLDS, DOES_NOT_HOLD, NO_DIFFERENCE, UNDECIDED)
 
 
 def _finite(*values) -> bool:
@@ -70,6 +72,17 @@ def at_least(ratio, low, high, threshold: float) -> str:
     if side == 0:
         return NO_DIFFERENCE
     return HOLDS if side > 0 and ratio >= threshold else DOES_NOT_HOLD
+
+
+def within_band(low, high, bound: float) -> str:
+    """The claim "the ratio lies within [1/bound, bound]" (too small to matter): holds where the interval lies inside
+    the band, does not hold where it lies wholly above or below it, cannot be told where it straddles an edge (or is
+    missing)."""
+    if not _finite(low, high):
+        return UNDECIDED
+    if low > bound or high < 1 / bound:
+        return DOES_NOT_HOLD
+    return HOLDS if low >= 1 / bound and high <= bound else UNDECIDED
 
 
 def separated(first: tuple, second: tuple) -> int:
