@@ -136,7 +136,7 @@ def main(argv=None) -> dict:
         forced = [] if k == 0 and not (workdir / m.path).exists() else list(m.rules)
         wall = run_once(workdir, str(configs[name]), chosen, forced, args.cores, saved,
                         extra=("--rerun-triggers", "mtime"))
-        frames[name].append(cells(pl.read_parquet(saved / f"{args.table}.parquet"), m))
+        frames[name].append(cells(pl.read_parquet(saved / Path(m.path).name), m))
         runs.append({"run": k + 1, "arm": name, "wall_s": wall, "forced": forced})
         print(f"run {k + 1} ({name}): {wall:.0f} s", flush=True)
     result = {"config": args.configfile, "table": args.table, "numerics": args.numerics,

@@ -45,12 +45,12 @@ MEASURED = {
     "backend_comparison": Measured("results/study_a/backend_comparison.parquet",
                                    ("numerics", "implementation", "batch_size", "resolution"), "time_per_sample_ms",
                                    ("eval_backend",)),
-    # Study B end to end: the median per call of each variant (its rows are single calls)
-    "vision_e2e": Measured("results/study_b/models/vision_e2e.parquet",
+    # Study B end to end: each variant's median over invocations and its interval (the speedups table's times)
+    "vision_e2e": Measured("results/study_b/models/vision_speedups.parquet",
                            ("model", "pair", "mode", "batch_size", "numerics", "memory_format", "variant"), "time_ms",
                            ("vision_model",),
-                           # the finding sentences' speedups, and each step's eager baseline (the issue's ±5%)
-                           ("results/study_b/models/vision_speedups.parquet",
+                           # the calls, and each step's eager baseline (the issue's ±5%)
+                           ("results/study_b/models/vision_e2e.parquet",
                             "results/study_b/models/vision_eager_baselines.parquet",
                             "results/study_b/models/vision_selective_summary.parquet",
                             "results/study_b/models/vision_e2e.env.parquet")),
@@ -107,9 +107,8 @@ def run_once(workdir: Path, configfile: str, chosen: dict, forced: list[str], co
     targets = [path for m in chosen.values() for path in (m.path, *m.extras)]
     wall = snakemake(workdir, configfile, targets, forced, cores, extra)
     saved.mkdir(parents=True, exist_ok=True)
-    for name, m in chosen.items():
-        shutil.copy(workdir / m.path, saved / f"{name}.parquet")
-        for path in m.extras:
+    for m in chosen.values():
+        for path in (m.path, *m.extras):
             shutil.copy(workdir / path, saved / Path(path).name)
     return wall
 
@@ -133,9 +132,10 @@ def variance_components(blocks: pl.DataFrame) -> dict:
 
 
 def environment(run: Path) -> dict:
-    """The first run's device, versions and date, from its sweep's environment rows where it has them."""
-    path = run / "sweep.env.parquet"
-    if not path.exists():
+    """The first run's device, versions and date, from its sweep's or vision jobs' environment rows where it has
+    them."""
+    path = next((p for p in (run / "sweep.env.parquet", run / "vision_e2e.env.parquet") if p.exists()), None)
+    if path is None:
         return {}
     env = pl.read_parquet(path).row(0, named=True)
     return {"device": env["gpu_name"] or env["device"], "date": env["started_at"][:10],
@@ -158,8 +158,9 @@ def compare_runs(dirs: list[Path], chosen: dict) -> dict:
     """Every later run's tables against the first's."""
     out = {}
     for name, m in chosen.items():
-        first = pl.read_parquet(dirs[0] / f"{name}.parquet")
-        out[name] = {f"run{k + 1}_vs_run1": compare(first, pl.read_parquet(d / f"{name}.parquet"), m)
+        table = Path(m.path).name
+        first = pl.read_parquet(dirs[0] / table)
+        out[name] = {f"run{k + 1}_vs_run1": compare(first, pl.read_parquet(d / table), m)
                      for k, d in enumerate(dirs) if k > 0}
     return out
 

@@ -256,3 +256,55 @@ def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_es
                                       "Study B on the CPU"} and all(s > 0 for s in two["families_s"].values())
     assert len(two["slot_busy_s"]) == 2 and max(two["slot_busy_s"]) <= two["gpu_schedule_s"]
     assert runs[("gpu-smoke", 1)]["calibrated_s"] == pytest.approx(810.0, abs=0.5)
+
+
+def _benchmark(name: str):
+    """A benchmark script imported as a module (they import one another from their folder)."""
+    import importlib
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def test_the_profiled_pass_ab_tells_an_effect_beyond_the_interval_from_none():
+    """Four runs' cells (ABBA): an unprofiled arm within the cells' precision of the profiled one reads as no
+    effect; one 10% slower in every cell, against half-widths of 2%, does not."""
+    import polars as pl
+    pp = _benchmark("profiled_pass")
+    keys = ["implementation"]
+
+    def run(factor: float, jitter: float) -> pl.DataFrame:
+        medians = [1.0 * factor * (1 + jitter), 2.0 * factor * (1 - jitter), 3.0 * factor]
+        return pl.DataFrame({"implementation": ["a", "b", "c"], "median": medians,
+                             "low": [m * 0.98 for m in medians], "high": [m * 1.02 for m in medians]})
+
+    profiled = [run(1.0, 0.0), run(1.0, 0.005)]
+    same = pp.effect({"profiled": profiled, "unprofiled": [run(1.0, -0.005), run(1.0, 0.003)]}, keys)
+    assert same["cells"] == 3 and same["ab_within_half_width"] == 1.0
+    assert same["verdict"].startswith("the profiled pass moves no")
+    slower = pp.effect({"profiled": profiled, "unprofiled": [run(1.1, 0.0), run(1.1, 0.005)]}, keys)
+    assert slower["ab_within_half_width"] == 0.0 and abs(slower["median_ratio_unprofiled_over_profiled"] - 1.1) < 0.01
+    assert slower["verdict"].startswith("the profiled pass moves timed medians")
+
+
+def test_the_profiled_pass_ab_sets_the_pass_in_the_named_section_only(tmp_path):
+    import yaml
+    pp = _benchmark("profiled_pass")
+    config = yaml.safe_load((REPO / "config" / "gpu-smoke.yaml").read_text())
+    arm = pp.arm_config(config, "backend_comparison", 0, ["fp32"])
+    assert arm["study_a"]["backends"]["protocol"]["profile_calls"] == 0
+    assert arm["study_a"]["backends"]["numerics"] == ["fp32"] and config["study_a"]["backends"]["numerics"] != ["fp32"]
+    assert arm["study_a"]["sweep"] == config["study_a"]["sweep"]
+    with pytest.raises(SystemExit, match="--numerics: \\['fp64'\\] not in study_a.backends.numerics"):
+        pp.arm_config(config, "backend_comparison", 5, ["fp64"])
+
+
+def test_host_cores_benchmark_runs(tmp_path):
+    out = tmp_path / "host_cores.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "host_cores.py"), "--passes", "1", "--probe-cpus", "1",
+                    "--processes", "1", "--out", str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    assert len(result["per_cpu"]) == len(result["cpus"]) and all(r["op_us"] > 0 for r in result["per_cpu"])
+    assert all(s["max_over_min"] >= 1 for s in result["processes"].values())

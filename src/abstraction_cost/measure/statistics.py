@@ -156,7 +156,10 @@ def paired_speedup(baseline: Sequence[Sequence[float]], treatment: Sequence[Sequ
                    seed: int = 0) -> Speedup:
     """median(baseline) / median(treatment) from paired turns: baseline[i][j] and treatment[i][j] were measured in
     turn j of invocation i. The estimate is the median over invocations of each invocation's ratio of medians;
-    each resample draws invocations, then turns within each, keeping a turn's two times together."""
+    each resample draws invocations, then turns within each, keeping a turn's two times together. As in
+    hierarchical_interval, with two invocations or more the interval is widened to the t-interval of the
+    invocations' ratios: a bootstrap over 3 invocations cannot reach past their extremes, while the two sides of a
+    pair run in separate processes, whose host speeds differ (docs/measurement.md)."""
     _check(resamples, confidence)
     bs, ts = _groups(baseline, "paired_speedup baseline"), _groups(treatment, "paired_speedup treatment")
     if len(bs) != len(ts) or any(b.size != t.size for b, t in zip(bs, ts)):
@@ -172,8 +175,12 @@ def paired_speedup(baseline: Sequence[Sequence[float]], treatment: Sequence[Sequ
             ratios[i, :, j] = np.median(b[idx], axis=1) / np.median(t[idx], axis=1)
     pick = rng.integers(0, k, size=(resamples, k))
     stats = np.median(ratios[pick, np.arange(resamples)[:, None], np.arange(k)[None, :]], axis=1)
-    estimate = float(np.median([np.median(b) / np.median(t) for b, t in zip(bs, ts)]))
-    return Speedup(estimate, *_quantiles(stats, confidence))
+    ratios_per_invocation = [float(np.median(b) / np.median(t)) for b, t in zip(bs, ts)]
+    low, high = _quantiles(stats, confidence)
+    if k > 1:
+        t_low, t_high = invocation_t_interval(ratios_per_invocation, confidence)
+        low, high = min(low, t_low), max(high, t_high)
+    return Speedup(float(np.median(ratios_per_invocation)), low, high)
 
 
 def union_length(intervals: Sequence[tuple[float, float]]) -> float:

@@ -243,7 +243,7 @@ def e2e_finding(speedups: pl.DataFrame) -> str:
     rows = speedups.filter(pl.col("variant") == "compiled", pl.col("status") == "ok", pl.col("speedup") > 0,
                            pl.col("study_speedup").is_not_null()
                            | pl.col("model").is_in(STUDY_SLOWER + STUDY_MARGINAL))
-    band = f"within ±{MARGINAL - 1:.0%}"
+    band = f"within {MARGINAL:.2f}× either way"
     if rows.is_empty():
         return ("The study's end-to-end speedups (ResNet-50, GoogLeNet, MobileNetV2 faster compiled, DenseNet-121 and "
                 "SqueezeNet 1.1 marginal, AlexNet slower): not measured here (none of those models ran).")
