@@ -142,7 +142,8 @@ def main(argv=None) -> dict:
     result = {"config": args.configfile, "table": args.table, "numerics": args.numerics,
               "profile_calls": args.profile_calls, "runs": runs, **effect(frames, list(m.keys))}
     print(f"{result['cells']} cells: A/B within the half-width {result['ab_within_half_width']}, A/A "
-          f"{result['aa_within_half_width']}; median unprofiled / profiled {result['median_ratio_unprofiled_over_profiled']} "
+          f"{result['aa_within_half_width']}; median unprofiled / profiled "
+          f"{result['median_ratio_unprofiled_over_profiled']} "
           f"[{result['median_ratio_low']}, {result['median_ratio_high']}], median half-width "
           f"{result['median_half_width']}: {result['verdict']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

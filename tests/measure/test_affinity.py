@@ -2,6 +2,7 @@
 core counts, and what each job pins itself to."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -106,3 +107,29 @@ def test_the_environment_row_says_why_nothing_was_pinned(monkeypatch):
     start = affinity.environment_columns("start")
     assert start["cpu_affinity"].startswith("not pinned: 2 cores for 1 timing slot(s)")
     assert start["load_avg_start"] >= 0 and "load_avg_end" in affinity.environment_columns("end")
+
+
+def test_a_timing_jobs_workers_take_their_turns_on_one_cpu_and_the_job_stays_off_it(monkeypatch):
+    """Two sleeping workers' main threads go to the first CPU of the job's cores for the block, every thread of the
+    job to the rest; after it all are back on the job's cores. A job not pinned to a timing slot moves nothing."""
+    import subprocess
+    import sys
+    cores = frozenset(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPUs")
+    workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)]
+    try:
+        monkeypatch.setattr(affinity, "_pinned", "not pinned: 2 cores for 1 timing slot(s)")
+        with affinity.turns_on_one_cpu([w.pid for w in workers]) as cpu:
+            assert cpu is None and all(os.sched_getaffinity(w.pid) == cores for w in workers)
+        monkeypatch.setattr(affinity, "_pinned", "timing slot 0: 0-1")
+        with affinity.turns_on_one_cpu([w.pid for w in workers] + [2**22 + 1]) as cpu:   # one has ended
+            assert cpu == min(cores)
+            assert all(os.sched_getaffinity(w.pid) == {cpu} for w in workers)
+            assert all(os.sched_getaffinity(int(t)) == cores - {cpu} for t in os.listdir("/proc/self/task"))
+        assert all(os.sched_getaffinity(w.pid) == cores for w in workers)
+        assert all(os.sched_getaffinity(int(t)) == cores for t in os.listdir("/proc/self/task"))
+    finally:
+        for w in workers:
+            w.kill()
+            w.wait()

@@ -10,11 +10,19 @@ nothing is pinned and the environment row says so.
 
     split = plan(os.sched_getaffinity(0), slots=2)      # Split(timing=[{0..7}, {8..15}], other={16..31})
     pin_timing(slot_index)   /   pin_other()            # at a job's start, before torch starts its threads
+    with turns_on_one_cpu(worker_pids): ...             # a timing job's workers take their turns on one CPU
+
+A timing job's workers (one process per implementation or variant) take turns, and a turn's pair is fair only if
+both sides meet the same host. On a VM a CPU runs at one of two speeds, 2x apart, switching within seconds and
+differently per CPU (benchmarks/host_cores.py), so workers left to the scheduler time on different CPUs in
+different states. For its turns and warm-ups the job therefore puts every worker's main thread (the one that
+issues the work) on one CPU of its slot, and its own threads on the others.
 """
 from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +98,36 @@ def pin_timing(slot_index: int, slots: int) -> None:
         _note_unpinned(slots)
         return
     _set(split.timing[slot_index], f"timing slot {slot_index}")
+
+
+@contextmanager
+def turns_on_one_cpu(pids):
+    """Within the block, each of `pids`' main thread on the first CPU of this timing job's cores and every thread of
+    this process on the rest; all back to the job's cores after. Nothing moves where the job is not pinned to a
+    timing slot (a CPU timing job's workers use every core) or has a single CPU. Yields the CPU, or None."""
+    cores = frozenset(os.sched_getaffinity(0))
+    if not _pinned.startswith("timing slot") or len(cores) < 2:
+        yield None
+        return
+    cpu = min(cores)
+    moved = [pid for pid in pids if _try_set(pid, {cpu})]
+    own = [int(t) for t in os.listdir("/proc/self/task")]
+    for tid in own:
+        _try_set(tid, cores - {cpu})
+    try:
+        yield cpu
+    finally:   # threads started meanwhile (a worker started again after a death) inherited the rest: back too
+        for tid in set(own + moved) | {int(t) for t in os.listdir("/proc/self/task")}:
+            _try_set(tid, cores)
+
+
+def _try_set(pid: int, cores) -> bool:
+    """sched_setaffinity of one thread; False where it has ended."""
+    try:
+        os.sched_setaffinity(pid, cores)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 def pin_other(slots: int) -> None:

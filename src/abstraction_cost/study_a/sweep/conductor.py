@@ -23,6 +23,7 @@ told its ooms (--oom-at) so the skip rule holds.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...faults import kill_job
-from ...measure import profiled
+from ...measure import affinity, profiled
 from ...measure.statistics import hierarchical_interval, median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
 from .cells import Cell, OomTracker, SweepSettings, kills
@@ -265,7 +266,8 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             trackers[impl].add(cell)
         store.keep(inv, impl, record)
 
-    if not release and len(group) > 1:
+    loaded = not release and len(group) > 1
+    if loaded:
         # every worker loads the cell at once (builds, compiles, output checks: nothing is timed), so the slowest
         # load is paid, not their sum; the warm-ups below stay one at a time, on a GPU no other worker uses
         loading = time.perf_counter()
@@ -282,42 +284,46 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                 final(impl, record)
                 group = [i for i in group if i != impl]
         phases.add("loading", time.perf_counter() - loading)
-    for impl in group:
-        preparing = time.perf_counter()
-        try:
-            record = workers[impl].ask(f"cell {cell.index}", "ready", "cell")
-        except WorkerDied as err:
-            died(impl, err)
-            continue
-        finally:
-            phases.add("preparing", time.perf_counter() - preparing, impl)
-        if record["kind"] == "cell":
-            final(impl, record)
-        else:
-            ready[impl] = {**record, "blocks": [], "turns": []}
-    calls = {impl: protocol.calls_per_block(r["call_ms"], settings.repeats, settings.cell_budget_s)
-             for impl, r in ready.items()}
-    turns = time.perf_counter()
-    for turn in range(protocol.blocks):
-        order = list(ready)
-        order = order[turn % len(order):] + order[:turn % len(order)] if order else []
-        for impl in order:
-            if impl not in ready:
-                continue
+    # the warm-ups and turns of workers that loaded the cell above on one CPU of the slot, so that a turn's pair
+    # meets the same host (a lone worker loads in its warm-up, with every core of the slot)
+    pids = [workers[i].proc.pid for i in group if workers.get(i) is not None] if loaded else []
+    with affinity.turns_on_one_cpu(pids) if pids else contextlib.nullcontext():
+        for impl in group:
+            preparing = time.perf_counter()
             try:
-                record = workers[impl].ask(f"time {calls[impl]}", "block", "cell")
+                record = workers[impl].ask(f"cell {cell.index}", "ready", "cell")
             except WorkerDied as err:
                 died(impl, err)
                 continue
-            if record["kind"] == "cell":  # the block failed (an oom, an error): the cell is over for it
-                store.keep(inv, impl, {**record, "build_s": ready.pop(impl).get("build_s")})
-                if record["status"] == "oom":
-                    trackers[impl].add(cell)
-                continue
-            ready[impl]["blocks"].append(record["times_ms"])
-            ready[impl]["turns"].append(turn)
-    ending = time.perf_counter()
-    phases.add("turns", ending - turns)
+            finally:
+                phases.add("preparing", time.perf_counter() - preparing, impl)
+            if record["kind"] == "cell":
+                final(impl, record)
+            else:
+                ready[impl] = {**record, "blocks": [], "turns": []}
+        calls = {impl: protocol.calls_per_block(r["call_ms"], settings.repeats, settings.cell_budget_s)
+                 for impl, r in ready.items()}
+        turns = time.perf_counter()
+        for turn in range(protocol.blocks):
+            order = list(ready)
+            order = order[turn % len(order):] + order[:turn % len(order)] if order else []
+            for impl in order:
+                if impl not in ready:
+                    continue
+                try:
+                    record = workers[impl].ask(f"time {calls[impl]}", "block", "cell")
+                except WorkerDied as err:
+                    died(impl, err)
+                    continue
+                if record["kind"] == "cell":  # the block failed (an oom, an error): the cell is over for it
+                    store.keep(inv, impl, {**record, "build_s": ready.pop(impl).get("build_s")})
+                    if record["status"] == "oom":
+                        trackers[impl].add(cell)
+                    continue
+                ready[impl]["blocks"].append(record["times_ms"])
+                ready[impl]["turns"].append(turn)
+        ending = time.perf_counter()
+        phases.add("turns", ending - turns)
     for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
         try:
             record = workers[impl].ask("end", "cell")

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...measure import profiled, steps
+from ...measure import affinity, profiled, steps
 from ...measure.statistics import median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
 from . import vision as vm
@@ -150,22 +150,24 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
             prepared = time.perf_counter()
             slots = [k for k, r in records.items() if r["status"] == "ok" and k[0] in alive]
             calls = {k: protocol.calls_per_block(records[k]["call_ms"]) for k in slots}
-            for turn in range(protocol.blocks):
-                shift = turn % len(slots) if slots else 0
-                for key, variant in slots[shift:] + slots[:shift]:
-                    record = records[(key, variant)]
-                    if key not in alive or record["status"] != "ok":
-                        continue
-                    try:
-                        answer = alive[key].ask(f"time {variant} {calls[(key, variant)]}", "block", "failed")
-                    except WorkerDied as err:
-                        died(key, err)
-                        continue
-                    if answer["kind"] == "failed":
-                        record.update(status=answer["status"], message=answer["message"], blocks=[], turns=[])
-                        continue
-                    record["blocks"].append(answer["times_ms"])
-                    record["turns"].append(turn)
+            # the turns with every worker on one CPU of the slot, so that a turn's pair meets the same host
+            with affinity.turns_on_one_cpu([w.proc.pid for w in alive.values()]):
+                for turn in range(protocol.blocks):
+                    shift = turn % len(slots) if slots else 0
+                    for key, variant in slots[shift:] + slots[:shift]:
+                        record = records[(key, variant)]
+                        if key not in alive or record["status"] != "ok":
+                            continue
+                        try:
+                            answer = alive[key].ask(f"time {variant} {calls[(key, variant)]}", "block", "failed")
+                        except WorkerDied as err:
+                            died(key, err)
+                            continue
+                        if answer["kind"] == "failed":
+                            record.update(status=answer["status"], message=answer["message"], blocks=[], turns=[])
+                            continue
+                        record["blocks"].append(answer["times_ms"])
+                        record["turns"].append(turn)
             timed = time.perf_counter()
             if inv == 0 and protocol.profile_calls > 0:
                 _profile(alive, records, protocol.profile_calls, inv)
