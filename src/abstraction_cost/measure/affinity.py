@@ -33,6 +33,7 @@ SHARE_TIMING = 0.5   # at most this share of the physical cores goes to the timi
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 
 _pinned: str = "not pinned"
+_turns_logged = False
 _INITIAL = frozenset(os.sched_getaffinity(0))  # the job's cores before any pinning: every split starts from them
 
 
@@ -105,6 +106,7 @@ def turns_on_one_cpu(pids):
     """Within the block, each of `pids`' main thread on the first CPU of this timing job's cores and every thread of
     this process on the rest; all back to the job's cores after. Nothing moves where the job is not pinned to a
     timing slot (a CPU timing job's workers use every core) or has a single CPU. Yields the CPU, or None."""
+    global _turns_logged
     cores = frozenset(os.sched_getaffinity(0))
     if not _pinned.startswith("timing slot") or len(cores) < 2:
         yield None
@@ -114,6 +116,9 @@ def turns_on_one_cpu(pids):
     own = [int(t) for t in os.listdir("/proc/self/task")]
     for tid in own:
         _try_set(tid, cores - {cpu})
+    if not _turns_logged:   # once per job: the CPU is the same every time
+        log.info("turns on CPU %d (%d workers); this job's threads on %s", cpu, len(moved), _ranges(cores - {cpu}))
+        _turns_logged = True
     try:
         yield cpu
     finally:   # threads started meanwhile (a worker started again after a death) inherited the rest: back too
