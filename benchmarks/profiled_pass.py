@@ -100,7 +100,8 @@ def effect(runs: dict[str, list[pl.DataFrame]], keys: list[str]) -> dict:
         "aa_within_half_width": {name: within_share(f) for name, f in a_a.items()},
         "median_ratio_unprofiled_over_profiled": ratio, "median_ratio_low": low, "median_ratio_high": high,
         "median_half_width": half,
-        "verdict": ("the profiled pass moves no timed median beyond the protocol's interval" if no_effect else
+        "verdict": ("no ok cell in both arms: nothing to compare" if not both.height else
+                    "the profiled pass moves no timed median beyond the protocol's interval" if no_effect else
                     "the profiled pass moves timed medians beyond the protocol's interval"),
         "by_cell": both.sort("ratio").to_dicts(),
     }

@@ -287,6 +287,8 @@ def test_the_profiled_pass_ab_tells_an_effect_beyond_the_interval_from_none():
     slower = pp.effect({"profiled": profiled, "unprofiled": [run(1.1, 0.0), run(1.1, 0.005)]}, keys)
     assert slower["ab_within_half_width"] == 0.0 and abs(slower["median_ratio_unprofiled_over_profiled"] - 1.1) < 0.01
     assert slower["verdict"].startswith("the profiled pass moves timed medians")
+    none = pp.effect({"profiled": profiled, "unprofiled": [run(1.0, 0.0).head(0), run(1.0, 0.0).head(0)]}, keys)
+    assert none["cells"] == 0 and none["verdict"].startswith("no ok cell")
 
 
 def test_the_profiled_pass_ab_sets_the_pass_in_the_named_section_only(tmp_path):
