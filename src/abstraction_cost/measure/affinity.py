@@ -103,7 +103,8 @@ def pin_timing(slot_index: int, slots: int) -> None:
 
 @contextmanager
 def turns_on_one_cpu(pids):
-    """Within the block, each of `pids`' main thread on the first CPU of this timing job's cores and every thread of
+    """Within the block, each of `pids`' main thread on the last CPU of this timing job's cores (CPU 0, where a
+    machine's housekeeping and interrupts tend to land, is never chosen while there is another) and every thread of
     this process on the rest; all back to the job's cores after. Nothing moves where the job is not pinned to a
     timing slot (a CPU timing job's workers use every core) or has a single CPU. Yields the CPU, or None."""
     global _turns_logged
@@ -111,7 +112,7 @@ def turns_on_one_cpu(pids):
     if not _pinned.startswith("timing slot") or len(cores) < 2:
         yield None
         return
-    cpu = min(cores)
+    cpu = max(cores)
     moved = [pid for pid in pids if _try_set(pid, {cpu})]
     own = [int(t) for t in os.listdir("/proc/self/task")]
     for tid in own:
