@@ -25,27 +25,16 @@ import sys
 import time
 from pathlib import Path
 
-OPS = 2000          # per block
-BLOCKS = 60         # per measurement (~0.1-0.3 s)
+from abstraction_cost.measure import host_speed
 
-
-def op_us(blocks: int = BLOCKS) -> float:
-    """The median over blocks of one dispatched op's wall time, µs."""
-    import torch
-    a, b = torch.ones(1), torch.ones(1)
-    torch.add(a, b)
-    times = []
-    for _ in range(blocks):
-        start = time.perf_counter()
-        for _ in range(OPS):
-            torch.add(a, b)
-        times.append((time.perf_counter() - start) / OPS * 1e6)
-    return statistics.median(times)
+# the host probe's op, in more and longer blocks than an environment row's (~0.15-0.3 s per measurement)
+OPS = 2000
+BLOCKS = 60
 
 
 def pinned(cpu: int) -> float:
     os.sched_setaffinity(0, {cpu})
-    return op_us()
+    return host_speed.op_us(OPS, BLOCKS)
 
 
 def _spin(cpu: int) -> None:
@@ -79,8 +68,8 @@ def siblings(cpus: list[int], probes: list[int]) -> list[dict]:
 
 
 def processes(cpu: int, count: int) -> list[float]:
-    code = (f"import os, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); os.sched_setaffinity(0, {{{cpu}}}); "
-            "import host_cores; print(host_cores.op_us())")
+    code = (f"import os; os.sched_setaffinity(0, {{{cpu}}}); from abstraction_cost.measure import host_speed; "
+            f"print(host_speed.op_us({OPS}, {BLOCKS}))")
     return [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
             for _ in range(count)]
 

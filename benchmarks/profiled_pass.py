@@ -50,9 +50,14 @@ def arm_config(config: dict, table: str, profile_calls: int, numerics: list[str]
     return out
 
 
+def half_width(low: str = "low", high: str = "high", median: str = "median") -> pl.Expr:
+    """A cell's 95% interval's half-width relative to its median."""
+    return (pl.col(high) - pl.col(low)) / 2 / pl.col(median)
+
+
 def pair(first: pl.DataFrame, second: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Two runs' cells joined: the second's median over the first's, and the first's relative half-width."""
-    return (first.with_columns(half_width=(pl.col("high") - pl.col("low")) / 2 / pl.col("median"))
+    return (first.with_columns(half_width=half_width())
             .join(second.select(*keys, pl.col("median").alias("median_2")), on=keys)
             .with_columns(ratio=pl.col("median_2") / pl.col("median")))
 
@@ -80,8 +85,7 @@ def effect(runs: dict[str, list[pl.DataFrame]], keys: list[str]) -> dict:
         joined = a.join(b.select(*keys, pl.col("median").alias("m2"), pl.col("low").alias("l2"),
                                  pl.col("high").alias("h2")), on=keys)
         return joined.select(*keys, (pl.col("median") * pl.col("m2")).sqrt().alias(name),
-                             (((pl.col("high") - pl.col("low")) / pl.col("median")
-                               + (pl.col("h2") - pl.col("l2")) / pl.col("m2")) / 4).alias(f"{name}_half_width"))
+                             ((half_width() + half_width("l2", "h2", "m2")) / 2).alias(f"{name}_half_width"))
 
     both = arm(runs["profiled"], "profiled").join(arm(runs["unprofiled"], "unprofiled").drop("unprofiled_half_width"),
                                                   on=keys)
