@@ -35,7 +35,7 @@ import math
 from pathlib import Path
 
 from abstraction_cost import config as config_module
-from abstraction_cost.study_a.sweep import shards as sweep_shards
+from abstraction_cost.study_a.sweep import kernels as sweep_kernels, shards as sweep_shards
 from abstraction_cost.study_a.sweep.cells import SweepSettings
 from abstraction_cost.study_a.sweep.conductor import PROTOCOL_DEFAULTS, Protocol
 
@@ -137,8 +137,9 @@ def sweep_jobs(config: dict) -> list[dict]:
             if extra and any(c.batch * c.resolution ** 2 <= HOST_BOUND_PIXELS for c in cells):
                 seconds += extra * (WORKERS_START_S + compiled * COMPILE_RELOAD_S)
             jobs.append({"job": f"sweep[{numerics},shard{k}]", "s": seconds, "after": AOTI_PACKAGE_S})
-        for impl in impls:
-            if numerics in settings.kernel_numerics:
+        for impl in impls:  # kernel jobs where the sweep's profiled pass does not give the kernel table
+            if numerics in settings.kernel_numerics and not sweep_kernels.read_from_sweep(settings,
+                                                                                          protocol.profile_calls):
                 jobs.append({"job": f"sweep_kernels_job[{numerics},{impl}]",
                              "s": KERNEL_COMPILED_S if impl.startswith("compiled-") else KERNEL_JOB_S,
                              "after": AOTI_PACKAGE_S if impl == "aoti" else NATIVE_BUILD_S})

@@ -93,7 +93,8 @@ bool convert(const CUpti_Activity* record, trace::Event& e) {
       const auto* k = reinterpret_cast<const KernelRecord*>(record);
       e = {"kernel", demangled(k->name), ns(k->start), ns(k->end), k->deviceId, k->streamId,
            {{"device", k->deviceId}, {"stream", k->streamId}, {"correlation", k->correlationId},
-            {"graph id", k->graphId}, {"grid x", k->gridX}, {"block x", k->blockX}}};
+            {"graph id", k->graphId}, {"grid x", k->gridX}, {"grid y", k->gridY}, {"grid z", k->gridZ},
+            {"block x", k->blockX}, {"block y", k->blockY}, {"block z", k->blockZ}}};
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {

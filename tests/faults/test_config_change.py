@@ -21,8 +21,9 @@ CHANGES = [
     ("study_a.training.optimizer.lr", 0.02, {"train_eager", "train_libtorch", "train_cudnn"}, None),
     ("study_a.backends.batch_size", 3, {"backend_eval_input", "package_aoti", "eval_backend", "flops"}, None),
     ("study_a.backends.logit_tolerance", 1.0e-3, {"compare_backends"}, None),
-    ("study_a.sweep.batches", [1, 4], {"sweep", "flops"}, None),
-    ("study_a.sweep.kernels.top", 6, {"sweep_kernels_job"}, None),
+    ("study_a.sweep.batches", [2, 4], {"sweep", "flops"}, None),  # the kernel point (batch 2) stays in the grid
+    ("study_a.sweep.kernels.top", 6, {"concat_sweep_kernels"}, None),  # the sweep ranks every kernel of its point
+    ("study_a.sweep.kernels.batch_size", 1, {"sweep"}, None),
     ("study_b.blocks.matmul.sizes", {"cpu": [32, 64], "gpu": [1024]}, {"study_b_block_timing", "compile_cache_blocks"},
      "/matmul/"),
     ("study_b.blocks.bootstrap.resamples", 300, {"study_b_block_speedups", "study_b_resnet50_conv_speedups"}, None),

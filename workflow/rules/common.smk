@@ -18,6 +18,7 @@ from abstraction_cost import run_guard
 from abstraction_cost.programs import native as _native
 from abstraction_cost.study_a.sweep.cells import SweepSettings as _SweepSettings
 from abstraction_cost.study_a.sweep.conductor import Protocol as _Protocol
+from abstraction_cost.study_a.sweep import kernels as _sweep_kernels
 from abstraction_cost.study_b.blocks import experiments as _experiments
 from abstraction_cost.study_b.blocks.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
@@ -116,6 +117,9 @@ SWEEP = _SweepSettings.from_config(config)  # refuses a bad grid, transfer or im
 SWEEP_PROTOCOL = _Protocol.from_config(config["study_a"]["sweep"])
 SWEEP_DIR = "results/study_a/sweep"
 SWEEP_JOBS = SWEEP.jobs()
+# the kernel table from the interleaved sweep's profiled pass of its kernel point, else from jobs of its own
+KERNELS_FROM_SWEEP = SWEEP_PROTOCOL.mode == "interleaved" and _sweep_kernels.read_from_sweep(
+    SWEEP, SWEEP_PROTOCOL.profile_calls)
 # The C++ programs, built in the repository's native/build/ (git-ignored) whatever the working directory.
 LIBTORCH_PROGRAM = str(_native.program_path("libtorch"))
 CUDNN_PROGRAM = str(_native.program_path("cudnn"))

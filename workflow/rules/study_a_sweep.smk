@@ -10,8 +10,10 @@
 #   numerics in turn (study_a/sweep/serial.py; start-up paid once), the numerics set before its model is built (TF32
 #   flags in Python, --tf32 for the C++ programs); one table per job; concat_sweep
 # - sweep_h2d: the host-to-device copy at the study's point beside the study's numbers
-# - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point
-#   (torch.profiler; the C++ programs under Nsight Compute, programs/ncu.py), with the study's ReLU rows
+# - sweep_kernels: top kernels per (numerics of kernels.numerics, implementation) at the kernel point, with the
+#   study's ReLU rows: written by the interleaved sweep's jobs from the point's profiled pass where the point is a
+#   cell of the grid (KERNELS_FROM_SWEEP), else by sweep_kernels_job (torch.profiler; the C++ programs under Nsight
+#   Compute, programs/ncu.py)
 # The AOTInductor package is one for every numerics, as the backend comparison's: its convolutions and matmuls
 # are ATen calls that follow the flags ac_libtorch sets from --tf32.
 # SWEEP (the settings), SWEEP_PROTOCOL, SWEEP_JOBS and the jobs' input functions are in common.smk.
@@ -67,6 +69,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             table=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.rows.parquet",
             blocks=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.blocks.parquet",
             profile=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.profile.parquet",
+            kernels=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.kernels.parquet",  # the point's, if this job has it
             env=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.env.parquet",
         wildcard_constraints:
             numerics="fp32|tf32|bf16-autocast",
@@ -79,6 +82,8 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             implementations=SWEEP_JOBS,
             grid=SWEEP_GRID,
             shards=len(SWEEP_SHARDS),  # another split gives a shard other cells
+            # the kernel point, whose profiled pass gives the kernel table's rows (every kernel ranked)
+            kernels=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_numerics) if KERNELS_FROM_SWEEP else None,
         resources:
             **timing_job("sweep"),
         priority: LONG_JOB_PRIORITY
@@ -220,18 +225,33 @@ rule sweep_kernels_job:
         "../../scripts/sweep_kernels.py"
 
 
+if KERNELS_FROM_SWEEP:
+    KERNEL_TABLES = {
+        "tables": expand(f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.kernels.parquet",
+                         numerics=SWEEP.kernel_numerics, shard=SWEEP_SHARDS),
+        "envs": expand(f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.env.parquet", numerics=SWEEP.kernel_numerics,
+                       shard=SWEEP_SHARDS),
+    }
+else:
+    KERNEL_TABLES = {
+        "tables": expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.rows.parquet",
+                         numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
+        "envs": expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.env.parquet",
+                       numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
+    }
+
+
 rule concat_sweep_kernels:
     input:
         inputs=f"{SWEEP_DIR}/inputs",
-        tables=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.rows.parquet",
-                      numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
-        envs=expand(f"{SWEEP_DIR}/kernels/{{numerics}}/{{implementation}}.env.parquet",
-                    numerics=SWEEP.kernel_numerics, implementation=SWEEP_JOBS),
+        **KERNEL_TABLES,
     output:
         table=TABLES["sweep_kernels"],
         env=env_sidecar(TABLES["sweep_kernels"]),
     log:
         "logs/study_a/concat-sweep-kernels.log",
+    params:
+        top=SWEEP.kernel_top,
     priority: SUMMARY_PRIORITY
     script:
         "../../scripts/concat_sweep_kernels.py"

@@ -15,6 +15,8 @@ Two loops of N calls on the prepared cell, each call synchronised before it star
   of kernel and copy intervals, and `device_idle_ms` = wall_ms (host loop) - device_busy_ms: the device waiting on
   the host.
 The host loop is unprofiled because the profiler's own callbacks lengthen each launch's host side.
+With `groups`, the device loop's kernels also come back grouped by (name, grid, block) (`kernel_groups`): the
+sweep's kernel table is read from its kernel point's profiled pass (study_a/sweep/kernels.py).
 
 Where there is no CUDA device or the profiler yields no kernel (CUPTI missing, no permission), the device columns
 are null and `device_message` says why; the host columns are measured all the same."""
@@ -81,11 +83,35 @@ def device_summary(events: list[dict], calls: int, wall_ms: float | None) -> dic
                 f"{dropped} device records outside the profiled window left out (CUPTI timestamps)")}
 
 
+def _dims(args: dict, key: str) -> str | None:
+    """A kernel's launch grid or block as "(x,y,z)": Kineto writes a list (`grid`), ac_cudnn's trace one
+    integer per axis (`grid x`, `grid y`, `grid z`)."""
+    if key in args:
+        return "({})".format(",".join(map(str, args[key])))
+    axes = [args.get(f"{key} {a}") for a in "xyz"]
+    return None if axes[0] is None else "({})".format(",".join(str(v) for v in axes if v is not None))
+
+
+def kernel_groups(events: list[dict]) -> list[list]:
+    """The profiled window's kernels as [name, grid, block, launches, total_us] per (name, grid, block), in the
+    order first seen."""
+    groups: dict[tuple, list] = {}
+    for e in _in_window(events)[0]:
+        if e.get("cat") != "kernel":
+            continue
+        args = e.get("args", {})
+        key = (e["name"], _dims(args, "grid"), _dims(args, "block"))
+        group = groups.setdefault(key, [*key, 0, 0.0])
+        group[3] += 1
+        group[4] += float(e["dur"])
+    return list(groups.values())
+
+
 def profiled_pass(call: Callable[[], None], device: torch.device, calls: int,
-                  trace: Callable[[Callable[[], None], int], list[dict]] | None = None) -> dict:
+                  trace: Callable[[Callable[[], None], int], list[dict]] | None = None, groups: bool = False) -> dict:
     """The host loop, then the device loop, of `calls` calls of `call` (which must not synchronise); `trace`
-    (tests: fake device times) returns the profiled loop's trace events."""
-    return device_loop(call, device, host_loop(call, device, calls), trace)
+    (tests: fake device times) returns the profiled loop's trace events; `groups`: with kernel_groups."""
+    return device_loop(call, device, host_loop(call, device, calls), trace, groups)
 
 
 def host_loop(call: Callable[[], None], device: torch.device, calls: int) -> dict:
@@ -111,8 +137,9 @@ def host_loop(call: Callable[[], None], device: torch.device, calls: int) -> dic
 
 
 def device_loop(call: Callable[[], None], device: torch.device, row: dict,
-                trace: Callable[[Callable[[], None], int], list[dict]] | None = None) -> dict:
-    """`row` (host_loop's) with the device columns of its `profiled_calls` calls of `call` under the profiler."""
+                trace: Callable[[Callable[[], None], int], list[dict]] | None = None, groups: bool = False) -> dict:
+    """`row` (host_loop's) with the device columns of its `profiled_calls` calls of `call` under the profiler
+    (`groups`: and its kernel_groups)."""
     calls = row["profiled_calls"]
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     if trace is None and device.type != "cuda":
@@ -122,14 +149,15 @@ def device_loop(call: Callable[[], None], device: torch.device, row: dict,
     except Exception as err:  # noqa: BLE001 - a profiler that cannot start leaves the device columns null
         return {**row, **dict.fromkeys(DEVICE_COLUMNS),
                 "device_message": f"torch.profiler failed: {type(err).__name__}: {str(err).splitlines()[0]}"}
-    return {**row, **device_summary(events, calls, row["wall_ms"])}
+    return {**row, **device_summary(events, calls, row["wall_ms"]),
+            **({"kernel_groups": kernel_groups(events)} if groups else {})}
 
 
-def with_trace(record: dict) -> dict:
+def with_trace(record: dict, groups: bool = False) -> dict:
     """A C++ program's profile record with its device columns from the Chrome trace it wrote (`trace_file`, then
     deleted; `cuda` false: a CPU trace, read but without kernels to count; `device_source` the profiler that wrote
-    it: ac_cudnn's CUPTI subscriber names itself, ac_libtorch's Kineto is the default); a record without one as it
-    is."""
+    it: ac_cudnn's CUPTI subscriber names itself, ac_libtorch's Kineto is the default), and with `groups` its
+    kernel_groups; a record without one as it is."""
     path, cuda = record.pop("trace_file", None), record.pop("cuda", True)
     if path is None:
         return record
@@ -139,7 +167,8 @@ def with_trace(record: dict) -> dict:
         if not cuda:
             return {**record, **dict.fromkeys(DEVICE_COLUMNS), "device_message": NO_CUDA}
         summary = device_summary(events, record["profiled_calls"], record.get("wall_ms"))
-        return {**record, **summary, "device_source": source}
+        return {**record, **summary, "device_source": source,
+                **({"kernel_groups": kernel_groups(events)} if groups else {})}
     except (OSError, ValueError, KeyError) as err:
         return {**record, **dict.fromkeys(DEVICE_COLUMNS),
                 "device_message": f"the program's trace {path} could not be read: {type(err).__name__}: {err}"}

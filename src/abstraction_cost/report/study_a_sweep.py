@@ -353,8 +353,8 @@ def kernel_finding(kernels: pl.DataFrame) -> str:
     where the sets are the same, or eager's longest ReLU grid is not the larger."""
     measured = relu_rows(kernels.filter((pl.col("source") != "study") & (pl.col("status") == "ok")))
     if measured.is_empty():
-        return ("Not measured here: no ReLU kernel was profiled (torch.profiler and Nsight Compute need a GPU; "
-                "the C++ programs need ncu).")
+        return ("Not measured here: no ReLU kernel was profiled (the device profilers need a GPU; the C++ "
+                "programs' kernel jobs, where the sweep does not give the table, need ncu).")
     parts, claims = [], []
     for (numerics,), rows in sorted(measured.group_by("numerics"), key=lambda g: str(g[0])):
         groups = _launch_groups(rows)

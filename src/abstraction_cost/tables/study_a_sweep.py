@@ -134,8 +134,9 @@ SCHEMAS = {
         "study_h2d_ms": pl.Float64,           # ~15.17 or ~7.55 (pageable; pinned "halves it again")
     },
     # Top kernels per (numerics, implementation) at batch 32 and the kernel resolution; the study's ReLU rows
-    # have source "study" (numerics null: the study does not say). The C++ programs' rows come from Nsight Compute
-    # over their timed calls (message: what was profiled); without ncu, one not_run row with the reason.
+    # have source "study" (numerics null: the study does not say). From the sweep's profiled pass of the point where
+    # it is a cell of the grid (source: the pass's device profiler); else kernel jobs, the C++ programs' rows from
+    # Nsight Compute over their timed calls (message: what was profiled; without ncu, one not_run row).
     "sweep_kernels": {
         "implementation": pl.String,
         "transfer": pl.String,
@@ -143,7 +144,7 @@ SCHEMAS = {
         "device": pl.String,
         "batch_size": pl.Int64,
         "resolution": pl.Int64,
-        "source": pl.String,                  # torch.profiler | ncu <version> | study
+        "source": pl.String,                  # the profiler (torch.profiler, Kineto, CUPTI) | ncu <version> | study
         **STATUS,
         "rank": pl.Int64,                     # 1 = most total device time
         "kernel": pl.String,

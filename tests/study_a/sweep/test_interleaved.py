@@ -317,6 +317,12 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
     for impl in ("eager", "libtorch"):  # libtorch's trace (LibTorch's Kineto profiler, CPU activity) read
         messages = profile.filter(profile["implementation"] == impl, profile["status"] == "ok")["device_message"]
         assert set(messages) == {"no CUDA device: no kernels to profile"}, impl
+    # the kernel table's rows at the kernel point (batch 2 at 16 px, the grid's nearest to 32, float32 pageable:
+    # cell 6), one per implementation: no kernels without CUDA, and why
+    kernels = tables.read("sweep_kernels", job.output.kernels).sort("implementation")
+    assert kernels["implementation"].to_list() == ["eager", "libtorch"]
+    assert kernels.select("batch_size", "resolution", "transfer").unique().rows() == [(2, 16, "float32-pageable")]
+    assert set(kernels["status"]) == {"not_run"} and set(kernels["message"]) == {"no CUDA device: no kernels to profile"}
     left = [p for p in [*tmp_path.rglob("ac-profile-*"), *Path(tempfile.gettempdir()).glob("ac-profile-*")]
             if p.stat().st_mtime >= started]
     assert not left, left  # the conductor deletes each trace it read

@@ -228,8 +228,8 @@ def _unprofiled(store: Store, impl: str, cells: list[Cell]) -> bool:
 def _profile_walk(inv: int, workers: dict, start, cells: list[Cell], protocol: Protocol, store: Store) -> None:
     """The profiled pass of every cell the invocation measured, walked again once all of its timed turns are done:
     a process that has run the profiler stays slower (eager by a fifth at batch 8: CUPTI's callbacks stay
-    registered), so no timed call of a worker may follow its profiled pass. Each pass is kept with its cell's
-    record; a worker that dies in it is started again for the next cell."""
+    registered), so no timed call of a worker may follow its profiled pass. Each pass is kept, with its kernel
+    groups, in its cell's record; a worker that dies in it is started again for the next cell."""
     for cell in cells:
         for impl in list(workers):
             record = store.get(inv, impl, cell.index)
@@ -240,7 +240,8 @@ def _profile_walk(inv: int, workers: dict, start, cells: list[Cell], protocol: P
                 if ready["kind"] == "cell":   # it could not prepare the cell again (out of memory, say)
                     profile = {"status": ready["status"], "message": f"not profiled: {ready.get('message')}"}
                 else:
-                    profile = profiled.with_trace(workers[impl].ask(f"profile {protocol.profile_calls}", "profile"))
+                    profile = profiled.with_trace(workers[impl].ask(f"profile {protocol.profile_calls}", "profile"),
+                                                  groups=True)
                     workers[impl].ask("end", "cell")
                 if not protocol.together(cell):
                     workers[impl].ask("release", "released")

@@ -19,13 +19,14 @@ from ...measure.run import Run, measured_run
 from ...programs import native
 from .. import aoti_dynamic
 from ..transfer import Pool
-from . import shards as sweep_shards
+from . import kernels as sweep_kernels, shards as sweep_shards
 from .cells import Cell, SweepSettings, _first_line, _not_run_rows, build_kind, kind
 from .check import check_logits
 from .conductor import Protocol, Store, block_rows, cell_row, conduct, python_worker_command
 from .native_walk import sweep_command
 from .serial import _named
 from .store import CellStore, cells_dir, job_key
+from .summary import STUDY_TRANSFER
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +73,15 @@ def profile_rows(impl: str, cells, records: list[dict],
 
 def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings, protocol: Protocol, config: dict,
                      classes: int, run: Run, store: CellStore | None, numerics: str, logits_root: Path,
-                     profiles: list[dict] | None = None, cells: list[Cell] | None = None
+                     profiles: list[dict] | None = None, cells: list[Cell] | None = None,
+                     kernel_point: Cell | None = None, kernels: list[dict] | None = None
                      ) -> tuple[dict[str, list[dict]], list[dict]]:
     """Rows of the sweep table by implementation over `cells` (a shard; default every cell of the grid), and the
-    sweep_blocks rows; the sweep_profile rows are appended to `profiles`."""
+    sweep_blocks rows; the sweep_profile rows are appended to `profiles`, and the kernel table's rows of
+    `kernel_point` (one of `cells`) to `kernels`."""
     grid = settings.cells()
     cells = grid if cells is None else cells
+    kernels = [] if kernels is None else kernels
     rows, active = {}, []
     for impl in implementations:
         reason = not_run(impl, settings, numerics, run.device, inputs)
@@ -85,6 +89,8 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
             active.append(impl)
         else:
             rows[impl] = _not_run_rows(cells, *reason)
+            if kernel_point is not None:
+                kernels.append({"implementation": impl, "status": reason[0], "message": reason[1]})
     if not active:
         return rows, []
     pool = Pool(inputs.inputs)
@@ -132,8 +138,13 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
                                      run.device)
         rows[impl] = impl_rows
         blocks += [{"implementation": impl, **b} for b in block_rows(mine)]
+        first = [r for r in mine if r.get("invocation", 0) == 0]
         if profiles is not None:
-            profiles += profile_rows(impl, cells, [r for r in mine if r.get("invocation", 0) == 0])
+            profiles += profile_rows(impl, cells, first)
+        if kernel_point is not None:
+            source, found = sweep_kernels.from_profile(next((r for r in first if r["cell"] == kernel_point.index),
+                                                            None))
+            kernels += [{"implementation": impl, "source": source, **r} for r in found]
     return rows, blocks
 
 
@@ -167,15 +178,20 @@ def run(snakemake) -> None:
                       job_key(config, {**job, "cells": [c.index for c in cells]}, _named(inputs)))
     started = time.perf_counter()
     profiles: list[dict] = []
+    kernels: list[dict] = []  # the kernel table's rows where this job has the kernel point in a numerics it profiles
+    point = (sweep_kernels.point_cell(settings, cells) if hasattr(snakemake.output, "kernels")
+             and numerics in settings.kernel_numerics else None)
     with measured_run(config, rule=snakemake.rule, job=job, env_path=snakemake.output.env, device=device,
                       run_id=store.run_id, resumes=store.resumes) as measured, _scratch(store) as scratch:
         try:
             rows, blocks = interleaved_rows(implementations, inputs, settings, protocol, config, classes, measured,
-                                            store, numerics, scratch, profiles, cells)
+                                            store, numerics, scratch, profiles, cells, point, kernels)
         except Exception as err:  # the job could not start its walk: every cell says why
             log.error("sweep %s shard %d failed:\n%s", numerics, shard, traceback.format_exc())
             rows = {impl: _not_run_rows(cells, "error", _first_line(err)) for impl in implementations}
             blocks = []
+            kernels = [{"implementation": impl, "status": "error", "message": _first_line(err)}
+                       for impl in implementations] if point is not None else []
     defaults = dict.fromkeys(tables.schema("sweep"))
     aoti_build = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if "aoti" in implementations else None
     table = []
@@ -193,6 +209,14 @@ def run(snakemake) -> None:
         tables.write("sweep_profile", [{**dict.fromkeys(tables.schema("sweep_profile")), **p, "numerics": numerics,
                                         "device": device.type, "run_id": measured.run_id} for p in profiles],
                      snakemake.output.profile)
+    if hasattr(snakemake.output, "kernels"):
+        base = {**dict.fromkeys(tables.schema("sweep_kernels")), "transfer": STUDY_TRANSFER, "numerics": numerics,
+                "device": device.type, "run_id": measured.run_id}
+        if point is not None:
+            base.update(batch_size=point.batch, resolution=point.resolution)
+        # a row without a profile (not measured, the cell failed) names where it would have come from
+        tables.write("sweep_kernels", [{**base, **k_row, "source": k_row.get("source") or "sweep profiled pass"}
+                                       for k_row in kernels], snakemake.output.kernels)
     store.clear()
     log.info("%s shard %d: %d of %d cells ok over %d implementations, %.1f s", numerics, shard,
              sum(r["status"] == "ok" for r in table), len(table), len(implementations),

@@ -1,19 +1,22 @@
-"""The sweep's kernel table: the top CUDA kernels of one implementation in one numerics (study_a.sweep.numerics,
-set in the process before the model is built, as in the sweep's jobs: TF32 changes which convolution kernels run)
-at the kernel point (study: batch 32; its 25.166 MB copy says resolution 256), float32 pageable as the study's
-PyTorch.
+"""The sweep's kernel table: the top CUDA kernels of one implementation in one numerics at the kernel point
+(study: batch 32; its 25.166 MB copy says resolution 256), float32 pageable as the study's PyTorch.
 
 Each kernel's name, calls and total device time per inference, mean device time per launch, share of all kernel
-time, and launch grid and block, grouped by (name, grid, block):
-- Python implementations: torch.profiler over PROFILED_CALLS forwards after the warm-up (grid and block from the
-  profiler's Chrome trace, where Kineto writes them); source "torch.profiler".
-- C++ programs (ac_libtorch: torchscript-cpp, libtorch, aoti; ac_cudnn: cudnn, cudnn-graphs): they have no
-  CUDA-kernel profiler wired in (LibTorch's own profiler is not built into ac_libtorch), so Nsight Compute
-  profiles the program's own sweep of the one kernel-point cell (programs/ncu.py): the same command line the
-  sweep job launches, with `warmup` warm-up calls (not profiled) and PROFILED_CALLS timed calls (profiled: the
-  range native/common/sweep.h opens around them); source "ncu <version>", the row's message says what was
-  profiled. Without ncu (not on PATH nor at programs/ncu.FALLBACK) the row is not_run with that reason; an ncu
-  failure is an error row with ncu's last messages; bf16-autocast, which the programs lack, not_run.
+time, and launch grid and block, grouped by (name, grid, block). Two ways to it:
+- From the interleaved sweep (read_from_sweep: the point is a cell of its grid and the protocol profiles): the
+  point's profiled pass (measure/profiled.py, after the cell's timed turns) returns its kernel groups, and the sweep
+  job writes the rows (from_profile; source: the pass's device profiler, torch.profiler, LibTorch's Kineto or
+  ac_cudnn's CUPTI subscriber). No job of its own, no process started for it.
+- Else rule sweep_kernels_job, one job per (numerics, implementation), the numerics set in the process before the
+  model is built (TF32 changes which convolution kernels run):
+  - Python implementations: torch.profiler over PROFILED_CALLS forwards after the warm-up (grid and block from the
+    profiler's Chrome trace, where Kineto writes them); source "torch.profiler".
+  - C++ programs (torchscript-cpp, libtorch, aoti, cudnn, cudnn-graphs): Nsight Compute profiles the program's own
+    sweep of the one kernel-point cell (programs/ncu.py): the same command line the sweep job launches, with
+    `warmup` warm-up calls (not profiled) and PROFILED_CALLS timed calls (profiled: the range native/common/sweep.h
+    opens around them); source "ncu <version>", the row's message says what was profiled. Without ncu (not on PATH
+    nor at programs/ncu.FALLBACK) the row is not_run with that reason; an ncu failure is an error row with ncu's
+    last messages; bf16-autocast, which the programs lack, not_run.
 Without a GPU every row is not_run (no CUDA kernels to see).
 """
 from __future__ import annotations
@@ -22,47 +25,89 @@ import json
 import logging
 import tempfile
 import traceback
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 import torch
 
 from ... import tables
 from ...data.specs import spec
 from ...measure import device as devices
 from ...measure import numerics as nx
+from ...measure import profiled
 from ...measure.run import measured_run
 from ...measure.timing import synchronize
 from ...programs import ncu
 from .. import aoti_dynamic
 from ..transfer import Pool, cell_input
-from .cells import SweepSettings, _first_line, kind
+from .cells import Cell, SweepSettings, _first_line, kind
 from .native_walk import sweep_command
 from .python_model import PythonModel
-from .summary import STUDY_TRANSFER, kept, point_resolution
+from .summary import RELU, STUDY_TRANSFER, kept, point_resolution
 
 log = logging.getLogger(__name__)
 PROFILED_CALLS = 3
 
 
-def kernels_from_trace(trace: dict, top: int) -> list[dict]:
-    """Kernel events of a Chrome trace grouped by (name, grid, block), most total time first: the top ones and
-    every ReLU kernel below them."""
-    groups: dict[tuple, list[float]] = defaultdict(list)
-    for e in trace.get("traceEvents", []):
-        if e.get("cat") != "kernel" or "dur" not in e:
-            continue
-        args = e.get("args", {})
-        grid = "({})".format(",".join(map(str, args.get("grid", [])))) if "grid" in args else None
-        block = "({})".format(",".join(map(str, args.get("block", [])))) if "block" in args else None
-        groups[(e["name"], grid, block)].append(float(e["dur"]))
-    total = sum(sum(v) for v in groups.values())
-    ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
-    return [{"rank": rank, "kernel": name, "calls": len(d), "total_us": sum(d), "mean_us": sum(d) / len(d),
-             "share": sum(d) / total if total else None, "grid": grid, "block": block, "status": "ok",
-             "message": None}
-            for rank, ((name, grid, block), d) in kept(ranked, top, lambda kv: kv[0][0])]
+def kernels_from_groups(groups: list[list], top: int, calls: int, message: str | None = None) -> list[dict]:
+    """Rows of sweep_kernels from a profiled window's kernel groups (profiled.kernel_groups: name, grid, block,
+    launches, total µs) over `calls` forwards, most total time first (the top ones and every ReLU kernel below
+    them): calls and total_us per forward, mean_us per launch, share of all kernel time."""
+    total = sum(g[4] for g in groups)
+    ranked = sorted(groups, key=lambda g: -g[4])
+    return [{"rank": rank, "kernel": name, "calls": max(1, round(launches / calls)), "total_us": total_us / calls,
+             "mean_us": total_us / launches, "share": total_us / total if total else None, "grid": grid,
+             "block": block, "status": "ok", "message": message}
+            for rank, (name, grid, block, launches, total_us) in kept(ranked, top, lambda g: g[0])]
+
+
+def kernels_from_trace(trace: dict, top: int, calls: int = 1) -> list[dict]:
+    """kernels_from_groups of a Chrome trace's kernel events (`calls` forwards profiled)."""
+    return kernels_from_groups(profiled.kernel_groups(trace.get("traceEvents", [])), top, calls)
+
+
+def point_cell(settings: SweepSettings, cells: list[Cell]) -> Cell | None:
+    """The kernel point among a sweep job's `cells`: batch kernels.batch_size at the grid's resolution nearest
+    kernels.resolution, float32 pageable as the study's PyTorch; None where the job has none."""
+    point = (settings.kernel_batch, point_resolution(settings.resolutions, settings.kernel_resolution), STUDY_TRANSFER)
+    return next((c for c in cells if (c.batch, c.resolution, c.transfer) == point), None)
+
+
+def read_from_sweep(settings: SweepSettings, profile_calls: int) -> bool:
+    """Whether the interleaved sweep's profiled passes give the kernel table (its kernel point is a cell of the
+    grid, which profiles every cell); else rule sweep_kernels_job profiles the point in a job of its own."""
+    return profile_calls > 0 and settings.kernel_batch in settings.batches and STUDY_TRANSFER in settings.transfers
+
+
+def from_profile(record: dict | None) -> tuple[str | None, list[dict]]:
+    """(source, rows) of one implementation from its kernel-point record in the sweep (the first invocation's:
+    the cell's status and its profiled pass with kernel_groups): every kernel ranked, so that kernels.top is the
+    concatenation's to apply (top_rows) and a new top reruns no sweep."""
+    if record is None:
+        return None, [{"status": "not_run", "message": "the sweep has no record of the kernel point"}]
+    if record["status"] != "ok":
+        return None, [{"status": record["status"], "message": f"the kernel point's cell: {record.get('message')}"}]
+    profile = record.get("profile")
+    if profile is None:
+        return None, [{"status": "not_run", "message": "the kernel point has no profiled pass"}]
+    if profile.get("status", "ok") != "ok":
+        return None, [{"status": profile["status"], "message": profile.get("message")}]
+    if not profile.get("kernel_groups"):
+        return profile.get("device_source"), [{"status": "not_run", "message": profile.get("device_message")
+                                               or "the profiled pass recorded no CUDA kernel"}]
+    calls = profile["profiled_calls"]
+    message = (f"the sweep's profiled pass of this cell: {calls} calls after its timed turns (first invocation), "
+               "every kernel; calls and total_us per call, mean_us per kernel launch")
+    groups = profile["kernel_groups"]
+    return profile.get("device_source"), kernels_from_groups(groups, len(groups), calls, message)
+
+
+def top_rows(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
+    """The kernel table's rows within kernels.top, and every ReLU kernel below them (summary.kept), and every row
+    without a rank (not_run, error): what rule concat_sweep_kernels keeps of the ranked rows."""
+    return kernels.filter(pl.col("rank").is_null() | (pl.col("rank") <= top)
+                          | pl.col("kernel").str.contains(RELU.pattern))
 
 
 def kernels_from_ncu(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, message: str) -> list[dict]:
@@ -95,10 +140,7 @@ def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
-        rows = kernels_from_trace(json.loads(path.read_text()), top)
-    for r in rows:  # per inference, not per profiled window
-        r["calls"] = max(1, round(r["calls"] / PROFILED_CALLS))
-        r["total_us"] /= PROFILED_CALLS
+        rows = kernels_from_trace(json.loads(path.read_text()), top, PROFILED_CALLS)
     return rows or [{"status": "error", "message": "the profiler recorded no CUDA kernel"}]
 
 

@@ -87,15 +87,16 @@ class ServedCells:
         return self._guarded(block)
 
     def profile(self, calls: int) -> dict:
-        """The profiled pass (measure/profiled.py) of `calls` calls, after the cell's timed turns: never timed. A
-        failure is this record's status; the cell's timed calls stand."""
+        """The profiled pass (measure/profiled.py) of `calls` calls, after the cell's timed turns: never timed, with
+        its kernel groups (the kernel table's at the kernel point). A failure is this record's status; the cell's
+        timed calls stand."""
         def call():
             self.data.copy()
             self.model.forward(self.data.model_input())
         record = {"kind": "profile", "cell": self.cell.index}
         try:
             with torch.no_grad():
-                return {**record, "status": "ok", **profiled.profiled_pass(call, self.device, calls)}
+                return {**record, "status": "ok", **profiled.profiled_pass(call, self.device, calls, groups=True)}
         except Exception as err:  # noqa: BLE001 - an oom or error while profiling leaves the timed cell intact
             log.exception("profiling cell %s failed", self.cell)
             return {**record, "status": "oom" if isinstance(err, torch.OutOfMemoryError) else "error",
