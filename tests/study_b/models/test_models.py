@@ -7,6 +7,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -228,6 +229,7 @@ def _with_id(rows, run_id="r0"):
 
 
 def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
+    caplog.set_level(logging.INFO, logger="abstraction_cost.study_b.models.protocol")
     config = smoke_config()
     with measured_run(config, rule="t", job={}, env_path=tmp_path / "env.parquet") as run:
         out = vision_job.run_job(config, "squeezenet1_1", "cpu", run, logging.getLogger("t"))
@@ -296,6 +298,10 @@ def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
     layer_summary = tables.frame("vision_layer_summary",
                                  vision_summary.layer_summary_rows(layer_df, oracle_df, 50, 0.95, 0))
     assert layer_summary.height == 2 * n
+    # where an invocation's time before its turns went: each worker's start, its prepare and its longest build
+    line = next(r.getMessage() for r in caplog.records if "workers up and prepared" in r.getMessage())
+    for key in ("clean", "compiled:default"):
+        assert re.search(rf"{key}: up \d+\.\d s, ready \d+\.\d s \(longest build \w+ \d+\.\d s, warm-ups", line), line
 
 
 def test_selective_builds_compute_the_models_forward(eager_backend):

@@ -113,7 +113,8 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
     """One invocation: every worker of `specs` started, prepared, and its variants timed in rotating turns.
     Records: one per (worker, variant), with `blocks` ([calls' ms] per turn) and `turns`."""
     records: dict[tuple[str, str], dict] = {}
-    started = time.perf_counter()
+    started, spawned = time.perf_counter(), time.monotonic()
+    phases: dict[str, str] = {}   # per worker, for the log: when it was up and ready, and its longest build
     with tempfile.TemporaryDirectory(prefix="vision-protocol-") as tmp:
         workers = {key: Worker(f"vision-{key}-{inv}", _command({**spec, "invocation": inv}, Path(tmp), key)) for key, spec in specs.items()}
         alive: dict[str, Worker] = {}
@@ -133,7 +134,8 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
         try:
             for key, worker in workers.items():   # all launched before any is waited for: start-ups overlap
                 try:
-                    worker.ask(None, "up")
+                    up = worker.ask(None, "up")
+                    phases[key] = f"up {up.get('monotonic_s', spawned) - spawned:.1f} s"
                     worker.send("prepare")   # every worker prepares at once; a dead one says how at `ready`
                     alive[key] = worker
                 except WorkerDied as err:
@@ -147,6 +149,12 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
                 for variant, answer in ready["variants"].items():
                     records[(key, variant)] = {"worker": key, "variant": variant, **answer, "blocks": [],
                                                "turns": []}
+                builds = {v: a["build_s"] for v, a in ready["variants"].items() if a.get("build_s") is not None}
+                longest = max(builds, key=builds.get, default=None)
+                phases[key] += (f", ready {ready.get('monotonic_s', spawned) - spawned:.1f} s"
+                                + (f" (longest build {longest} {builds[longest]:.1f} s, warm-ups "
+                                   f"{sum(a.get('warmup_s') or 0 for a in ready['variants'].values()):.1f} s)"
+                                   if longest else ""))
             prepared = time.perf_counter()
             slots = [k for k, r in records.items() if r["status"] == "ok" and k[0] in alive]
             calls = {k: protocol.calls_per_block(records[k]["call_ms"]) for k in slots}
@@ -172,8 +180,9 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
             if inv == 0 and protocol.profile_calls > 0:
                 _profile(alive, records, protocol.profile_calls, inv)
             # what the invocation spent outside its turns (start-ups and compiles overlap across workers)
-            log.info("invocation %d: workers up and prepared in %.1f s, turns %.1f s, profiled pass %.1f s", inv,
-                     prepared - started, timed - prepared, time.perf_counter() - timed)
+            log.info("invocation %d: workers up and prepared in %.1f s (%s), turns %.1f s, profiled pass %.1f s",
+                     inv, prepared - started, "; ".join(f"{k}: {v}" for k, v in phases.items()), timed - prepared,
+                     time.perf_counter() - timed)
         finally:
             for worker in workers.values():
                 worker.close()

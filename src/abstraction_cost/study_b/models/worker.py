@@ -2,8 +2,9 @@
 block of one of them on command. One JSON record per line on stdout, one command per line on stdin:
 
     python -m abstraction_cost.study_b.models.worker SPEC.json
-    -> {"kind": "up"}                              once the model and inputs are loaded
-    prepare -> {"kind": "ready", "variants": {name: {status, message, call_ms, warmup_calls, steady, build...}}}
+    -> {"kind": "up", "monotonic_s"}               once the model and inputs are loaded
+    prepare -> {"kind": "ready", "variants": {name: {status, message, call_ms, warmup_calls, steady, build...,
+                build_s, warmup_s}}, "monotonic_s"}  (time.monotonic(): the protocol logs when each was ready)
     time NAME N -> {"kind": "block", "variant": NAME, "times_ms": [...]} | {"kind": "failed", "variant", "status",
                    "message"} (the variant is over for this process)
     profile N [NAME ...] -> {"kind": "profile", "variants": {name: {status, message, profiled_calls, host_issue_ms,
@@ -27,6 +28,7 @@ import logging
 import os
 import statistics
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -116,13 +118,14 @@ class Variants:
         answers = {}
         with torch.no_grad():
             for name, build in self._builders().items():
-                prepared = None
+                prepared, started = None, time.perf_counter()
                 try:
                     prepared = build()
                     if not name.startswith("eager"):
                         reference.require(prepared.fn, loaded.inputs[0], f"{case.model} {name}")
                     self.fns[name] = prepared.fn
-                    answers[name] = {"status": "ok", "message": None, **prepared.compile_columns()}
+                    answers[name] = {"status": "ok", "message": None, **prepared.compile_columns(),
+                                     "build_s": time.perf_counter() - started}
                 except Exception as err:   # a failed build or check is this variant's record; the rest go on
                     if loaded.device.type == "cuda":
                         torch.cuda.empty_cache()
@@ -133,12 +136,13 @@ class Variants:
             gc.disable()    # from here to the process's end: no collection inside a warm-up or timed call
             for name in list(self.fns):
                 try:
+                    started = time.perf_counter()
                     with vm.refuse_compilation(f"{case.model} {name} warm-up"):
-                        answers[name].update(self._warm_up(name))
+                        answers[name].update(self._warm_up(name), warmup_s=time.perf_counter() - started)
                 except Exception as err:
                     self.fns.pop(name)
                     answers[name] = {"status": vm.status_of(err), "message": vm.message_of(err)}
-        return {"kind": "ready", "variants": answers}
+        return {"kind": "ready", "variants": answers, "monotonic_s": time.monotonic()}
 
     def _warm_up(self, name: str) -> dict:
         """Windows of calls until two consecutive medians agree within STEADY_TOLERANCE, after at least the
@@ -224,7 +228,7 @@ class Variants:
 
 def serve(variants_of, commands, answer) -> None:
     variants = variants_of()
-    answer({"kind": "up"})
+    answer({"kind": "up", "monotonic_s": time.monotonic()})   # the protocol's log: when each worker was up
     for line in commands:
         op, _, arg = line.strip().partition(" ")
         if op == "prepare":
