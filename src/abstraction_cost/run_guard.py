@@ -104,14 +104,19 @@ def _cmdline(pid: int) -> str:
 
 
 def _children(pid: int) -> list[int]:
-    found = []
+    """Every descendant of `pid`, children first: a job's workers are its fork server's children
+    (programs/fork_server.py)."""
+    parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        below = [child for child, parent in parents.items() if parent == todo[0]]
+        found += below
+        todo = todo[1:] + below
     return found
 
 

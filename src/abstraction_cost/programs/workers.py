@@ -1,7 +1,7 @@
 """A served worker process: one implementation's long-lived process, told what to do by commands on its stdin, answering
 in JSON-lines records on its stdout (a C++ program with --serve, or a Python worker). Study A's sweep conductor and
 Study B's vision protocol both run their workers through Worker; a Python worker sets up its end with
-worker_records."""
+worker_records, and is forked from the job's fork server (fork_server.py: torch imported once per job)."""
 from __future__ import annotations
 
 import logging
@@ -11,7 +11,7 @@ import sys
 import threading
 from collections import deque
 
-from . import native
+from . import fork_server, native
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +31,27 @@ def worker_records(label: str):
     return records
 
 
+def _start(command: list[str]):
+    """A Python worker (`python -m MODULE ...`) forked from the job's fork server, which has torch imported; any
+    other program, or every process where the server is off or gone, started directly."""
+    env, held = native.runtime_env(), native.gpu_slots.held_fds()
+    if command[:2] == [sys.executable, "-m"]:
+        server = fork_server.shared(env, held)
+        if server is not None:
+            try:
+                return server.spawn(command[1:], env)
+            except fork_server.ServerGone as err:
+                log.warning("%s: started directly: %s", command[2], err)
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", bufsize=1, env=env, pass_fds=held)
+
+
 class Worker:
     """One implementation's process: commands on its stdin, JSON-lines records on its stdout."""
 
     def __init__(self, name: str, command: list[str]):
         self.name, self.command = name, [str(c) for c in command]
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1,
-                                     env=native.runtime_env(), pass_fds=native.gpu_slots.held_fds())
+        self.proc = _start(self.command)
         self.tail: deque = deque(maxlen=native.STDERR_TAIL_LINES)
         self._stderr = threading.Thread(target=self._drain, name=f"{name}-stderr", daemon=True)
         self._stderr.start()
