@@ -5,6 +5,9 @@ from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+if (snakemake.config["study_a"]["backends"].get("protocol") or {}).get("mode", "interleaved") == "interleaved":
+    from abstraction_cost.programs import workers   # its workers fork from the job's fork server
+    workers.start_fork_server()
 
 from abstraction_cost.study_a.comparison import job as eval_backend  # noqa: E402
 

@@ -5,6 +5,9 @@ from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+if "numerics" in snakemake.wildcards.keys():   # interleaved: its workers fork from the job's fork server
+    from abstraction_cost.programs import workers
+    workers.start_fork_server()
 
 from abstraction_cost.study_a.sweep import serial as sweep, interleaved as sweep_interleaved  # noqa: E402
 

@@ -8,6 +8,8 @@ from abstraction_cost.workflow import setup_logging
 log = setup_logging(snakemake)
 gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
 inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before torch is imported
+from abstraction_cost.programs import workers  # noqa: E402
+workers.start_fork_server()   # with the job's environment: its imports overlap the job's layer step
 
 from abstraction_cost import tables  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402

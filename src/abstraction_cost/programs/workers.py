@@ -31,6 +31,12 @@ def worker_records(label: str):
     return records
 
 
+def start_fork_server() -> None:
+    """Start this job's fork server now (a timing job, once its GPU slot and environment are set), so that its
+    imports overlap the job's own start instead of holding up its first invocation's workers."""
+    fork_server.shared(native.runtime_env(), native.gpu_slots.held_fds())
+
+
 def _start(command: list[str]):
     """A Python worker (`python -m MODULE ...`) forked from the job's fork server, which has torch imported; any
     other program, or every process where the server is off or gone, started directly."""
