@@ -57,7 +57,7 @@ def kernels_from_groups(groups: list[list], top: int, calls: int, message: str |
     total = sum(g[4] for g in groups)
     ranked = sorted(groups, key=lambda g: -g[4])
     return [{"rank": rank, "kernel": name, "calls": max(1, round(launches / calls)), "total_us": total_us / calls,
-             "mean_us": total_us / launches, "share": total_us / total if total else None, "grid": grid,
+             "mean_us": total_us / launches if launches else None, "share": total_us / total if total else None, "grid": grid,
              "block": block, "status": "ok", "message": message}
             for rank, (name, grid, block, launches, total_us) in kept(ranked, top, lambda g: g[0])]
 
@@ -111,16 +111,9 @@ def top_rows(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
 
 
 def kernels_from_ncu(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, message: str) -> list[dict]:
-    """Rows of sweep_kernels from ncu's groups (ncu.parse_summary), most total time first (the top ones and every
-    ReLU kernel below them): calls and total_us per forward (of `forwards` profiled), mean_us per call, share of all
-    profiled kernel time."""
-    total = sum(g["total_us"] for g in groups.values())
-    ranked = sorted(groups.items(), key=lambda kv: -kv[1]["total_us"])
-    return [{"rank": rank, "kernel": name, "calls": max(1, round(g["calls"] / forwards)),
-             "total_us": g["total_us"] / forwards, "mean_us": g["total_us"] / g["calls"] if g["calls"] else None,
-             "share": g["total_us"] / total if total else None, "grid": grid, "block": block, "status": "ok",
-             "message": message}
-            for rank, ((name, grid, block), g) in kept(ranked, top, lambda kv: kv[0][0])]
+    """kernels_from_groups of ncu's groups (ncu.parse_summary) over `forwards` profiled forwards."""
+    return kernels_from_groups([[*key, g["calls"], g["total_us"]] for key, g in groups.items()], top, forwards,
+                               message)
 
 
 def profile(model: PythonModel, pool: Pool, batch: int, resolution: int, device: torch.device, top: int,
