@@ -25,7 +25,7 @@ from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 
 
 # A worker speaking the protocol of native/common/sweep_serve.h: every call takes 1 ms; each command is appended to
-# LOG as "<name> <command>"; DIE_AT=K makes it exit 3 when told to load or prepare cell K.
+# LOG as "<name> <command>"; worker b reports 0.25 s per load; DIE_AT=K makes it exit 3 when told to load or prepare cell K.
 FAKE_WORKER = textwrap.dedent('''
     import json, os, sys
     name, log, die_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -42,7 +42,7 @@ FAKE_WORKER = textwrap.dedent('''
             if cell == die_at:
                 sys.exit(3)
             if op == "load":
-                say({"kind": "cell_loaded", "cell": cell, "prepare_s": 0})
+                say({"kind": "cell_loaded", "cell": cell, "prepare_s": 0.25 if name == "b" else 0})
             else:
                 say({"kind": "ready", "cell": cell, "warmup_calls": 3, "steady": True, "call_ms": 1.0,
                      "prepare_s": 0})
@@ -103,6 +103,15 @@ def test_every_worker_loads_a_cell_at_once_then_warms_up_alone_before_any_is_tim
     assert all(line.endswith("time 2") for line in first_cell if " time " in line)
     assert [r["status"] for r in records] == ["ok"] * 6
     assert [len(r["blocks"]) for r in records] == [3] * 6 and records[0]["turns"] == [0, 1, 2]
+
+
+def test_the_invocation_log_names_the_slowest_loaders_by_their_own_load_times(fake, caplog):
+    cells = walk([1, 2], [8], ["float32-pageable"])
+    with caplog.at_level("INFO", logger=sweep_conductor.__name__):
+        conduct(["a", "b"], fake.command_for(), cells, _settings(), _protocol(), Store(None, ["a", "b"], len(cells)))
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("invocation 0: ") and " s: " in
+                r.getMessage())
+    assert "loading by worker: b 0.5 s, a 0.0 s" in line, line
 
 
 def test_a_cell_too_large_to_share_the_device_is_measured_one_implementation_at_a_time(fake):

@@ -156,18 +156,25 @@ class Phases:
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
-        self.prepare: dict[str, float] = {}
+        self.by_worker: dict[str, dict[str, float]] = {"loading": {}, "preparing": {}}
 
     def add(self, phase: str, seconds: float, worker: str | None = None) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
         if worker is not None:
-            self.prepare[worker] = self.prepare.get(worker, 0.0) + seconds
+            self.worker(phase, worker, seconds)
+
+    def worker(self, phase: str, worker: str, seconds: float) -> None:
+        """One worker's share of a phase; for `loading`, its own time (the workers load at once, so the phase's
+        wall time is about the slowest one's)."""
+        self.by_worker[phase][worker] = self.by_worker[phase].get(worker, 0.0) + seconds
 
     def summary(self) -> str:
         parts = [f"{phase} {s:.1f} s" for phase, s in self.seconds.items()]
-        slowest = sorted(self.prepare.items(), key=lambda kv: -kv[1])[:3]
-        return ", ".join(parts) + (" (preparing: " + ", ".join(f"{w} {s:.1f} s" for w, s in slowest) + ")"
-                                   if slowest else "")
+        for phase, workers in self.by_worker.items():
+            slowest = sorted(workers.items(), key=lambda kv: -kv[1])[:3]
+            if slowest:
+                parts.append(f"{phase} by worker: " + ", ".join(f"{w} {s:.1f} s" for w, s in slowest))
+        return ", ".join(parts)
 
 
 def _invocation(inv: int, implementations: list[str], command_for: CommandFor, cells: list[Cell], due: list[Cell],
@@ -284,6 +291,8 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             if record["kind"] == "cell":
                 final(impl, record)
                 group = [i for i in group if i != impl]
+            else:   # a C++ worker's prepare_s is its whole load; a Python worker's excludes its model's build
+                phases.worker("loading", impl, (record.get("prepare_s") or 0.0) + (record.get("build_s") or 0.0))
         phases.add("loading", time.perf_counter() - loading)
     # the warm-ups and turns of workers that loaded the cell above on one CPU of the slot, so that a turn's pair
     # meets the same host (a lone worker loads in its warm-up, with every core of the slot)
