@@ -15,7 +15,9 @@ Per GPU slot, with --results (the run's results/ folder): the run's span (first 
 added up) is the slot's held time, split into
     measuring    inside the measured runs of the timing jobs on that slot (their environment rows' started_at
                  to ended_at), less the compiled builds the sweep tables record inside them (build_s)
-    start_up     from a timing job's start to its first measured run: interpreter, imports, CUDA context
+    start_up     from a timing job's start to its first measured run: interpreter, imports, CUDA context; for a
+                 job that started staged (its environment rows' gpu_slot_taken_at), from when it took its slot:
+                 its imports before that overlapped the job timing on the slot
     builds       compiled builds inside measured runs, and the time no timing job held the slot while a build or
                  compile job ran (the C++ programs, the compile warm-up, the AOTInductor and TorchScript artifacts)
     other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
@@ -203,7 +205,9 @@ def measured_runs(results: Path) -> list[dict]:
         runs.append({"rule": r["rule"], "run_id": r["run_id"], "slot": slot, "build_s": builds.get(r["run_id"], 0.0),
                      "job": _pairs(r.get("job") or "", ","),
                      "start": dt.datetime.fromisoformat(r["started_at"]).timestamp(),
-                     "end": dt.datetime.fromisoformat(r["ended_at"]).timestamp()})
+                     "end": dt.datetime.fromisoformat(r["ended_at"]).timestamp(),
+                     "taken": dt.datetime.fromisoformat(r["gpu_slot_taken_at"]).timestamp()
+                     if r.get("gpu_slot_taken_at") else None})
     return runs
 
 
@@ -233,6 +237,9 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
         slot = mine[0]["slot"] if mine else (slots[0] if len(slots) == 1 else None)
         if slot is None:
             continue   # a timing job with no measured run on a box of several slots: its GPU is not known
+        taken = [r["taken"] for r in mine if r.get("taken") is not None]
+        if taken:   # a staged job holds the slot from its lock on (gpu_slots.stage), not from its start
+            start = min(max(start, min(taken)), end)
         s = per[slot]
         inside = _clip([(r["start"], r["end"]) for r in mine], start, end)
         measured, builds = union_length(inside), sum(r["build_s"] for r in mine)

@@ -4,7 +4,7 @@ from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
-gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+gpu_slots.stage(snakemake)  # first: this job starts beside the one timing on its GPU, off the timing cores
 inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before torch is imported
 
 import torch  # noqa: E402
@@ -13,6 +13,8 @@ from abstraction_cost import tables  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
 from abstraction_cost.study_b.blocks.cases import TimingSettings, pair_device  # noqa: E402
 from abstraction_cost.study_b.blocks.experiments import experiment, run_timing  # noqa: E402
+
+gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 
 config = snakemake.config
 w = snakemake.wildcards

@@ -4,11 +4,13 @@ from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
-gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+gpu_slots.stage(snakemake)  # first: this job starts beside the one timing on its GPU, off the timing cores
 if "numerics" in snakemake.wildcards.keys():   # interleaved: its workers fork from the job's fork server
     from abstraction_cost.programs import workers
     workers.start_fork_server()
 
 from abstraction_cost.study_a.sweep import serial as sweep, interleaved as sweep_interleaved  # noqa: E402
+
+gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 
 (sweep_interleaved if "numerics" in snakemake.wildcards.keys() else sweep).run(snakemake)

@@ -7,10 +7,12 @@ from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
-gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+gpu_slots.stage(snakemake)  # first: this job starts beside the one timing on its GPU, off the timing cores
 
 from abstraction_cost.programs import native  # noqa: E402
 from abstraction_cost.study_a.training import job as training_job  # noqa: E402
+
+gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 
 
 def trainer(run, data, order, weights_path, settings):

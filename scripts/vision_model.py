@@ -6,15 +6,17 @@ from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
-gpu_slots.take(snakemake, log)  # first, before torch is imported: this job's GPU slot
+gpu_slots.stage(snakemake)  # first: this job starts beside the one timing on its GPU, off the timing cores
 inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # before torch is imported
 from abstraction_cost.programs import workers  # noqa: E402
-workers.start_fork_server()   # with the job's environment: its imports overlap the job's layer step
+workers.start_fork_server()   # with the job's environment: its imports overlap the job's start and layer step
 
 from abstraction_cost import tables  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
 from abstraction_cost.measure.steps import StepStore  # noqa: E402
 from abstraction_cost.study_b.models import job as vision_job  # noqa: E402
+
+gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 
 w, config = snakemake.wildcards, snakemake.config
 # finished steps kept beside the job's outputs (not among them, so a failed job's are not deleted)

@@ -94,10 +94,10 @@ def test_study_a_timing_jobs_can_run_while_the_compile_warm_ups_do(gpu_dag):
     for job in study_a:
         assert not any(u["rule"] in WARM_UPS for u in upstream(gpu_dag, job)), job["output"]
         assert amount(job, "gpu") == 1 and amount(job, "timing") == 1 and amount(job, "compile") == 0
-    # one Study A timing job per GPU and a warm-up fit the cores at once (the totals of gpu and timing are GPUS,
-    # of which a warm-up takes none)
+    # a Study A timing job timing and one staged per GPU and a warm-up fit the cores at once (the totals of gpu and
+    # timing are gpu_slots.timing_total(GPUS), of which a warm-up takes none)
     most = max(j["threads"] for j in study_a)
-    assert GPUS * most + max(w["threads"] for w in warm_ups) <= CORES
+    assert gpu_slots.timing_total(GPUS) * most + max(w["threads"] for w in warm_ups) <= CORES
 
 
 def test_only_a_warm_ups_own_timing_job_waits_for_it(gpu_dag):
@@ -134,4 +134,4 @@ def test_no_compile_warm_up_runs_beside_a_cpu_timing_job(cpu_dag):
     warm_ups = [j for j in cpu_dag if j["rule"] in WARM_UPS]
     assert cpu_timing and warm_ups
     for job in cpu_timing:  # every unit of `compile`: a warm-up's one does not fit beside it
-        assert amount(job, "compile") == CORES and amount(job, "timing") == max(GPUS, 1)
+        assert amount(job, "compile") == CORES and amount(job, "timing") == gpu_slots.timing_total(GPUS)

@@ -205,6 +205,21 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
     assert result["critical_path_s"] == 30.0
 
 
+def test_run_time_counts_a_staged_jobs_slot_time_from_when_it_took_the_slot(tmp_path):
+    """The second job starts (staged) while the first times, and takes the GPU when the first ends: its imports
+    before that are not the slot's start-up, and the slot's parts still add up to its held time."""
+    import datetime as dt
+    iso = lambda s: dt.datetime.fromtimestamp(T0 + s, dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: E731
+    result = _run_time_of(tmp_path, [(1, "eval_backend", "numerics=fp32", 0, 10, "", "a"),
+                                     (2, "eval_backend", "numerics=tf32", 4, 19, "", "b")],
+                          {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
+                           "gpu_uuid": ["GPU-a"] * 2, "job": ["numerics=fp32", "numerics=tf32"],
+                           "gpu_slot_taken_at": [iso(0), iso(10)], "start": [2, 11], "end": [9, 18]})
+    (slot,) = result["slots"]
+    assert slot["held_s"] == 19.0 and slot["jobs"] == 2
+    assert _parts(slot) == {"measuring": 14.0, "start_up": 3.0, "builds": 0.0, "other": 2.0, "idle": 0.0}
+
+
 def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
     """Two eval jobs at once on two GPUs: each job's measured run is found by its wildcards, not by its times
     alone (the aoti job's run ends within a second of the eager job's end)."""

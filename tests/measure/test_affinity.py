@@ -67,19 +67,32 @@ def test_a_machine_without_topology_files_splits_by_numbers(tmp_path):
 
 @pytest.fixture
 def fake_cores(monkeypatch):
-    """16 cores, and sched_setaffinity recorded instead of done."""
-    calls = []
+    """16 cores, and sched_setaffinity recorded instead of done: the process's (pid 0) in the list returned, every
+    thread's in its `threads` attribute."""
+    calls = ThreadCalls()
     monkeypatch.setattr(affinity, "_INITIAL", frozenset(range(16)))
     monkeypatch.setattr(affinity, "SYSFS_CPU", Path("/nonexistent"))   # one thread per core
-    monkeypatch.setattr(affinity.os, "sched_setaffinity", lambda pid, cores: calls.append(set(cores)))
+    monkeypatch.setattr(affinity.os, "sched_setaffinity",
+                        lambda pid, cores: (calls if pid == 0 else calls.threads).append(set(cores)))
     monkeypatch.setattr(affinity, "_pinned", "not pinned")
+    monkeypatch.setattr(affinity, "_cores", None)
     return calls
+
+
+class ThreadCalls(list):
+    def __init__(self):
+        super().__init__()
+        self.threads = []
 
 
 def test_a_timing_job_pins_to_its_slot_and_an_untimed_job_off_every_slot(fake_cores, monkeypatch):
     affinity.pin_timing(1, 2)
     assert fake_cores[-1] == set(range(4, 8)) and affinity.environment_columns("start")["cpu_affinity"].startswith(
         "timing slot 1: 4-7")
+    # every thread moves (a staged job's imports may have started some), and the job's workers get its cores
+    own = set(int(t) for t in os.listdir("/proc/self/task"))
+    assert len(fake_cores.threads) >= len(own) and fake_cores.threads[-1] == set(range(4, 8))
+    assert affinity.job_cores() == frozenset(range(4, 8))
     monkeypatch.setattr(gpu_slots, "visible_gpus", lambda: [gpu_slots.Gpu(0, "GPU-a"), gpu_slots.Gpu(1, "GPU-b")])
     job = SimpleNamespace(rule="prepare_dataset", config={"device": "auto", "gpus": {}})
     gpu_slots.pin_untimed(job)

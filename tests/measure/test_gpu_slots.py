@@ -101,7 +101,9 @@ def test_take_locks_a_free_gpu_and_the_next_job_gets_another(monkeypatch, slot_s
     config = {"device": "auto"}
     first = gpu_slots.take(job("eval_backend", config, implementation="eager"))
     assert first.gpu.index == 0 and gpu_slots.held() is first
-    assert gpu_slots.environment_columns() == {"gpu_index": 0, "gpu_slot_wait_s": first.wait_s}
+    assert gpu_slots.environment_columns() == {"gpu_index": 0, "gpu_slot_wait_s": first.wait_s,
+                                               "gpu_slot_taken_at": first.taken_at}
+    assert first.taken_at.endswith("+00:00")
     assert gpu_slots.held_fds() == (first.fd,)
     # another job (process) sees GPU 0 taken
     other = gpu_slots.acquire(gpu_slots.visible_gpus(), "other")
@@ -112,7 +114,8 @@ def test_take_locks_a_free_gpu_and_the_next_job_gets_another(monkeypatch, slot_s
 def test_a_cpu_job_takes_no_slot(monkeypatch):
     fake_gpus(monkeypatch, 2)
     assert gpu_slots.take(job("vision_model", {"device": "auto"}, pair="cpu", model="alexnet")) is None
-    assert gpu_slots.environment_columns() == {"gpu_index": None, "gpu_slot_wait_s": None}
+    assert gpu_slots.environment_columns() == {"gpu_index": None, "gpu_slot_wait_s": None,
+                                               "gpu_slot_taken_at": None}
 
 
 def test_zero_slots_on_auto_hides_the_gpus(monkeypatch):
@@ -125,7 +128,7 @@ def test_zero_slots_on_auto_hides_the_gpus(monkeypatch):
 def test_take_refuses_once_cuda_is_initialised(monkeypatch):
     fake_gpus(monkeypatch, 1)
     monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: True)))
-    with pytest.raises(RuntimeError, match="before torch is imported"):
+    with pytest.raises(RuntimeError, match="before any CUDA call"):
         gpu_slots.take(job("eval_backend", {"device": "cuda"}, implementation="eager"))
 
 
@@ -209,11 +212,14 @@ def test_a_launched_program_holds_the_slot_after_its_job_dies(monkeypatch, slot_
 
 JOB_SCRIPT = """
 import json, os, time
+begun = time.time()
 from abstraction_cost.measure import gpu_slots
+gpu_slots.stage(snakemake)
+time.sleep(0.5)   # the imports of a staged job
 slot = gpu_slots.take(snakemake)
 start = time.time()
 time.sleep(1.5)
-json.dump({"gpu": slot.gpu.index if slot else None, "start": start, "end": time.time(),
+json.dump({"gpu": slot.gpu.index if slot else None, "begun": begun, "start": start, "end": time.time(),
            "pair": snakemake.wildcards.pair}, open(snakemake.output[0], "w"))
 """
 
@@ -258,6 +264,30 @@ def test_snakemake_runs_one_timing_job_per_gpu_at_once(tmp_path, monkeypatch):
             assert not (a["gpu"] == b["gpu"] and overlaps(a, b)), f"two timing jobs at once on GPU {a['gpu']}"
     assert any(overlaps(a, b) for i, a in enumerate(gpu_jobs) for b in gpu_jobs[i + 1:])  # in parallel
     assert not any(overlaps(cpu_job, j) for j in gpu_jobs)  # a CPU timing job runs alone
+
+
+def test_the_next_timing_job_starts_while_one_times_and_times_only_once_the_gpu_is_free(tmp_path, monkeypatch):
+    fake_gpus(monkeypatch, 1)
+    slot_workflow(tmp_path, {"device": "auto"})
+    done = run_snakemake(tmp_path, monkeypatch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    gpu_jobs = sorted((json.loads(p.read_text()) for p in (tmp_path / "out").glob("gpu-*.json")),
+                      key=lambda j: j["start"])
+    for a, b in zip(gpu_jobs, gpu_jobs[1:]):
+        assert b["start"] >= a["end"] - 0.05, "two jobs timing at once on one GPU"
+    # staged: a later job was already running (its imports done) while the one before it timed
+    assert sum(b["begun"] < a["end"] - 0.4 for a, b in zip(gpu_jobs, gpu_jobs[1:])) >= len(gpu_jobs) // 2
+
+
+def test_a_staged_gpu_job_starts_off_the_timing_cores_and_asks_cuda_through_nvml(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    pinned = []
+    monkeypatch.setattr(gpu_slots.affinity, "pin_other", pinned.append)
+    gpu_slots.stage(job("vision_model", {"device": "auto"}, pair="cpu"))   # a CPU timing job: nothing staged
+    assert pinned == [] and "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
+    gpu_slots.stage(job("vision_model", {"device": "auto"}, pair="gpu"))
+    assert pinned == [2] and os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
 
 
 @pytest.mark.parametrize("gpus, args", [({"slots": 1}, []), ({}, ["--resources", "gpu=1"])],
@@ -316,3 +346,13 @@ def test_measured_runs_safety_net_locks_the_device_a_job_took_no_slot_for(monkey
     slot = gpu_slots.hold_device("fake-1")  # torch writes the UUID without NVML's "GPU-"
     assert slot.gpu.index == 1 and gpu_slots.hold_device("fake-1") is slot
     assert gpu_slots._try_lock(slot.gpu, "probe") is None
+
+
+def test_a_job_whose_cuda_runs_on_another_gpu_than_its_slot_is_stopped(monkeypatch):
+    """CUDA reads CUDA_VISIBLE_DEVICES once: a CUDA call among a staged job's imports, before take() set it, would
+    put the job on a GPU it did not lock. measured_run's check says so instead of timing there."""
+    monkeypatch.setattr(gpu_slots, "_held", gpu_slots.Slot(gpu_slots.Gpu(1, "GPU-aaaa"), 0.0, -1))
+    assert gpu_slots.hold_device("aaaa") is gpu_slots._held
+    with pytest.raises(RuntimeError, match="holds the slot of GPU-aaaa but CUDA runs it on bbbb"):
+        gpu_slots.hold_device("bbbb")
+    monkeypatch.setattr(gpu_slots, "_held", None)

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from abstraction_cost.measure import affinity, gpu_slots
 from abstraction_cost.programs import fork_server
 from abstraction_cost.programs.workers import Worker, WorkerDied
 from tests.fixtures.repository import REPO
@@ -64,7 +65,7 @@ def test_workers_start_directly_where_the_server_is_off_or_gone(monkeypatch):
     monkeypatch.setenv(fork_server.DISABLE_ENV, "0")
     assert not isinstance(Worker("echo", ECHO).proc, fork_server.ForkedProcess)
     monkeypatch.delenv(fork_server.DISABLE_ENV)
-    server = fork_server.shared({**os.environ}, ())
+    server = fork_server.shared({**os.environ})
     server.proc.kill()
     server.proc.wait()
     try:
@@ -74,3 +75,24 @@ def test_workers_start_directly_where_the_server_is_off_or_gone(monkeypatch):
         worker.close()
     finally:
         fork_server._shared = None   # the next test's workers get a fresh server
+
+
+def test_a_worker_forked_for_a_staged_job_has_its_slots_cores_and_holds_its_gpu_lock(monkeypatch, tmp_path):
+    """The server may start before its job has a GPU slot (gpu_slots.stage): the worker still gets the job's
+    cores and its lock, which it holds while it lives, as a directly started process inherits them."""
+    fork_server.shared({**os.environ})   # started first, as a staged job starts it
+    monkeypatch.setattr(gpu_slots, "LOCK_DIR", tmp_path)
+    gpu = gpu_slots.Gpu(0, "GPU-fake-0")
+    fd = gpu_slots._try_lock(gpu, "this job")
+    monkeypatch.setattr(gpu_slots, "_held", gpu_slots.Slot(gpu, 0.0, fd))
+    cpu = max(os.sched_getaffinity(0))
+    monkeypatch.setattr(affinity, "_cores", frozenset({cpu}))   # the job's slot: one core
+    worker = Worker("echo", ECHO)
+    assert isinstance(worker.proc, fork_server.ForkedProcess)
+    assert worker.ask("info X", "info")["cpus"] == [cpu]
+    os.close(fd)   # the job lets go of its descriptor: its worker's keeps the GPU locked
+    assert gpu_slots._try_lock(gpu, "probe") is None
+    worker.close()
+    probe = gpu_slots._try_lock(gpu, "probe")
+    assert probe is not None
+    os.close(probe)

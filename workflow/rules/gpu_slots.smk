@@ -1,6 +1,8 @@
-# GPU slots (src/abstraction_cost/measure/gpu_slots.py): on a box with N GPUs, up to N timing jobs at once, each
-# on a GPU of its own. Snakemake counts (resource `gpu`, total N found by NVML, limited by config gpus.slots); each
-# job's script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before torch starts. A CPU
+# GPU slots (src/abstraction_cost/measure/gpu_slots.py): on a box with N GPUs, up to N timing jobs timing at once,
+# each on a GPU of its own. Snakemake counts (resource `gpu`, total 2N for N found by NVML, limited by config
+# gpus.slots): beside each timing job the next one starts (staged: its imports on the cores of the jobs that time
+# nothing), and its script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before CUDA
+# starts, waiting while the lock is held. A CPU
 # timing job asks for every slot of `timing`, so it keeps the CPU to itself, and every unit of `compile`, of which
 # a compile warm-up takes one, so that no compile runs beside it. On a cluster (profiles/slurm) there are no
 # totals: every job gets an allocation of its own, with a GPU (`gpu`) where it times on one, and the whole node
@@ -24,7 +26,8 @@ if workflow.is_main_process and not ON_CLUSTER:
     except gpu_slots.GpuSlotsError as err:
         raise WorkflowError(str(err)) from None
     COMPILE_UNITS = max(workflow.cores or 1, 1)  # a compile warm-up takes one, a CPU timing job all
-    _totals = (("gpu", GPU_SLOTS), ("timing", max(GPU_SLOTS, 1)), ("compile", COMPILE_UNITS))
+    _totals = (("gpu", GPU_SLOTS and gpu_slots.timing_total(GPU_SLOTS)), ("timing", gpu_slots.timing_total(GPU_SLOTS)),
+               ("compile", COMPILE_UNITS))
     for _name, _total in _totals:
         if _name not in workflow.global_resources.keys():  # --resources on the command line wins
             workflow.register_resource(_name, _total)
@@ -43,7 +46,7 @@ WARM_UP_THREADS = 2
 
 def every_timing_slot(wildcards=None):
     """What a job asks for that may run beside no timing job (a CPU timing job)."""
-    return max(GPU_SLOTS or 1, 1)
+    return gpu_slots.timing_total(GPU_SLOTS or 0)
 
 
 def every_compile_unit(wildcards=None):

@@ -9,7 +9,7 @@ every timing core. Where the machine has too few cores for that (fewer than two 
 nothing is pinned and the environment row says so.
 
     split = plan(os.sched_getaffinity(0), slots=2)      # Split(timing=[{0..7}, {8..15}], other={16..31})
-    pin_timing(slot_index)   /   pin_other()            # at a job's start, before torch starts its threads
+    pin_other()   ...   pin_timing(slot_index)          # a staged timing job, then the one with its slot
     with turns_on_one_cpu(worker_pids): ...             # a timing job's workers take their turns on one CPU
 
 A timing job's workers (one process per implementation or variant) take turns, and a turn's pair is fair only if
@@ -33,6 +33,7 @@ SHARE_TIMING = 0.5   # at most this share of the physical cores goes to the timi
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 
 _pinned: str = "not pinned"
+_cores: frozenset[int] | None = None   # where _set put this job
 _turns_logged = False
 _INITIAL = frozenset(os.sched_getaffinity(0))  # the job's cores before any pinning: every split starts from them
 
@@ -86,9 +87,13 @@ def plan(cpus, slots: int, thread_siblings: dict[int, frozenset[int]] | None = N
 
 
 def _set(cores: frozenset[int], what: str) -> None:
-    global _pinned
+    """Every thread of this process onto `cores`: a staged timing job's imports may have started threads before
+    it took its slot (gpu_slots.stage), and sched_setaffinity moves one thread."""
+    global _pinned, _cores
     os.sched_setaffinity(0, cores)
-    _pinned = f"{what}: {_ranges(cores)}"
+    for tid in (int(t) for t in os.listdir("/proc/self/task")):
+        _try_set(tid, cores)
+    _pinned, _cores = f"{what}: {_ranges(cores)}", frozenset(cores)
     log.info("CPU affinity: %s", _pinned)
 
 
@@ -125,6 +130,11 @@ def turns_on_one_cpu(pids):
     finally:   # threads started meanwhile (a worker started again after a death) inherited the rest: back too
         for tid in set(own + moved) | {int(t) for t in os.listdir("/proc/self/task")}:
             _try_set(tid, cores)
+
+
+def job_cores() -> frozenset[int]:
+    """The cores this job was pinned to (its first ones where it was not): those of the processes it starts."""
+    return _cores if _cores is not None else _INITIAL
 
 
 def _try_set(pid: int, cores) -> bool:

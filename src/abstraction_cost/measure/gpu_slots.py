@@ -4,9 +4,16 @@ Two halves share the tables below:
 - Snakemake (workflow/rules/gpu_slots.smk) counts: every timing job on the GPU asks for `gpu=1` of a total of
   `slots(config)`, so no more timing jobs run than there are GPUs; a CPU timing job asks for every slot.
 - Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
-  UUID (LOCK_DIR) and sets CUDA_VISIBLE_DEVICES to that GPU before torch is imported. The kernel drops a flock
+  UUID (LOCK_DIR) and sets CUDA_VISIBLE_DEVICES to that GPU before CUDA is initialised. The kernel drops a flock
   when its holder dies, so a killed job frees its GPU; the lock is held until the job's process exits (and by a
-  C++ program it launches: `held_fds`).
+  worker or C++ program it launches: `held_fds`).
+
+Staged starts: Snakemake runs up to STAGED_PER_SLOT timing jobs per GPU slot, so that while one job times on a
+GPU the next one starts. A job's start (interpreter, imports, its fork server's imports: 5-12 s on the H100
+machines) is then paid while the GPU measures another job, not while it waits for this one. `stage(snakemake)`,
+the first call of a timing script, keeps the job off the timing slots' cores until it has its slot (the cores of
+compiles and summaries, measure/affinity.py), so a staged job's imports do not disturb the job timing beside it;
+`take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores.
 
 This module does not import torch: it must run before CUDA is initialised.
 """
@@ -29,6 +36,7 @@ from . import affinity
 LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstraction-cost-gpu-locks"))
 FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
 POLL_S = 0.2
+STAGED_PER_SLOT = 2   # timing jobs Snakemake runs per GPU slot: one timing, the next one starting (staged)
 
 # Timing rules whose device is config["device"] (auto, cuda, cpu).
 DEVICE_RULES = ("train_eager", "train_libtorch", "train_cudnn", "eval_backend", "sweep", "sweep_kernels_job")
@@ -67,6 +75,7 @@ class Slot:
     gpu: Gpu
     wait_s: float
     fd: int
+    taken_at: str = ""   # when the lock was taken (ISO, UTC): where the job's time on the GPU starts
 
 
 _held: Slot | None = None
@@ -210,26 +219,50 @@ def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None
         for gpu in candidates:
             fd = _try_lock(gpu, owner)
             if fd is not None:
-                return Slot(gpu, round(time.monotonic() - start, 3), fd)
+                return Slot(gpu, round(time.monotonic() - start, 3), fd,
+                            dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
         if not told and log is not None:
             log.info("waiting for a free GPU slot among %s (%s)", [g.index for g in candidates], LOCK_DIR)
             told = True
         time.sleep(POLL_S)
 
 
+def timing_total(slots: int) -> int:
+    """Snakemake's total of the `timing` and `gpu` resources on a box with `slots` GPU slots: STAGED_PER_SLOT
+    jobs per slot, or one timing job at a time where the CPU times."""
+    return STAGED_PER_SLOT * slots if slots > 0 else 1
+
+
+def _job_slots(config: Mapping) -> tuple[list[Gpu], int]:
+    """The GPUs this job sees and how many of them have slots: gpus.slots was checked against the box where
+    Snakemake runs (gpu_slots.smk); a cluster job sees only its allocation, so the setting is a limit here."""
+    gpus = visible_gpus()
+    wanted = config.get("gpus", {}).get("slots")
+    return gpus, len(gpus) if wanted is None else min(wanted, len(gpus))
+
+
+def stage(snakemake) -> None:
+    """The first call of a timing script: a job that will take a GPU slot starts (imports, its fork server) on
+    the cores of the jobs that time nothing, while another job may be timing on the GPU it waits for."""
+    config, rule, wildcards = snakemake.config, snakemake.rule, dict(snakemake.wildcards.items())
+    _, n = _job_slots(config)
+    if n > 0 and on_gpu(rule, wildcards, config, n):
+        # torch.cuda.is_available() and device_count() from NVML, not the CUDA driver, which reads
+        # CUDA_VISIBLE_DEVICES once, when it starts: an import that asks must not fix the GPUs before take()
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+        affinity.pin_other(n)
+
+
 def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
-    """At the top of every timing script, before torch is imported: the job's GPU slot, with
-    CUDA_VISIBLE_DEVICES set to it; None for a job on the CPU or where there is no GPU."""
+    """In every timing script, after its imports (stage) and before CUDA is initialised: the job's GPU slot,
+    waited for while another job holds it, with CUDA_VISIBLE_DEVICES set to it and every thread of the job on
+    the slot's cores; None for a job on the CPU or where there is no GPU."""
     global _held
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        raise RuntimeError("gpu_slots.take() runs after CUDA was initialised: call it before torch is imported")
+        raise RuntimeError("gpu_slots.take() runs after CUDA was initialised: call it before any CUDA call")
     config, rule, wildcards = snakemake.config, snakemake.rule, dict(snakemake.wildcards.items())
-    gpus = visible_gpus()
-    # gpus.slots was checked against the box where Snakemake runs (gpu_slots.smk); a cluster job sees only its
-    # allocation, so the setting is a limit here
-    wanted = config.get("gpus", {}).get("slots")
-    n = len(gpus) if wanted is None else min(wanted, len(gpus))
+    gpus, n = _job_slots(config)
     if n == 0 and gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # gpus.slots: 0 with device auto times on the CPU
     if not on_gpu(rule, wildcards, config, n) or n == 0:
@@ -249,13 +282,11 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
 
 def pin_untimed(snakemake) -> None:
     """A job that times nothing, on a machine whose GPUs have timing slots: off the timing slots' cores
-    (measure/affinity.py). Timing jobs pin themselves in take()."""
+    (measure/affinity.py). Timing jobs pin themselves in stage() and take()."""
     config = snakemake.config
     if is_timing_rule(snakemake.rule) or config.get("device") == "cpu":
         return
-    gpus = visible_gpus()
-    wanted = config.get("gpus", {}).get("slots")
-    n = len(gpus) if wanted is None else min(wanted, len(gpus))
+    _, n = _job_slots(config)
     if n > 0:
         affinity.pin_other(n)
 
@@ -272,6 +303,11 @@ def hold_device(uuid: str, log: logging.Logger | None = None) -> Slot:
         gpu = next((g for g in visible_gpus() if g.uuid.removeprefix("GPU-") == uuid.removeprefix("GPU-")),
                    Gpu(-1, uuid))
         _held = acquire([gpu], f"pid {os.getpid()}", log)
+    elif not _held.gpu.uuid.startswith("GPU-fake-") and (
+            _held.gpu.uuid.removeprefix("GPU-") != uuid.removeprefix("GPU-")):
+        # CUDA read CUDA_VISIBLE_DEVICES before take() set it (a CUDA call among a staged job's imports)
+        raise RuntimeError(f"this job holds the slot of {_held.gpu.uuid} but CUDA runs it on {uuid}: CUDA was "
+                           "started before gpu_slots.take()")
     return _held
 
 
@@ -283,4 +319,5 @@ def held_fds() -> tuple[int, ...]:
 def environment_columns() -> dict:
     """The slot columns of the job's environment row."""
     return {"gpu_index": None if _held is None or _held.gpu.index < 0 else _held.gpu.index,
-            "gpu_slot_wait_s": None if _held is None else _held.wait_s}
+            "gpu_slot_wait_s": None if _held is None else _held.wait_s,
+            "gpu_slot_taken_at": None if _held is None or not _held.taken_at else _held.taken_at}

@@ -5,14 +5,17 @@ workers afresh (docs/results/2026-11-26-h100-gpu-smoke-kernels-from-the-sweep.md
 
 The server never initialises CUDA (it refuses to serve if an import did): CUDA cannot be used in a process forked
 after it started, while torch itself forks safely before (as DataLoader's workers do). A child is a fresh worker in
-everything the measurement sees: it runs its module as __main__ (runpy) with the environment, working directory
-and pipes the job sent, and initialises CUDA itself. It stays in the job's process group (a scheduler's or a
-test's kill of the group takes it), and a job that kills what it launched kills its descendants
-(run_guard._children).
+everything the measurement sees: it runs its module as __main__ (runpy) with the environment, working directory,
+CPU cores and pipes the job sent, and initialises CUDA itself. A staged timing job starts its server before it has
+a GPU slot (measure/gpu_slots.py), so the slot's lock and cores come with each request, not from the server: the
+child keeps the job's lock descriptors open (a worker holds the GPU while it lives, as a C++ program the job
+launches does). It stays in the job's process group (a scheduler's or a test's kill of the group takes it), and a
+job that kills what it launched kills its descendants (run_guard._children).
 
 Protocol, over a SOCK_SEQPACKET socket pair (one message per send):
-    job -> server   {"argv": ["-m", MODULE, ARG...], "env": {...}, "cwd": DIR} with three file descriptors (the
-                    child's stdin, stdout, stderr: socket.send_fds)
+    job -> server   {"argv": ["-m", MODULE, ARG...], "env": {...}, "cwd": DIR, "cpus": [N, ...] | null} with three
+                    file descriptors (the child's stdin, stdout, stderr) and then the job's GPU-slot locks
+                    (socket.send_fds; at most MAX_HELD)
     server -> job   {"pid": N}                          the child forked (or {"error": ...})
     server -> job   {"exit": N, "returncode": R}        it ended (R < 0: killed by signal -R)
 The job's end (ForkServer, ForkedProcess) looks like subprocess.Popen to programs/workers.Worker. A server that
@@ -41,6 +44,7 @@ PRELOAD = ("torch", "torchvision", "torch._dynamo")   # about 3.5 s of a worker'
 # them: its thread pool does not survive a fork
 DISABLE_ENV = "AC_FORK_SERVER"   # "0": every worker started directly
 MESSAGE_BYTES = 1 << 20
+MAX_HELD = 8   # lock descriptors a request may pass on (a job holds one per GPU slot it took)
 
 
 class ServerGone(RuntimeError):
@@ -79,10 +83,10 @@ class ForkedProcess:
 class ForkServer:
     """The job's fork server: started once (shared()), forks a worker per spawn()."""
 
-    def __init__(self, env: dict[str, str], pass_fds: tuple[int, ...] = ()):
+    def __init__(self, env: dict[str, str]):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno())],
-                                     pass_fds=(theirs.fileno(), *pass_fds), env=env, stdin=subprocess.DEVNULL,
+                                     pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      errors="replace")
         theirs.close()
@@ -117,19 +121,24 @@ class ForkServer:
                     self._pids.append(message.get("pid") or f"the fork server: {message.get('error')}")
                 self._changed.notify_all()
 
-    def spawn(self, argv: list[str], env: dict[str, str], cwd: str | None = None) -> ForkedProcess:
-        """A child running `argv` (["-m", MODULE, ARG...]) with `env`, its pipes like Popen's with text=True and
-        bufsize=1; ServerGone where the server cannot fork it."""
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: str | None = None, held: tuple[int, ...] = (),
+              cpus=None) -> ForkedProcess:
+        """A child running `argv` (["-m", MODULE, ARG...]) with `env`, on `cpus` (None: the server's), holding
+        the descriptors `held` open, its pipes like Popen's with text=True and bufsize=1; ServerGone where the
+        server cannot fork it."""
+        if len(held) > MAX_HELD:
+            raise ServerGone(f"{len(held)} descriptors to hold, more than {MAX_HELD}")
         child_in, job_in = os.pipe()
         job_out, child_out = os.pipe()
         job_err, child_err = os.pipe()
-        request = json.dumps({"argv": argv, "env": env, "cwd": cwd or os.getcwd()}).encode()
+        request = json.dumps({"argv": argv, "env": env, "cwd": cwd or os.getcwd(),
+                              "cpus": None if cpus is None else sorted(cpus)}).encode()
         try:
             with self._lock:
                 if not self.alive:
                     raise ServerGone("the fork server has ended")
                 try:
-                    socket.send_fds(self.sock, [request], [child_in, child_out, child_err])
+                    socket.send_fds(self.sock, [request], [child_in, child_out, child_err, *held])
                 except OSError as err:
                     raise ServerGone(f"the fork server did not take the request: {err}") from err
                 with self._changed:
@@ -172,7 +181,7 @@ _shared: ForkServer | None = None
 _shared_lock = threading.Lock()
 
 
-def shared(env: dict[str, str], pass_fds: tuple[int, ...]) -> ForkServer | None:
+def shared(env: dict[str, str]) -> ForkServer | None:
     """This process's fork server, started on first use; None where it is turned off (AC_FORK_SERVER=0), or it
     could not start or has died (the caller starts its process directly)."""
     global _shared
@@ -183,19 +192,23 @@ def shared(env: dict[str, str], pass_fds: tuple[int, ...]) -> ForkServer | None:
             log.warning("the fork server ended (exit status %s); workers start directly", _shared.proc.poll())
             return None
         if _shared is None:
-            _shared = ForkServer(env, pass_fds)
+            _shared = ForkServer(env)
         return _shared
 
 
 # --------------------------------------------------------------------------------------------- the server's end
-def _child(argv: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> None:
-    """In the forked child: the job's pipes on 0, 1, 2, its environment, then the module as __main__."""
+def _child(request: dict, fds: list[int]) -> None:
+    """In the forked child: the job's pipes on 0, 1, 2 (its locks, the rest of `fds`, kept open), its cores and
+    environment, then the module as __main__."""
+    argv, env, cwd = request["argv"], request["env"], request["cwd"]
     code = 1
     try:
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
-        for fd in fds:
+        for fd in fds[:3]:
             os.close(fd)
+        if request.get("cpus"):
+            os.sched_setaffinity(0, request["cpus"])
         for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
@@ -252,7 +265,7 @@ def serve(sock: socket.socket) -> None:
                     break
                 sock.send(json.dumps({"exit": pid, "returncode": os.waitstatus_to_exitcode(status)}).encode())
         if sock in ready:
-            data, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 3)
+            data, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 3 + MAX_HELD)
             if not data:
                 return
             try:
@@ -269,7 +282,7 @@ def serve(sock: socket.socket) -> None:
                 sock.close()
                 os.close(wake_r)
                 os.close(wake_w)
-                _child(request["argv"], request["env"], request["cwd"], fds)
+                _child(request, fds)
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"pid": pid}).encode())

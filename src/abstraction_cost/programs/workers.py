@@ -11,6 +11,7 @@ import sys
 import threading
 from collections import deque
 
+from ..measure import affinity
 from . import fork_server, native
 
 log = logging.getLogger(__name__)
@@ -32,20 +33,21 @@ def worker_records(label: str):
 
 
 def start_fork_server() -> None:
-    """Start this job's fork server now (a timing job, once its GPU slot and environment are set), so that its
-    imports overlap the job's own start instead of holding up its first invocation's workers."""
-    fork_server.shared(native.runtime_env(), native.gpu_slots.held_fds())
+    """Start this job's fork server now (a timing job, once its environment is set and before it has its GPU
+    slot: gpu_slots.stage), so that its imports overlap the job's own start and the job timing before it."""
+    fork_server.shared(native.runtime_env())
 
 
 def _start(command: list[str]):
-    """A Python worker (`python -m MODULE ...`) forked from the job's fork server, which has torch imported; any
-    other program, or every process where the server is off or gone, started directly."""
+    """A Python worker (`python -m MODULE ...`) forked from the job's fork server, which has torch imported, with
+    the job's environment, cores and GPU-slot locks; any other program, or every process where the server is off
+    or gone, started directly."""
     env, held = native.runtime_env(), native.gpu_slots.held_fds()
     if command[:2] == [sys.executable, "-m"]:
-        server = fork_server.shared(env, held)
+        server = fork_server.shared(env)
         if server is not None:
             try:
-                return server.spawn(command[1:], env)
+                return server.spawn(command[1:], env, held=held, cpus=affinity.job_cores())
             except fork_server.ServerGone as err:
                 log.warning("%s: started directly: %s", command[2], err)
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -13,7 +13,8 @@ SCHEMAS = {
         "gpu_name": pl.String,
         "gpu_uuid": pl.String,
         "gpu_index": pl.Int64,         # NVML's index of the job's GPU (its GPU slot, measure/gpu_slots.py)
-        "gpu_slot_wait_s": pl.Float64, # how long the job waited for its GPU slot
+        "gpu_slot_wait_s": pl.Float64, # how long the job waited for its GPU slot, after its staged start
+        "gpu_slot_taken_at": pl.String,  # ISO 8601, UTC: when it took the slot (its time on the GPU starts)
         "gpu_memory_total_mib": pl.Float64,
         "driver_version": pl.String,
         "cuda_version": pl.String,
