@@ -4,28 +4,33 @@
 
     python benchmarks/default_estimate.py config/config.yaml --gpus 2 [--out estimate.json]
 
-The model (every constant below names its basis; a GUESS is a number no run has measured):
+The model (every constant below names its basis; a GUESS is a number no run has measured). The basis is
+gpu-smoke on one H100 from cold caches (2026-11-26, `docs/results/2026-11-26-h100-gpu-smoke-staged-starts.md`:
+the phase logs of its timing jobs), with fork-served workers and staged starts:
 - The run: Snakemake's start, data and weights, the first jobs (FIXED_START_S) and the summaries and the report
-  after the last timing job (TAIL_S), from the gpu-smoke runs of 2026-11-22 (19 s start) and issue 28 (30 s tail).
-- Each timing job pays START_S of interpreter, imports and CUDA context (issue 28: 5-6 s between jobs).
+  after the last timing job (TAIL_S).
+- Each timing job pays START_S on its slot: CUDA's context and the environment capture (its interpreter and
+  imports overlap the job before it: staged starts).
 - Timing jobs on the CPU (Study B's cpu pair) take every timing slot (gpu_slots.smk): they run alone, so their
   time adds to the run's whole; GPU timing jobs are list-scheduled on the GPU slots, longest first, each once its
   inputs can exist (the C++ programs' builds, the AOTInductor packages).
-- The sweep: per shard job and invocation, the workers' start and, per implementation and cell,
-  sweep_shards.cell_cost_s (prepare, turns, calls growing with batch × resolution², cut at the cell budget); every
-  cell walked `invocations` times, and host-bound cells (batch × resolution² at most HOST_BOUND_PIXELS) EXTRA_SHARE
-  of the invocations up to max_invocations more (the repeatability runs of 2026-11-25: host-bound cells stayed
-  outside ±5% after 3 invocations, device-bound ones settled; EXTRA_SHARE calibrated so that gpu-smoke's estimate
-  on one GPU meets its 810 s of issue 28); compiled builds COMPILE_BUILD_S per shard job cold, COMPILE_RELOAD_S per
-  later invocation (Inductor's cache).
+- The sweep: per shard job and invocation, the workers' start (WORKERS_START_S) and per cell the slowest worker's
+  load (LOAD_CELL_S; the workers load at once, their first calls on one GPU add up), each implementation's warm-up
+  (PREPARE_CELL_S) and `blocks` turns of max(block_ms, a call); the first invocation's profiled pass
+  (PROFILE_CELL_S per implementation and cell) and cold compiled builds (COMPILE_BUILD_S per mode, the modes in
+  parallel); every cell walked `invocations` times, and host-bound cells (batch × resolution² at most
+  HOST_BOUND_PIXELS) EXTRA_SHARE of the invocations up to max_invocations more (the repeatability runs of
+  2026-11-26: every host-bound cell took the 4th invocation allowed).
+- The backend comparison: one job per numerics, EVAL_INVOCATION_S per invocation (cudnn-benchmark's workers each
+  search their convolution algorithms).
 - Training: per epoch, steps × max(TRAIN_STEP_FLOOR_S, 3 × SECONDS_PER_PIXEL × batch × resolution²) and the test
   split's evaluation likewise (the floor: a ResNet-50 step's launches; GUESS from gpu-smoke's 2 epochs of 32
   steps in about 10 s of job).
-- Not modelled: the sweep's profiled pass (protocol.profile_calls calls per cell in the first invocation). The
-  calibration run (gpu-smoke, 810 s) predates the interleaved backend comparison, which this model counts.
-- Study B: a building-block case BLOCK_CASE_S per mode (gpu-smoke 2026-11-22: five jobs, about 16 cases, 101 s);
-  a vision job VISION_BASE_S per model and batch (gpu-smoke 2026-11-25: MobileNetV2 80 s, SqueezeNet 48 s for
-  batches 1 and 32 in one mode; the others GUESSES by their blocks), each further mode VISION_MODE_S per batch.
+- Study B: a building-block case BLOCK_CASE_S per mode (gpu-smoke: five jobs, 16-20 s each); a vision job
+  VISION_BASE_S per model and batch under the protocol's 3 invocations (gpu-smoke: MobileNetV2 82 s, SqueezeNet
+  62 s per batch: the layer step, three invocations whose compiled worker reloads the model and its blocks from
+  Inductor's cache in 6-14 s, the timing methods; the other models GUESSES by their blocks and compile sizes),
+  each further mode VISION_MODE_S per batch (GUESS: a second compiled worker beside the first, and its turns).
 """
 from __future__ import annotations
 
@@ -38,27 +43,32 @@ from abstraction_cost import config as config_module
 from abstraction_cost.study_a.sweep import kernels as sweep_kernels, shards as sweep_shards
 from abstraction_cost.study_a.sweep.cells import SweepSettings
 from abstraction_cost.study_a.sweep.conductor import PROTOCOL_DEFAULTS, Protocol
+from abstraction_cost.study_b.models.protocol import PROTOCOL_DEFAULTS as VISION_PROTOCOL_DEFAULTS
 
-# gpu-smoke on one H100 from cold caches, measured (issue 28, code of 57575bf), against this model's estimate of it:
-# `calibrated_s` scales an estimate by their ratio
+# gpu-smoke on one H100 from cold caches, measured (2026-11-26, staged starts), against this model's estimate of
+# it: `calibrated_s` scales an estimate by their ratio
 GPU_SMOKE_MEASURED_S = 810.0
-FIXED_START_S = 60.0
-TAIL_S = 30.0
-START_S = 6.0
+FIXED_START_S = 32.0           # gpu-smoke: Snakemake's start 12 s, the first timing job 20 s later
+TAIL_S = 30.0                  # gpu-smoke: the comparison's summary 10 s, the report 17 s
+START_S = 2.0                  # GUESS until measured: CUDA's context and the environment capture
 SECONDS_PER_PIXEL = sweep_shards.SECONDS_PER_PIXEL
-# the sweep
-WORKERS_START_S = 7.0          # repeatability 2026-11-25: 5-7 s of worker start-up per invocation
+# the sweep (gpu-smoke's sweep: 8 cells, 10 implementations, invocations of 55-57 s after the first's 114 s)
+WORKERS_START_S = 2.4          # forked workers up (the first invocation's fork server started with the job)
+LOAD_CELL_S = 2.6              # loading 19.9-21.2 s for 8 cells
+PREPARE_CELL_S = 0.08          # preparing 6.4-6.7 s for 80 implementation-cells
+PROFILE_CELL_S = 0.29          # the profiled pass: 23 s for 80 implementation-cells
 HOST_BOUND_PIXELS = 32 * 128 ** 2
-EXTRA_SHARE = 0.25
-COMPILE_BUILD_S = 60.0         # default sweep 2026-11-25: 3 builds of 38-42 s per numerics job; a shard meets fewer
-COMPILE_RELOAD_S = 20.0        # repeatability 2026-11-25: 20-23 s of compiled build in each invocation
+EXTRA_SHARE = 0.5
+COMPILE_BUILD_S = {"default": 25.0, "reduce-overhead": 25.0, "max-autotune": 120.0}   # cold, beside the loads;
+# max-autotune a GUESS (its autotuning benchmarks every convolution's candidates)
 KERNEL_JOB_S = 17.0            # default sweep 2026-11-25: fp32 kernel jobs 15-19 s each, ncu included
 KERNEL_COMPILED_S = 63.0
-AOTI_PACKAGE_S = 147.0         # default sweep 2026-11-25: package_aoti_sweep, on the CPUs
+AOTI_PACKAGE_S = 109.0         # gpu-smoke: package_aoti_sweep, on the CPUs
 NATIVE_BUILD_S = 120.0         # GUESS: the C++ programs' build before their first timing job
-# the backend comparison, one job per numerics: an invocation of its seven workers (config/README.md, gpu-smoke:
-# 20-30 s of start-up, warm-ups and turns)
-EVAL_INVOCATION_S = 25.0
+# the backend comparison, one job per numerics: an invocation of its eight workers (gpu-smoke 2026-11-26: 7.5-7.7 s
+# in fp32 after the first, 17.7 s with cudnn-benchmark's algorithm searches)
+EVAL_INVOCATION_S = {"cudnn-benchmark": 17.7}
+EVAL_INVOCATION_DEFAULT_S = 7.6
 # training
 TRAIN_STEP_FLOOR_S = 0.025
 EVAL_STEP_FLOOR_S = 0.008
@@ -66,9 +76,9 @@ DATASETS = {"mnist": (60000, 10000), "cifar10": (50000, 10000), "stl10": (5000, 
 # Study B
 BLOCK_CASE_S = {"default": 3.0, "reduce-overhead": 3.0, "max-autotune": 8.0, "max-autotune-no-cudagraphs": 8.0}
 CPU_CASE_FACTOR = 2.0          # GUESS: a case on the CPU pair (compile and calls on the host)
-VISION_BASE_S = {"alexnet": 15.0, "squeezenet1_1": 20.0, "resnet50": 30.0, "mobilenet_v2": 36.0, "googlenet": 36.0,
-                 "densenet121": 55.0}
-VISION_MODE_S = {"default": 8.0, "reduce-overhead": 10.0, "max-autotune": 30.0, "max-autotune-no-cudagraphs": 25.0}
+VISION_BASE_S = {"alexnet": 40.0, "squeezenet1_1": 62.0, "resnet50": 85.0, "mobilenet_v2": 82.0, "googlenet": 95.0,
+                 "densenet121": 140.0}
+VISION_MODE_S = {"default": 15.0, "reduce-overhead": 15.0, "max-autotune": 40.0, "max-autotune-no-cudagraphs": 35.0}
 VISION_CPU_FACTOR = 2.5        # GUESS: the cpu pair's calls and compiles against the GPU's
 
 
@@ -114,28 +124,36 @@ def eval_jobs(config: dict) -> list[dict]:
     p = {**PROTOCOL_DEFAULTS, **(b.get("protocol") or {})}
     invocations = p["invocations"] + EXTRA_SHARE * max(0, p["max_invocations"] - p["invocations"])
     after = AOTI_PACKAGE_S if "aoti" in b["implementations"] else NATIVE_BUILD_S
-    return [{"job": f"eval_backend[{numerics}]", "s": START_S + invocations * EVAL_INVOCATION_S, "after": after}
-            for numerics in b["numerics"]]
+    return [{"job": f"eval_backend[{numerics}]", "s": START_S + invocations * EVAL_INVOCATION_S.get(
+        numerics, EVAL_INVOCATION_DEFAULT_S), "after": after} for numerics in b["numerics"]]
+
+
+def _sweep_invocation_s(cells, impls: int, protocol: Protocol) -> float:
+    """One invocation of a shard: its workers' start, then per cell the loads, warm-ups and turns."""
+    seconds = WORKERS_START_S
+    for cell in cells:
+        call_s = SECONDS_PER_PIXEL * cell.batch * cell.resolution ** 2
+        turns = protocol.blocks * max(protocol.block_ms / 1000, call_s)
+        seconds += LOAD_CELL_S + impls * (2 * call_s + PREPARE_CELL_S + turns)
+    return seconds
 
 
 def sweep_jobs(config: dict) -> list[dict]:
     settings = SweepSettings.from_config(config)
     protocol = Protocol.from_config(config["study_a"]["sweep"])
     impls = settings.jobs()
-    compiled = sum(i.startswith("compiled-") for i in impls)
+    modes = [i.removeprefix("compiled-") for i in impls if i.startswith("compiled-")]
     jobs = []
     for numerics in settings.numerics:
         for k, cells in enumerate(sweep_shards.of_config(config)):
-            seconds = START_S + protocol.invocations * WORKERS_START_S + compiled * COMPILE_BUILD_S
-            seconds += (protocol.invocations - 1) * compiled * COMPILE_RELOAD_S
-            for cell in cells:
-                cost = len(impls) * sweep_shards.cell_cost_s(cell, settings, protocol.blocks, protocol.block_ms)
-                host_bound = cell.batch * cell.resolution ** 2 <= HOST_BOUND_PIXELS
-                extra = (protocol.max_invocations - protocol.invocations) * EXTRA_SHARE if host_bound else 0.0
-                seconds += cost * (protocol.invocations + extra)
-            extra = math.ceil((protocol.max_invocations - protocol.invocations) * EXTRA_SHARE)
-            if extra and any(c.batch * c.resolution ** 2 <= HOST_BOUND_PIXELS for c in cells):
-                seconds += extra * (WORKERS_START_S + compiled * COMPILE_RELOAD_S)
+            invocation = _sweep_invocation_s(cells, len(impls), protocol)
+            host_bound = [c for c in cells if c.batch * c.resolution ** 2 <= HOST_BOUND_PIXELS]
+            extra = math.ceil((protocol.max_invocations - protocol.invocations) * EXTRA_SHARE) if host_bound else 0
+            seconds = START_S + protocol.invocations * invocation + extra * _sweep_invocation_s(
+                host_bound, len(impls), protocol)
+            seconds += max((COMPILE_BUILD_S.get(m, 60.0) for m in modes), default=0.0)
+            if protocol.profile_calls:
+                seconds += PROFILE_CELL_S * len(cells) * len(impls)
             jobs.append({"job": f"sweep[{numerics},shard{k}]", "s": seconds, "after": AOTI_PACKAGE_S})
         for impl in impls:  # kernel jobs where the sweep's profiled pass does not give the kernel table
             if numerics in settings.kernel_numerics and not sweep_kernels.read_from_sweep(settings,
@@ -172,11 +190,11 @@ def study_b_jobs(config: dict) -> tuple[list[dict], list[dict]]:
                 (gpu if pair == "gpu" else cpu).append(
                     job if pair == "gpu" else {**job, "s": START_S + (s - START_S) * CPU_CASE_FACTOR})
     m = config["study_b"]["models"]
-    rounds = m["timing"]["rounds"] / 6
+    p = {**VISION_PROTOCOL_DEFAULTS, **(m.get("protocol") or {})}
+    invocations = p["invocations"] + EXTRA_SHARE * max(0, p["max_invocations"] - p["invocations"])
     for pair in ("gpu", "cpu"):
         for model in m["models"][pair]:
-            per_batch = VISION_BASE_S[model] * (0.5 + 0.5 * rounds) + sum(
-                VISION_MODE_S[mode] for mode in m["modes"][1:])
+            per_batch = (VISION_BASE_S[model] + sum(VISION_MODE_S[mode] for mode in m["modes"][1:])) * invocations / 3
             batches = m["batch_size"][pair] if isinstance(m["batch_size"], dict) else m["batch_size"]
             s = START_S + (len(batches) if isinstance(batches, list) else 1) * per_batch
             if pair == "cpu":

@@ -66,10 +66,13 @@ def test_the_kernel_table_is_read_from_the_sweep_where_its_point_is_a_cell_of_th
     from abstraction_cost import config as config_module
     from abstraction_cost.study_a.sweep.cells import SweepSettings
     from abstraction_cost.study_a.sweep.kernels import point_cell, read_from_sweep
-    for name, expected in (("gpu-smoke", True), ("smoke", True), ("config", False)):  # config: batches 8 and 64
+    for name in ("gpu-smoke", "smoke", "config", "paper"):
         settings = SweepSettings.from_config(config_module.load(REPO / f"config/{name}.yaml"))
-        assert read_from_sweep(settings, 5) is expected, name
-        assert (point_cell(settings, settings.cells()) is not None) is expected, name
+        assert read_from_sweep(settings, 5) and point_cell(settings, settings.cells()) is not None, name
+    off_grid = config_module.load(REPO / "config/gpu-smoke.yaml")
+    off_grid["study_a"]["sweep"]["batches"] = [8, 64]   # the point's batch 32 is no cell: kernel jobs of its own
+    settings = SweepSettings.from_config(off_grid)
+    assert not read_from_sweep(settings, 5) and point_cell(settings, settings.cells()) is None
     settings = SweepSettings.from_config(config_module.load(REPO / "config/gpu-smoke.yaml"))
     point = point_cell(settings, settings.cells())
     assert (point.batch, point.resolution, point.transfer) == (32, 256, "float32-pageable")
