@@ -47,7 +47,7 @@ from abstraction_cost.study_b.models.protocol import PROTOCOL_DEFAULTS as VISION
 
 # gpu-smoke on one H100 from cold caches, measured (2026-11-26, staged starts), against this model's estimate of
 # it: `calibrated_s` scales an estimate by their ratio
-GPU_SMOKE_MEASURED_S = 810.0
+GPU_SMOKE_MEASURED_S = 879.0
 FIXED_START_S = 32.0           # gpu-smoke: Snakemake's start 12 s, the first timing job 20 s later
 TAIL_S = 30.0                  # gpu-smoke: the comparison's summary 10 s, the report 17 s
 START_S = 2.0                  # GUESS until measured: CUDA's context and the environment capture

@@ -11,6 +11,9 @@ The critical path (the last log's): from the job that ended last, back through t
 longest (the one made last by a job of the same log), so what limits the run is read from its first step; each
 step's `waited_s` is the time between its last input being made and its start (a GPU slot or cores busy).
 
+A timing job that started beside another (staged: gpu_slots.stage) spent part of its job seconds waiting for
+its slot, so with --results each slot also gives its timing jobs' time on it by rule, which is the floor's.
+
 Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
 added up) is the slot's held time, split into
     measuring    inside the measured runs of the timing jobs on that slot (their environment rows' started_at
@@ -217,7 +220,8 @@ def _pairs(text: str, separator: str) -> dict[str, str]:
 
 
 def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[dict]:
-    """Each slot's held time (the logs' spans) split into measuring, start-up, builds, other and idle."""
+    """Each slot's held time (the logs' spans) split into measuring, start-up, builds, other and idle, and its
+    timing jobs' time on it by rule (rules_s: a staged job's from its lock, so not its job seconds)."""
     done = [j for j in jobs.values() if j.end is not None]
     logs = {k[0] for k in jobs}
     spans = [(min(_utc(j.start) for k, j in jobs.items() if k[0] == log and j.end is not None),
@@ -227,7 +231,7 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
     # the slots timing jobs measured on: a GPU run's summaries and derived tables have cpu environment rows too
     slots = sorted({r["slot"] for r in runs if is_timing_rule(r["rule"])}) or ["cpu"]
     per = {s: {"slot": s, "held_s": held, "jobs": 0, "measuring_s": 0.0, "start_up_s": 0.0, "builds_s": 0.0,
-               "other_s": 0.0, "idle_s": 0.0} for s in slots}
+               "other_s": 0.0, "idle_s": 0.0, "rules_s": {}} for s in slots}
     occupied: dict[str, list[tuple[float, float]]] = {s: [] for s in slots}
     for job in (j for j in done if is_timing_rule(j.rule)):
         start, end = _utc(job.start), _utc(job.end)
@@ -245,6 +249,7 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
         measured, builds = union_length(inside), sum(r["build_s"] for r in mine)
         start_up = max(0.0, min(a for a, _ in inside) - start) if inside else 0.0
         s["jobs"] += 1
+        s["rules_s"][job.rule] = s["rules_s"].get(job.rule, 0.0) + (end - start)
         s["measuring_s"] += max(0.0, measured - builds)
         s["builds_s"] += min(builds, measured)
         s["start_up_s"] += start_up
@@ -295,6 +300,9 @@ def main() -> None:
         result["measuring_share"] = measuring_share(result["slots"])
         print(f"{'slot':24s} {'held s':>7s} {'jobs':>5s} " + " ".join(
             f"{k:>14s}" for k in ("measuring", "start-up", "builds", "other", "idle")))
+        for s in result["slots"]:
+            print(f"{s['slot'][:24]:24s} on the slot by rule: " + ", ".join(
+                f"{rule} {sec:.0f} s" for rule, sec in sorted(s["rules_s"].items(), key=lambda kv: -kv[1])))
         for s in result["slots"]:
             print(f"{s['slot'][:24]:24s} {s['held_s']:7.0f} {s['jobs']:5d} " + " ".join(
                 f"{s[k + '_s']:6.0f} s {s[k + '_pct']:4.0f}%" for k in ("measuring", "start_up", "builds", "other",
