@@ -36,12 +36,9 @@ else:
     COMPILE_UNITS = 1  # (a cluster run has no --cores)
 
 # Priorities, highest first among the jobs ready to run: tables and summaries (seconds, so the report is made as
-# soon as its inputs exist), the AOTInductor packages (the comparison and the sweep wait for them, 100 s each on the
-# H100 machines: started behind the warm-ups, they left the GPU idle for a minute once the first timing jobs were
-# done), a compile warm-up (a few threads; its timing job waits for it), the longest timing jobs (the sweep's and
-# Study B's vision models: so no long job starts last), then every other job (0).
+# soon as its inputs exist), a compile warm-up (a few threads; its timing job waits for it), the longest timing
+# jobs (the sweep's and Study B's vision models: so no long job starts last), then every other job (0).
 SUMMARY_PRIORITY = 60
-ARTIFACT_PRIORITY = 55
 WARM_UP_PRIORITY = 50
 LONG_JOB_PRIORITY = 40
 WARM_UP_THREADS = 2

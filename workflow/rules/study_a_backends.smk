@@ -40,7 +40,6 @@ rule package_aoti:
     params:
         shape=(BACKENDS["batch_size"], BACKENDS["resolution"], config["device"], config["backend_flags"]),
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
-    priority: ARTIFACT_PRIORITY
     resources:
         **cluster_gpu(DEVICE == "cuda"),
     script:

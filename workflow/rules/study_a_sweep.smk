@@ -47,7 +47,6 @@ rule package_aoti_sweep:
     params:
         grid=(SWEEP.batches, SWEEP.resolutions, config["device"], config["backend_flags"]),
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
-    priority: ARTIFACT_PRIORITY
     resources:
         **cluster_gpu(DEVICE == "cuda"),
     script:
