@@ -2,7 +2,8 @@
 
 Two halves share the tables below:
 - Snakemake (workflow/rules/gpu_slots.smk) counts: every timing job on the GPU asks for `gpu=1` of a total of
-  `slots(config)`, so no more timing jobs run than there are GPUs; a CPU timing job asks for every slot.
+  `timing_total(slots(config))`, two per GPU (one timing, the next one staged, below); a CPU timing job asks for
+  every unit, so it runs alone.
 - Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
   UUID (LOCK_DIR) and sets CUDA_VISIBLE_DEVICES to that GPU before CUDA is initialised. The kernel drops a flock
   when its holder dies, so a killed job frees its GPU; the lock is held until the job's process exits (and by a
