@@ -9,7 +9,7 @@ gpu-smoke on one H100 from cold caches (2026-11-26, `docs/results/2026-11-26-h10
 the phase logs of its timing jobs), with fork-served workers and staged starts:
 - The run: Snakemake's start, data and weights, the first jobs (FIXED_START_S) and the summaries and the report
   after the last timing job (TAIL_S).
-- Each timing job pays START_S on its slot: CUDA's context and the environment capture (its interpreter and
+- Each timing job pays START_S on its slot: the last job's exit and its own CUDA context (its interpreter and
   imports overlap the job before it: staged starts).
 - Timing jobs on the CPU (Study B's cpu pair) take every timing slot (gpu_slots.smk): they run alone, so their
   time adds to the run's whole; GPU timing jobs are list-scheduled on the GPU slots, longest first, each once its
@@ -50,7 +50,8 @@ from abstraction_cost.study_b.models.protocol import PROTOCOL_DEFAULTS as VISION
 GPU_SMOKE_MEASURED_S = 879.0
 FIXED_START_S = 32.0           # gpu-smoke: Snakemake's start 12 s, the first timing job 20 s later
 TAIL_S = 30.0                  # gpu-smoke: the comparison's summary 10 s, the report 17 s
-START_S = 2.0                  # GUESS until measured: CUDA's context and the environment capture
+START_S = 1.2                  # gpu-smoke: the next job took the slot 0.8-1.6 s after the last one ended (its
+# process's exit frees the lock), and began measuring 15-46 ms later
 SECONDS_PER_PIXEL = sweep_shards.SECONDS_PER_PIXEL
 # the sweep (gpu-smoke's sweep: 8 cells, 10 implementations, invocations of 55-57 s after the first's 114 s)
 WORKERS_START_S = 2.4          # forked workers up (the first invocation's fork server started with the job)

@@ -3,16 +3,14 @@ what `snakemake` printed) and, with --results, the run's environment rows and ta
 
 From the log: each job's start ("rule NAME:" after a "[date]" line, then its "jobid: N") and end ("Finished jobid:
 N", or "Error in rule NAME:"), to the second, with its input and output files. Per rule: jobs started, finished
-and failed, the sum and the longest of their wall times. Timing jobs hold a GPU slot (one at a time per GPU), so
-their sum is the floor of the run's wall time on one GPU; the rest can overlap. Several logs (a run interrupted
+and failed, the sum and the longest of their wall times. A timing job's wall time includes, where it started
+beside the job timing before it (staged: gpu_slots.stage), its wait for the slot; so with --results each slot also
+gives its timing jobs' time on it by rule, whose sum is the floor of the run's wall time on one GPU. Several logs (a run interrupted
 and resumed) add up; each log's job ids are its own. A job still running when its log ends counts as unfinished.
 
 The critical path (the last log's): from the job that ended last, back through the input each job waited for
 longest (the one made last by a job of the same log), so what limits the run is read from its first step; each
 step's `waited_s` is the time between its last input being made and its start (a GPU slot or cores busy).
-
-A timing job that started beside another (staged: gpu_slots.stage) spent part of its job seconds waiting for
-its slot, so with --results each slot also gives its timing jobs' time on it by rule, which is the floor's.
 
 Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
 added up) is the slot's held time, split into

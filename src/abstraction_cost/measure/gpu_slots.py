@@ -10,8 +10,10 @@ Two halves share the tables below:
   worker or C++ program it launches: `held_fds`).
 
 Staged starts: Snakemake runs up to STAGED_PER_SLOT timing jobs per GPU slot, so that while one job times on a
-GPU the next one starts. A job's start (interpreter, imports, its fork server's imports: 5-12 s on the H100
-machines) is then paid while the GPU measures another job, not while it waits for this one. `stage(snakemake)`,
+GPU the next one starts. The invariant: a staged job holds neither the GPU nor a timing core until take(), so its
+start (interpreter, imports, its fork server's imports) is paid while the GPU measures another job, not while it
+waits for this one, and never on the cores or the device of the job measuring (what it saved is measured in
+docs/results/2026-11-26-h100-gpu-smoke-staged-starts.md). `stage(snakemake)`,
 the first call of a timing script, keeps the job off the timing slots' cores until it has its slot (the cores of
 compiles and summaries, measure/affinity.py), so a staged job's imports do not disturb the job timing beside it;
 `take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores.
