@@ -29,8 +29,10 @@ the phase logs of its timing jobs), with fork-served workers and staged starts:
 - Study B: a building-block case BLOCK_CASE_S per mode (gpu-smoke: five jobs, 16-20 s each); a vision job
   VISION_BASE_S per model and batch under the protocol's 3 invocations (gpu-smoke: MobileNetV2 82 s, SqueezeNet
   62 s per batch: the layer step, three invocations whose compiled worker reloads the model and its blocks from
-  Inductor's cache in 6-14 s, the timing methods; the other models GUESSES by their blocks and compile sizes),
-  each further mode VISION_MODE_S per batch (GUESS: a second compiled worker beside the first, and its turns).
+  Inductor's cache in 6-14 s, the timing methods; the other models GUESSES by their blocks and compile sizes), less
+  SELECTIVE_SPLIT_S per invocation (GUESS: since 1acb03f the blocks and the selective variants build in a worker of
+  their own, beside the whole model's build), each further mode VISION_MODE_S per batch (GUESS: a second compiled
+  worker beside the first, and its turns).
 """
 from __future__ import annotations
 
@@ -79,6 +81,7 @@ BLOCK_CASE_S = {"default": 3.0, "reduce-overhead": 3.0, "max-autotune": 8.0, "ma
 CPU_CASE_FACTOR = 2.0          # GUESS: a case on the CPU pair (compile and calls on the host)
 VISION_BASE_S = {"alexnet": 40.0, "squeezenet1_1": 62.0, "resnet50": 85.0, "mobilenet_v2": 82.0, "googlenet": 95.0,
                  "densenet121": 140.0}
+SELECTIVE_SPLIT_S = 5.0
 VISION_MODE_S = {"default": 15.0, "reduce-overhead": 15.0, "max-autotune": 40.0, "max-autotune-no-cudagraphs": 35.0}
 VISION_CPU_FACTOR = 2.5        # GUESS: the cpu pair's calls and compiles against the GPU's
 
@@ -195,7 +198,8 @@ def study_b_jobs(config: dict) -> tuple[list[dict], list[dict]]:
     invocations = p["invocations"] + EXTRA_SHARE * max(0, p["max_invocations"] - p["invocations"])
     for pair in ("gpu", "cpu"):
         for model in m["models"][pair]:
-            per_batch = (VISION_BASE_S[model] + sum(VISION_MODE_S[mode] for mode in m["modes"][1:])) * invocations / 3
+            per_batch = (VISION_BASE_S[model] - 3 * SELECTIVE_SPLIT_S
+                         + sum(VISION_MODE_S[mode] for mode in m["modes"][1:])) * invocations / 3
             batches = m["batch_size"][pair] if isinstance(m["batch_size"], dict) else m["batch_size"]
             s = START_S + (len(batches) if isinstance(batches, list) else 1) * per_batch
             if pair == "cpu":
