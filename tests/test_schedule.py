@@ -27,14 +27,14 @@ SUMMARIES = {"concat_training", "concat_backend_eval", "compare_backends", "conc
              "roofline"}
 
 
-def dry_run(config: dict, workdir: Path) -> list[dict]:
-    """Each job of a local dry run on CORES cores and GPUS (fake) GPUs: rule, inputs, outputs, wildcards,
+def dry_run(config: dict, workdir: Path, gpus: int = GPUS) -> list[dict]:
+    """Each job of a local dry run on CORES cores and `gpus` (fake) GPUs: rule, inputs, outputs, wildcards,
     threads, priority, resources."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     # the box's GPUs are the fake ones: a CUDA_VISIBLE_DEVICES from outside (or left by an in-process test) would
     # narrow them
-    env = {**{k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}, gpu_slots.FAKE_GPUS_ENV: str(GPUS)}
+    env = {**{k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}, gpu_slots.FAKE_GPUS_ENV: str(gpus)}
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
                           "--workflow-profile", "none", "--configfile", str(workdir / "config.yaml"),
                           "--cores", str(CORES)], capture_output=True, text=True, timeout=600, env=env)
@@ -135,3 +135,25 @@ def test_no_compile_warm_up_runs_beside_a_cpu_timing_job(cpu_dag):
     assert cpu_timing and warm_ups
     for job in cpu_timing:  # every unit of `compile`: a warm-up's one does not fit beside it
         assert amount(job, "compile") == CORES and amount(job, "timing") == gpu_slots.timing_total(GPUS)
+
+
+def test_on_a_box_without_a_gpu_jobs_that_can_only_say_not_run_take_no_timing_slot(tmp_path):
+    """The default config on a CPU machine: every timing job needs a GPU (require_gpu), so none keeps the box to
+    itself and they run side by side, and none has a compile warm-up; a CPU-pair job that does measure
+    (require_gpu false) still runs alone, after its warm-up."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    assert config["device"] == "auto"
+    jobs = dry_run(config, tmp_path / "default", gpus=0)
+    timing = [j for j in jobs if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING]
+    assert {j["rule"] for j in timing} >= {"vision_model", "study_b_block_timing", "sweep", "eval_backend"}
+    for job in timing:
+        assert (amount(job, "timing"), amount(job, "compile"), amount(job, "gpu")) == (0, 0, 0), job
+    assert not [j for j in jobs if j["rule"] in WARM_UPS]   # nothing will compile: no warm-up runs
+
+    config["study_b"]["models"]["require_gpu"] = False
+    jobs = dry_run(config, tmp_path / "cpu-pair", gpus=0)
+    vision = {j["wildcards"]["pair"]: j for j in jobs if j["rule"] == "vision_model"
+              and j["wildcards"]["model"] == "resnet50"}
+    assert (amount(vision["cpu"], "timing"), amount(vision["cpu"], "compile")) == (gpu_slots.timing_total(0), CORES)
+    assert (amount(vision["gpu"], "timing"), amount(vision["gpu"], "compile")) == (0, 0)
+    assert [j["wildcards"] for j in jobs if j["rule"] == "compile_cache_model"] == [{"pair": "cpu", "model": "resnet50"}]

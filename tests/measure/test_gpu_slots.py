@@ -356,3 +356,33 @@ def test_a_job_whose_cuda_runs_on_another_gpu_than_its_slot_is_stopped(monkeypat
     with pytest.raises(RuntimeError, match="holds the slot of GPU-aaaa but CUDA runs it on bbbb"):
         gpu_slots.hold_device("bbbb")
     monkeypatch.setattr(gpu_slots, "_held", None)
+
+
+def _sections(require_gpu: bool) -> dict:
+    return {"study_a": {s: {"require_gpu": require_gpu} for s in ("training", "backends", "sweep")},
+            "study_b": {s: {"require_gpu": require_gpu} for s in ("blocks", "models")}}
+
+
+@pytest.mark.parametrize("rule, wildcards, device, require_gpu, n_slots, nothing", [
+    ("vision_model", {"pair": "gpu"}, "auto", False, 0, True),      # the gpu pair needs a GPU
+    ("vision_model", {"pair": "cpu"}, "auto", False, 0, False),     # the cpu pair measures on the CPU
+    ("vision_model", {"pair": "cpu"}, "auto", True, 0, True),       # unless its section requires a GPU
+    ("sweep", {}, "auto", True, 0, True),
+    ("sweep", {}, "auto", False, 0, False),                         # Study A on the CPU
+    ("sweep", {}, "auto", True, 2, False),                          # a GPU box: it times there
+    ("sweep", {}, "auto", True, None, False),                       # a cluster's login node knows no GPUs
+    ("train_eager", {}, "cuda", True, 0, False),                    # device cuda: no plan of not_run
+])
+def test_a_job_measures_nothing_only_where_it_can_only_write_not_run(rule, wildcards, device, require_gpu,
+                                                                    n_slots, nothing):
+    config = {"device": device, **_sections(require_gpu)}
+    assert gpu_slots.measures_nothing(rule, wildcards, config, n_slots) is nothing
+
+
+def test_a_job_that_measures_nothing_stages_without_cuda_or_a_fork_server(monkeypatch):
+    fake_gpus(monkeypatch, 0)
+    monkeypatch.setenv("AC_FORK_SERVER", "1")   # recorded, so that what stage() sets is undone after the test
+    gpu_slots.stage(job("vision_model", {"device": "auto", **_sections(True)}, model="alexnet", pair="gpu"))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["AC_FORK_SERVER"] == "0"
+    assert gpu_slots.take(job("vision_model", {"device": "auto", **_sections(True)}, model="alexnet",
+                              pair="gpu")) is None

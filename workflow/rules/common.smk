@@ -258,18 +258,20 @@ def derived_inputs(*names):
 
 def block_warm_up(wildcards):
     """A building-block timing job's own compile warm-up (its manifest); none with fresh_compile_cache, or for a
-    job that certainly compiles nothing (device cpu: the gpu pair, a mode the CPU lacks)."""
+    job that certainly compiles nothing (device cpu: the gpu pair, a mode the CPU lacks; a job that measures
+    nothing here)."""
     w = wildcards
-    if STUDY_B_CACHE_DIR is None or (DEVICE == "cpu" and _experiments.job_not_run_reason(config, w.pair, w.mode,
-                                                                                       False, False)):
+    if STUDY_B_CACHE_DIR is None or measures_nothing("study_b_block_timing", w) or (
+            DEVICE == "cpu" and _experiments.job_not_run_reason(config, w.pair, w.mode, False, False)):
         return []
     return f"{STUDY_B_WARM_UPS}/blocks/{w.experiment}/{w.pair}-{w.mode}.json"
 
 
 def vision_warm_up(wildcards):
-    """A vision_model job's own compile warm-up (its manifest); none with fresh_compile_cache or for the gpu
-    pair of device cpu."""
-    if STUDY_B_CACHE_DIR is None or (DEVICE == "cpu" and wildcards.pair == "gpu"):
+    """A vision_model job's own compile warm-up (its manifest); none with fresh_compile_cache, for the gpu
+    pair of device cpu, or for a job that measures nothing here."""
+    if STUDY_B_CACHE_DIR is None or (DEVICE == "cpu" and wildcards.pair == "gpu") or measures_nothing(
+            "vision_model", wildcards):
         return []
     return f"{STUDY_B_WARM_UPS}/models/{wildcards.pair}/{wildcards.model}.json"
 

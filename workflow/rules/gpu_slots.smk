@@ -4,7 +4,8 @@
 # nothing), and its script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before CUDA
 # starts, waiting while the lock is held. A CPU
 # timing job asks for every slot of `timing`, so it keeps the CPU to itself, and every unit of `compile`, of which
-# a compile warm-up takes one, so that no compile runs beside it. On a cluster (profiles/slurm) there are no
+# a compile warm-up takes one, so that no compile runs beside it. A job that can only write not_run rows (no GPU
+# here, and its rows need one: gpu_slots.measures_nothing) asks for neither. On a cluster (profiles/slurm) there are no
 # totals: every job gets an allocation of its own, with a GPU (`gpu`) where it times on one, and the whole node
 # (--exclusive) where it times on the CPU.
 from abstraction_cost.measure import gpu_slots
@@ -54,20 +55,31 @@ def every_compile_unit(wildcards=None):
     return COMPILE_UNITS
 
 
+def measures_nothing(rule, wildcards):
+    """Whether a timing job can only write not_run rows on this box (gpu_slots.measures_nothing): it takes no
+    timing resource, and no compile warm-up runs for it."""
+    return gpu_slots.measures_nothing(rule, wildcards, {**config, "device": DEVICE}, GPU_SLOTS)
+
+
 def timing_job(rule):
     """A timing rule's resources: on the GPU one GPU slot; on the CPU every timing slot and every compile unit
-    (locally) or a whole node (SLURM). `rule` must be in gpu_slots.DEVICE_RULES or PAIR_RULES, which say what its
-    device is."""
+    (locally) or a whole node (SLURM); nothing where the job can only write not_run rows (no GPU here and its rows
+    need one: gpu_slots.measures_nothing). `rule` must be in gpu_slots.DEVICE_RULES or PAIR_RULES, which say what
+    its device is."""
     device_config = {**config, "device": DEVICE}
 
     def gpu(wildcards):
         return int(gpu_slots.on_gpu(rule, wildcards, device_config, GPU_SLOTS))
 
+    def alone(wildcards):
+        """Times on the CPU: keeps the box to itself."""
+        return not gpu(wildcards) and not measures_nothing(rule, wildcards)
+
     return dict(
         gpu=gpu,
-        timing=lambda wildcards: 1 if gpu(wildcards) else every_timing_slot(),
-        compile=lambda wildcards: 0 if gpu(wildcards) else every_compile_unit(),
-        slurm_extra=lambda wildcards: "" if gpu(wildcards) else "--exclusive",
+        timing=lambda wildcards: every_timing_slot() if alone(wildcards) else gpu(wildcards),
+        compile=lambda wildcards: every_compile_unit() if alone(wildcards) else 0,
+        slurm_extra=lambda wildcards: "--exclusive" if alone(wildcards) else "",
     )
 
 

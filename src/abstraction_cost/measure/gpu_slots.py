@@ -172,6 +172,27 @@ def on_gpu(rule: str, wildcards: Mapping, config: Mapping, n_slots: int | None) 
     raise KeyError(f"rule {rule!r} is not a timing rule of measure/gpu_slots.py (DEVICE_RULES, PAIR_RULES)")
 
 
+# The config section whose require_gpu each timing rule obeys.
+REQUIRE_GPU_SECTIONS = {"train_eager": ("study_a", "training"), "train_libtorch": ("study_a", "training"),
+                        "train_cudnn": ("study_a", "training"), "eval_backend": ("study_a", "backends"),
+                        "sweep": ("study_a", "sweep"), "sweep_kernels_job": ("study_a", "sweep"),
+                        "study_b_block_timing": ("study_b", "blocks"), "vision_model": ("study_b", "models")}
+
+
+def measures_nothing(rule: str, wildcards: Mapping, config: Mapping, n_slots: int | None) -> bool:
+    """Whether a timing job can only write not_run rows on this box: it has no GPU slot (NVML finds no GPU, or
+    gpus.slots is 0) and its rows need a GPU (the gpu pair, or its section's require_gpu). Such a job takes no
+    timing resource, so it runs beside the others instead of keeping the CPU to itself (on a machine without a GPU
+    the default config's every timing job is one); stage() hides CUDA from it, so it cannot time what its
+    resources did not reserve. n_slots None (a cluster's login node) or device cuda: never."""
+    if n_slots != 0 or config["device"] == "cuda":
+        return False
+    first, second = REQUIRE_GPU_SECTIONS[rule]
+    if config[first][second].get("require_gpu", False):
+        return True
+    return rule in PAIR_RULES and wildcards["pair"] == "gpu"
+
+
 def comparison_key(rule: str, wildcards: Mapping) -> str:
     group, names = COMPARISON_WILDCARDS[rule]
     return ":".join([group, *(str(wildcards[n]) for n in names)])
@@ -249,6 +270,11 @@ def stage(snakemake) -> None:
     the cores of the jobs that time nothing, while another job may be timing on the GPU it waits for."""
     config, rule, wildcards = snakemake.config, snakemake.rule, dict(snakemake.wildcards.items())
     _, n = _job_slots(config)
+    if measures_nothing(rule, wildcards, config, n):
+        # what its resources planned: no CUDA, so its rows are not_run; and no fork server (no worker to start)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["AC_FORK_SERVER"] = "0"   # programs/fork_server.DISABLE_ENV
+        return
     if n > 0 and on_gpu(rule, wildcards, config, n):
         # torch.cuda.is_available() and device_count() from NVML, not the CUDA driver, which reads
         # CUDA_VISIBLE_DEVICES once, when it starts: an import that asks must not fix the GPUs before take()
