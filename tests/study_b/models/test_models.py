@@ -300,8 +300,7 @@ def test_the_whole_chain_on_a_small_model(tmp_path, eager_backend, caplog):
     assert layer_summary.height == 2 * n
     # where an invocation's time before its turns went: each worker's start, its prepare and its longest build
     line = next(r.getMessage() for r in caplog.records if "workers up and prepared" in r.getMessage())
-    # the selective variants build in a worker of their own, beside the whole model's
-    for key in ("clean", "compiled:default", "selective:default"):
+    for key in ("clean", "compiled:default"):
         assert re.search(rf"{key}: up \d+\.\d s, ready \d+\.\d s \(longest build \w+ \d+\.\d s, warm-ups", line), line
 
 

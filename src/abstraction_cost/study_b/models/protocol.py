@@ -3,16 +3,14 @@ that has loaded no compiled code, interleaved in short turns with the compiled v
 over several invocations.
 
 For one setting of a (model, pair) job, an invocation starts together (start-ups overlap) one vision_worker per
-role: `clean` (eager and the eager baselines: channels_last, cuda_graphs), one `compiled` worker per compile mode
-of study_b.models.modes (the whole model compiled, and `eager_in_process`, eager built after its compiled code) and,
-where the oracles chose, one `selective` worker (the selective variants, on every block compiled alone in the
-layer mode). Each prepares its variants at once (build from the Inductor cache, output check, warm-up to a steady
-state: the slowest worker's preparation, not their sum, keeps the GPU from timing), then every variant of every
-worker takes `blocks` turns in rotating
+role: `clean` (eager and the eager baselines: channels_last, cuda_graphs) and one `compiled` worker per compile mode
+of study_b.models.modes (the whole model compiled; the layer mode's also the selective variants; each also
+`eager_in_process`, eager built after its compiled code). Each prepares its variants (build from the Inductor cache,
+output check, warm-up to a steady state), then every variant of every worker takes `blocks` turns in rotating
 order, each a block of calls filling about `block_ms` and together at least `min_calls`: a slow period of the
 host falls on every variant alike, and the turns pair the variants' times. The end-to-end step and the selective
 step share the clean worker's eager (one measurement: their baselines are the same numbers) and the layer mode's
-whole compiled model; the drift of eager in a process with compiled code is eager_in_process against eager, paired.
+compiled worker; the drift of eager in a process with compiled code is eager_in_process against eager, paired.
 
 Invocations repeat in fresh processes: `invocations`, then up to `max_invocations` while some variant's
 invocation medians do not pin its time within `precision` (the t-interval's relative half width). Each
@@ -93,10 +91,6 @@ class Protocol:
 
 def worker_key(mode: str | None) -> str:
     return CLEAN if mode is None else f"compiled:{mode}"
-
-
-def selective_key(layer_mode: str) -> str:
-    return f"selective:{layer_mode}"
 
 
 def _spec(config: dict, case: vm.Case, role: str, choices: dict | None, protocol: Protocol) -> dict:
@@ -236,10 +230,8 @@ def measure(config: dict, model: str, pair: str, setting: vm.Setting, choices: d
     specs = {}
     for mode in [None, *section["modes"]]:
         case = vm.case_from_config(config, model, pair, mode or section["layer_mode"], setting)
-        specs[worker_key(mode)] = _spec(config, case, CLEAN if mode is None else "compiled", None, protocol)
-    if choices:
-        case = vm.case_from_config(config, model, pair, section["layer_mode"], setting)
-        specs[selective_key(section["layer_mode"])] = _spec(config, case, "selective", choices, protocol)
+        mine = choices if mode == section["layer_mode"] else None
+        specs[worker_key(mode)] = _spec(config, case, CLEAN if mode is None else "compiled", mine, protocol)
     out: list[list[dict]] = []
     for inv in range(protocol.max_invocations):
         if inv >= protocol.invocations and not imprecise(out, protocol.precision):
@@ -264,9 +256,8 @@ def expected(config: dict, case: vm.Case, choices: dict | None) -> dict[str, lis
                         if b != "cuda_graphs" or vm.device_of(case).type == "cuda")]
     out = {CLEAN: clean}
     for mode in section["modes"]:
-        out[worker_key(mode)] = ["compiled", "eager_in_process"]
-    if choices:
-        out[selective_key(section["layer_mode"])] = list(choices)
+        out[worker_key(mode)] = ["compiled", *((choices or {}) if mode == section["layer_mode"] else {}),
+                                 "eager_in_process"]
     return out
 
 
@@ -374,7 +365,7 @@ def rows(config: dict, model: str, pair: str, setting: vm.Setting, records: list
         choice, predicted = (chosen or {}).get(variant, (None, None))
         if variant.startswith("eager"):
             choice = "e" * n_blocks
-        w = CLEAN if variant == "eager" else selective_key(layer_mode) if variant in VARIANTS else key
+        w = CLEAN if variant == "eager" else key
         extra = {"choice": choice, "predicted_ms": predicted}
         out["vision_selective"] += _sample_rows(lcase.columns(cfg), w, variant, found[(w, variant)], extra)
         if variant in VARIANTS:

@@ -10,11 +10,12 @@ Two constructions of one choice (a string with one character per block, e eager,
   block-by-block cost model cannot see.
 
 The step (after the oracles, in its (model, pair) job) times, in the turns of the end-to-end step
-(vision_protocol.py: a selective worker holds them): eager, the whole model compiled (`compiled`), every block
-compiled alone (`all_blocks`), the dynamic programme's choice in both constructions (`dp_blocks`, `dp_segments`)
-and the best-of-two-runs choice from the layer timers (`btr_blocks`, the study's construction). The block units
-are the worker's own, compiled once (vision_models.ensure_units, the graphs the layer times' units compiled), so a
-build row records what that variant compiled anew: only `dp_segments` compiles a graph of its own. predicted_ms on a row is the oracle's prediction of that variant's end-to-end time (vision_oracles),
+(vision_protocol.py: the layer mode's compiled worker holds them): eager, the whole model compiled (`compiled`),
+every block compiled alone (`all_blocks`), the dynamic programme's choice in both constructions (`dp_blocks`,
+`dp_segments`) and the best-of-two-runs choice from the layer timers (`btr_blocks`, the study's construction).
+The block units are the worker's own, compiled with its whole model (vision_models.ensure_compiled, as the
+layer times' were), so a build row records what that variant compiled anew: only `dp_segments` compiles a graph
+of its own. predicted_ms on a row is the oracle's prediction of that variant's end-to-end time (vision_oracles),
 where there is one.
 """
 from __future__ import annotations

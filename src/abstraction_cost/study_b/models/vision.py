@@ -31,7 +31,7 @@ import logging
 import re
 import time
 import types
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -268,27 +268,9 @@ def _build_shared(case: Case, loaded: Loaded, run, logger: logging.Logger) -> No
             loaded.whole = prepare_whole(loaded.model, case, loaded.inputs[0], loaded.device)
         output_check.reference(loaded.model, loaded.inputs[0], case.numerics, loaded.device).require(
             loaded.whole.fn, loaded.inputs[0], f"{case.model} compiled whole")
-    _build_units(case, loaded, run, logger)
-
-
-def ensure_units(case: Case, loaded: Loaded, logger: logging.Logger | None = None) -> None:
-    """Every block compiled alone, without the whole model: a process that times only selective variants (the
-    protocol's selective worker). A failure is kept, so that its other variants fail alike without retrying."""
-    if loaded.failure is not None:
-        raise loaded.failure
-    try:
-        _build_units(case, loaded, None, logger or log)
-    except Exception as err:
-        loaded.failure = err
-        raise
-
-
-def _build_units(case: Case, loaded: Loaded, run, logger: logging.Logger) -> None:
-    """The units, in the job's phase `units-build` where there is a run (None: a worker, whose phases are not
-    sampled)."""
     if loaded.units is None:
         before, start = cfgs.compile_counters(), time.perf_counter()
-        with run.phase("units-build") if run is not None else nullcontext():
+        with run.phase("units-build"):
             loaded.units = compile_units(loaded, case)
         logger.info("%s: %d blocks compiled one by one in %.1f s (%s)", case.model, len(loaded.units),
                     time.perf_counter() - start, (cfgs.compile_counters() - before).describe())

@@ -12,11 +12,9 @@ block of one of them on command. One JSON record per line on stdout, one command
                    after the last timed turn of the process, since a process stays slower once the profiler has run
 
 Roles (spec["role"]): `clean` holds eager and the eager baselines and never compiles anything, so its eager is the
-baseline the study compares with; `compiled` holds the whole model compiled in spec["mode"] and, built after it,
-`eager_in_process`: the same eager model in a process that has loaded compiled code (the drift is the ratio of the
-two eagers, measured in the same turns); `selective` holds the selective variants of spec["choices"], built on
-every block compiled alone (vision_models.ensure_units), in a process of their own so that their builds overlap
-the whole model's instead of following them.
+baseline the study compares with; `compiled` holds the whole model compiled in spec["mode"] (with the selective
+variants where spec["choices"] has them) and, built after all of those, `eager_in_process`: the same eager model
+in a process that has loaded compiled code (the drift is the ratio of the two eagers, measured in the same turns).
 Variants are built and checked against eager's output before any is warmed up; each warms up until the medians
 of two consecutive windows agree within STEADY_TOLERANCE (at most warmup_max calls). Python's garbage collector
 is off from the end of prepare (the model's objects frozen), so no collection lands inside a timed call.
@@ -31,6 +29,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -51,6 +50,14 @@ STEADY_WINDOW = 3          # warm-up calls per window
 STEADY_TOLERANCE = 0.05    # two consecutive windows' medians within this: steady
 CRASH_ENV = "AC_VISION_WORKER_CRASH"   # tests: "ROLE:VARIANT:INVOCATION" exits the worker in that variant's 1st block
 PROFILE_CRASH_ENV = "AC_VISION_WORKER_PROFILE_CRASH"   # tests: "ROLE" exits the worker in its profiled pass
+
+
+class _NoRun:
+    """The job's MeasuredRun where a worker has none: phases are not sampled here."""
+
+    @contextmanager
+    def phase(self, name):
+        yield
 
 
 def _backend(name: str):
@@ -88,16 +95,22 @@ class Variants:
             if "cuda_graphs" in self.spec["baselines"] and device.type == "cuda":
                 out["eager_cuda_graphs"] = lambda: timed(cuda_graphs.Graphed(model, inputs[0][0]), case.eager)()
             return out
-        if self.spec["role"] == "selective":
-            def variant(choice, construction, name):
-                vm.ensure_units(case, loaded)   # the first variant's build compiles the units; the rest reuse them
-                return selective._prepare_choice(case, loaded, choice, construction, name)
-            return {name: (lambda c=parse_choice(choice), k=selective.VARIANTS[name][1], v=name: variant(c, k, v))
-                    for name, choice in self.spec["choices"].items()}
+        choices = self.spec.get("choices") or {}
 
-        # eager last: built after the compiled model is loaded
-        return {"compiled": lambda: vm.prepare_whole(model, case, inputs[0], device),
-                "eager_in_process": timed(model, case.eager)}
+        def whole():
+            if choices:   # the units of the selective variants are compiled after the whole model, as in the job
+                vm.ensure_compiled(case, loaded, _NoRun())
+            else:
+                loaded.whole = vm.prepare_whole(model, case, inputs[0], device)
+            return loaded.whole
+
+        out = {"compiled": whole}
+        for variant, choice in choices.items():
+            construction = selective.VARIANTS[variant][1]
+            out[variant] = (lambda c=parse_choice(choice), k=construction, v=variant:
+                            selective._prepare_choice(case, loaded, c, k, v))
+        out["eager_in_process"] = timed(model, case.eager)   # last: after every compiled variant is loaded
+        return out
 
     def prepare(self) -> dict:
         case, loaded = self.case, self.loaded
