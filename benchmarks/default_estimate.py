@@ -27,12 +27,13 @@ the phase logs of its timing jobs), with fork-served workers and staged starts:
   split's evaluation likewise (the floor: a ResNet-50 step's launches; GUESS from gpu-smoke's 2 epochs of 32
   steps in about 10 s of job).
 - Study B: a building-block case BLOCK_CASE_S per mode (gpu-smoke: five jobs, 16-20 s each); a vision job
-  VISION_BASE_S per model and batch under the protocol's 3 invocations (gpu-smoke: MobileNetV2 82 s, SqueezeNet
-  62 s per batch: the layer step, three invocations whose compiled worker reloads the model and its blocks from
-  Inductor's cache in 6-14 s, the timing methods; the other models GUESSES by their blocks and compile sizes), less
-  SELECTIVE_SPLIT_S per invocation (GUESS: since 1acb03f the blocks and the selective variants build in a worker of
-  their own, beside the whole model's build), each further mode VISION_MODE_S per batch (GUESS: a second compiled
-  worker beside the first, and its turns).
+  VISION_BASE_S per model and batch under the protocol's 3 invocations (measured: the default config's six jobs at
+  batch 1 on two H100s, 2026-11-26, beside its cold compile warm-ups: the layer step, three invocations whose
+  compiled worker reloads the model and its blocks from Inductor's cache, the timing methods; gpu-smoke's quieter
+  host took 67 s for MobileNetV2's batch 1 where this took 122 s), each further mode VISION_MODE_S per batch
+  (GUESS: a second compiled worker beside the first, and its turns). Each Study B job starts after its own compile
+  warm-up (cold caches: VISION_WARM_UP_S per model, BLOCK_WARM_UP_S per mode, the slowest experiment's; measured in
+  the same run, 27 warm-ups on the 16 cores that time nothing).
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ COMPILE_BUILD_S = {"default": 25.0, "reduce-overhead": 25.0, "max-autotune": 120
 # max-autotune a GUESS (its autotuning benchmarks every convolution's candidates)
 KERNEL_JOB_S = 17.0            # default sweep 2026-11-25: fp32 kernel jobs 15-19 s each, ncu included
 KERNEL_COMPILED_S = 63.0
-AOTI_PACKAGE_S = 109.0         # gpu-smoke: package_aoti_sweep, on the CPUs
+AOTI_PACKAGE_S = 109.0         # gpu-smoke: package_aoti_sweep, on the CPUs (the default's, beside its warm-ups: 146 s)
 NATIVE_BUILD_S = 120.0         # GUESS: the C++ programs' build before their first timing job
 # the backend comparison, one job per numerics: an invocation of its eight workers (gpu-smoke 2026-11-26: 7.5-7.7 s
 # in fp32 after the first, 17.7 s with cudnn-benchmark's algorithm searches)
@@ -79,9 +80,11 @@ DATASETS = {"mnist": (60000, 10000), "cifar10": (50000, 10000), "stl10": (5000, 
 # Study B
 BLOCK_CASE_S = {"default": 3.0, "reduce-overhead": 3.0, "max-autotune": 8.0, "max-autotune-no-cudagraphs": 8.0}
 CPU_CASE_FACTOR = 2.0          # GUESS: a case on the CPU pair (compile and calls on the host)
-VISION_BASE_S = {"alexnet": 40.0, "squeezenet1_1": 62.0, "resnet50": 85.0, "mobilenet_v2": 82.0, "googlenet": 95.0,
-                 "densenet121": 140.0}
-SELECTIVE_SPLIT_S = 5.0
+VISION_BASE_S = {"alexnet": 64.0, "squeezenet1_1": 56.0, "resnet50": 127.0, "mobilenet_v2": 122.0, "googlenet": 103.0,
+                 "densenet121": 161.0}
+VISION_WARM_UP_S = {"alexnet": 131.0, "squeezenet1_1": 152.0, "resnet50": 161.0, "mobilenet_v2": 186.0,
+                    "googlenet": 260.0, "densenet121": 316.0}
+BLOCK_WARM_UP_S = {"default": 63.0, "reduce-overhead": 42.0, "max-autotune": 275.0, "max-autotune-no-cudagraphs": 315.0}
 VISION_MODE_S = {"default": 15.0, "reduce-overhead": 15.0, "max-autotune": 40.0, "max-autotune-no-cudagraphs": 35.0}
 VISION_CPU_FACTOR = 2.5        # GUESS: the cpu pair's calls and compiles against the GPU's
 
@@ -190,7 +193,8 @@ def study_b_jobs(config: dict) -> tuple[list[dict], list[dict]]:
         for pair in e["pairs"]:
             for mode in e["modes"]:
                 s = START_S + _block_cases(experiment, e, pair) * BLOCK_CASE_S[mode] * (0.5 + 0.5 * rounds)
-                job = {"job": f"study_b_block_timing[{experiment},{pair},{mode}]", "s": s, "after": 0.0}
+                job = {"job": f"study_b_block_timing[{experiment},{pair},{mode}]", "s": s,
+                       "after": BLOCK_WARM_UP_S[mode]}
                 (gpu if pair == "gpu" else cpu).append(
                     job if pair == "gpu" else {**job, "s": START_S + (s - START_S) * CPU_CASE_FACTOR})
     m = config["study_b"]["models"]
@@ -198,13 +202,13 @@ def study_b_jobs(config: dict) -> tuple[list[dict], list[dict]]:
     invocations = p["invocations"] + EXTRA_SHARE * max(0, p["max_invocations"] - p["invocations"])
     for pair in ("gpu", "cpu"):
         for model in m["models"][pair]:
-            per_batch = (VISION_BASE_S[model] - 3 * SELECTIVE_SPLIT_S
-                         + sum(VISION_MODE_S[mode] for mode in m["modes"][1:])) * invocations / 3
+            per_batch = (VISION_BASE_S[model] + sum(VISION_MODE_S[mode] for mode in m["modes"][1:])) * invocations / 3
             batches = m["batch_size"][pair] if isinstance(m["batch_size"], dict) else m["batch_size"]
             s = START_S + (len(batches) if isinstance(batches, list) else 1) * per_batch
             if pair == "cpu":
                 s = START_S + (s - START_S) * VISION_CPU_FACTOR
-            (gpu if pair == "gpu" else cpu).append({"job": f"vision_model[{pair},{model}]", "s": s, "after": 0.0})
+            (gpu if pair == "gpu" else cpu).append({"job": f"vision_model[{pair},{model}]", "s": s,
+                                                    "after": VISION_WARM_UP_S[model]})
     return gpu, cpu
 
 

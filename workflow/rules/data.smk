@@ -32,6 +32,7 @@ rule download_dataset:
         config=reads("data.mirror"),
     resources:
         network=1,
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/download_dataset.py"
 
@@ -46,6 +47,7 @@ rule prepare_dataset:
     params:
         root=lambda w: f"{DATA_ROOT}/{w.dataset}",
         config=reads("seed", "data", but=("data.mirror", "data.root")),
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/prepare_dataset.py"
 
@@ -55,6 +57,7 @@ rule init_weights:
         INIT_WEIGHTS,
     log:
         "logs/data/init-{dataset}-{init}-{seed}.log",
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/init_weights.py"
 
@@ -66,5 +69,6 @@ rule sample_order:
         SAMPLE_ORDER,
     log:
         "logs/data/order-{dataset}-{seed}-{epochs}.log",
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/sample_order.py"

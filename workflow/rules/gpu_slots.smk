@@ -37,9 +37,12 @@ else:
     COMPILE_UNITS = 1  # (a cluster run has no --cores)
 
 # Priorities, highest first among the jobs ready to run: tables and summaries (seconds, so the report is made as
-# soon as its inputs exist), a compile warm-up (a few threads; its timing job waits for it), the longest timing
-# jobs (the sweep's and Study B's vision models: so no long job starts last), then every other job (0).
+# soon as its inputs exist), what timing jobs read (datasets, weights, C++ builds, AOTInductor packages: before the
+# warm-ups, which would otherwise hold every free core for minutes while the GPUs wait for Study A's inputs), a
+# compile warm-up (a few threads; its timing job waits for it), the longest timing jobs (the sweep's and Study B's
+# vision models: so no long job starts last), then every other job (0).
 SUMMARY_PRIORITY = 60
+INPUT_PRIORITY = 55
 WARM_UP_PRIORITY = 50
 LONG_JOB_PRIORITY = 40
 WARM_UP_THREADS = 2

@@ -18,6 +18,7 @@ rule build_native:
         build_dir=lambda w, output: str(Path(output[0]).parents[1]),  # native/build/<project>/<program>
         torch_version=TORCH_VERSION,  # a different torch means a rebuild (params are a rerun trigger)
     threads: 4  # four translation units; capped at --cores
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/build_native.py"
 
@@ -34,6 +35,7 @@ rule build_native_cudnn:
         build_dir=lambda w, output: str(Path(output[0]).parents[1]),
         torch_version=TORCH_VERSION,  # the cuDNN and cuBLAS wheels come with torch
     threads: 4
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/build_native.py"
 

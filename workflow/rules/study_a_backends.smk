@@ -14,6 +14,7 @@ rule backend_eval_input:
         "logs/study_a/backends/input.log",
     params:
         shape=(BACKENDS["dataset"], BACKENDS["batch_size"], BACKENDS["resolution"]),
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/backend_eval_input.py"
 
@@ -26,6 +27,7 @@ rule script_torchscript:
         meta=TORCHSCRIPT_META,
     log:
         "logs/study_a/backends/script-torchscript.log",
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/script_torchscript.py"
 
@@ -42,6 +44,7 @@ rule package_aoti:
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
     resources:
         **cluster_gpu(DEVICE == "cuda"),
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/package_aoti.py"
 

@@ -33,6 +33,7 @@ rule sweep_inputs:
         "logs/study_a/sweep/inputs.log",
     params:
         grid=(SWEEP.pool, SWEEP.resolutions),
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/sweep_inputs.py"
 
@@ -49,6 +50,7 @@ rule package_aoti_sweep:
     threads: 4  # compiling runs beside timing jobs, so it may not take every core
     resources:
         **cluster_gpu(DEVICE == "cuda"),
+    priority: INPUT_PRIORITY
     script:
         "../../scripts/package_aoti_sweep.py"
 
