@@ -10,6 +10,28 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
+# Modules whose tests share a session fixture or a machine-wide service, by the worker group they run in
+# (pytest-xdist): the smoke run and the local SLURM controller; the faults' vision warm-up.
+SHARED = {"tests/test_pipeline.py": "smoke run, SLURM", "tests/test_slurm.py": "smoke run, SLURM",
+          "tests/test_slurm_requests.py": "smoke run, SLURM", "tests/faults/test_crashes.py": "vision warm-up",
+          "tests/faults/test_resume.py": "vision warm-up"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest -n N: each module's tests on one worker, so that its module-scoped fixtures (an offline run, a
+    built program) are made once, and the modules of SHARED together. Not xdist's loadgroup: with pytest 9.2 it
+    ignores xdist_group marks (pytest-dev/pytest-xdist#1386)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED.get(module, module)
+
+    return ByModule(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

@@ -16,8 +16,6 @@ from abstraction_cost.study_a.sweep import summary as sweep_summary
 
 from tests.fixtures.repository import REPO
 
-# with pytest-xdist, on one worker with test_slurm*.py: the session's smoke run is made once
-pytestmark = pytest.mark.xdist_group("smoke-run-and-slurm")
 
 
 def _table_of(path: Path) -> str:

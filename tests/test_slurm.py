@@ -16,8 +16,7 @@ from abstraction_cost import tables
 
 from tests.fixtures import slurm_cluster
 
-# with pytest-xdist, on the worker of test_pipeline.py: the session's smoke run is made once
-pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("smoke-run-and-slurm")]
+pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")

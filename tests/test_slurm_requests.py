@@ -14,8 +14,6 @@ import yaml
 
 from abstraction_cost.measure import gpu_slots
 
-# with pytest-xdist, on one worker with test_slurm.py: one local SLURM controller at a time
-pytestmark = pytest.mark.xdist_group("smoke-run-and-slurm")
 
 REPO = Path(__file__).resolve().parents[1]
 TIMING_RULES = set(gpu_slots.DEVICE_RULES) | set(gpu_slots.PAIR_RULES)

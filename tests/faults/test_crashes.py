@@ -7,8 +7,6 @@ from abstraction_cost import tables
 
 from .conftest import EAGER_ROWS, LIBTORCH_ROWS, MATMUL_ROWS, VISION_JOB
 
-# with pytest-xdist, on one worker with the other vision faults: the session's warm-up is made once
-pytestmark = pytest.mark.xdist_group("vision-warm-up")
 
 
 @pytest.mark.parametrize("fault, says, finished", [

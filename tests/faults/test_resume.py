@@ -13,8 +13,6 @@ from abstraction_cost.tables.study_b_models import JOB_TABLES
 
 from .conftest import VISION_JOB, kill_group
 
-# with pytest-xdist, on one worker with the other vision faults: the session's warm-up is made once
-pytestmark = pytest.mark.xdist_group("vision-warm-up")
 
 
 def test_step_store_keeps_finished_steps_across_attempts(tmp_path):
