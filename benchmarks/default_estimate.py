@@ -33,7 +33,8 @@ the phase logs of its timing jobs), with fork-served workers and staged starts:
   host took 67 s for MobileNetV2's batch 1 where this took 122 s), each further mode VISION_MODE_S per batch
   (GUESS: a second compiled worker beside the first, and its turns). Each Study B job starts after its own compile
   warm-up (cold caches: VISION_WARM_UP_S per model, BLOCK_WARM_UP_S per mode, the slowest experiment's; measured in
-  the same run, 27 warm-ups on the 16 cores that time nothing).
+  the same run, 27 warm-ups on the 16 cores that time nothing); an autotuning warm-up (max-autotune on the GPU) holds
+  a GPU slot for its AUTOTUNE_WARM_UP_S, a job of the GPU schedule.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from abstraction_cost import config as config_module
 from abstraction_cost.study_a.sweep import kernels as sweep_kernels, shards as sweep_shards
 from abstraction_cost.study_a.sweep.cells import SweepSettings
 from abstraction_cost.study_a.sweep.conductor import PROTOCOL_DEFAULTS, Protocol
+from abstraction_cost.study_b.compile_cache import AUTOTUNE_MODES
 from abstraction_cost.study_b.models.protocol import PROTOCOL_DEFAULTS as VISION_PROTOCOL_DEFAULTS
 
 # gpu-smoke on one H100 from cold caches, measured (2026-11-26, staged starts), against this model's estimate of
@@ -85,6 +87,11 @@ VISION_BASE_S = {"alexnet": 64.0, "squeezenet1_1": 56.0, "resnet50": 127.0, "mob
 VISION_WARM_UP_S = {"alexnet": 131.0, "squeezenet1_1": 152.0, "resnet50": 161.0, "mobilenet_v2": 186.0,
                     "googlenet": 260.0, "densenet121": 316.0}
 BLOCK_WARM_UP_S = {"default": 63.0, "reduce-overhead": 42.0, "max-autotune": 275.0, "max-autotune-no-cudagraphs": 315.0}
+# the autotuning warm-ups by experiment (same run); resnet50_convs' in-model case had not ended after 505 s: GUESS
+AUTOTUNE_WARM_UP_S = {("matmul", "max-autotune"): 275.0, ("matmul", "max-autotune-no-cudagraphs"): 278.0,
+                      ("conv_ablation", "max-autotune"): 205.0, ("conv_ablation", "max-autotune-no-cudagraphs"): 190.0,
+                      ("conv_blocks", "max-autotune"): 105.0, ("conv_blocks", "max-autotune-no-cudagraphs"): 87.0,
+                      ("resnet50_convs", "max-autotune-no-cudagraphs"): 315.0 + 600.0}
 VISION_MODE_S = {"default": 15.0, "reduce-overhead": 15.0, "max-autotune": 40.0, "max-autotune-no-cudagraphs": 35.0}
 VISION_CPU_FACTOR = 2.5        # GUESS: the cpu pair's calls and compiles against the GPU's
 
@@ -197,6 +204,9 @@ def study_b_jobs(config: dict) -> tuple[list[dict], list[dict]]:
                        "after": BLOCK_WARM_UP_S[mode]}
                 (gpu if pair == "gpu" else cpu).append(
                     job if pair == "gpu" else {**job, "s": START_S + (s - START_S) * CPU_CASE_FACTOR})
+                if pair == "gpu" and mode in AUTOTUNE_MODES:   # an autotuning warm-up holds a GPU slot
+                    gpu.append({"job": f"compile_cache_blocks[{experiment},{pair},{mode}]",
+                                "s": AUTOTUNE_WARM_UP_S.get((experiment, mode), BLOCK_WARM_UP_S[mode]), "after": 0.0})
     m = config["study_b"]["models"]
     p = {**VISION_PROTOCOL_DEFAULTS, **(m.get("protocol") or {})}
     invocations = p["invocations"] + EXTRA_SHARE * max(0, p["max_invocations"] - p["invocations"])

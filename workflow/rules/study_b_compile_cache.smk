@@ -3,7 +3,8 @@
 # job then compiles warm from it. One warm-up per timing job, with that job's config as params, so a config change
 # reruns the warm-ups and timing jobs of what it changes and no other, and only a job's own warm-up delays it.
 # The warm-ups take no timing slot and few threads: they run beside Study A's timing jobs on the cores those do
-# not use, though never beside a job that times on the CPU (resource `compile`, gpu_slots.smk). Skipped with
+# not use, though never beside a job that times on the CPU (resource `compile`, gpu_slots.smk); one that autotunes
+# (max-autotune on the GPU) holds a GPU's slot lock while it compiles (gpu_slots.gpu_held). Skipped with
 # study_b.fresh_compile_cache (every job compiles cold into an empty cache of its own).
 
 

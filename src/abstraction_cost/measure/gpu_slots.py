@@ -31,8 +31,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from . import affinity
 
@@ -249,6 +250,22 @@ def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None
             log.info("waiting for a free GPU slot among %s (%s)", [g.index for g in candidates], LOCK_DIR)
             told = True
         time.sleep(POLL_S)
+
+
+@contextmanager
+def gpu_held(config: Mapping, owner: str, log: logging.Logger | None = None) -> Iterator[Slot | None]:
+    """A job that times nothing but runs heavy work on a GPU (a warm-up's autotuning) holds a free GPU's lock while
+    it does, waiting for one like a timing job, so that no timing job measures beside it; None where this box has
+    no GPU slot. The caller points CUDA at the slot's GPU (CUDA_VISIBLE_DEVICES) for the work it starts."""
+    gpus, n = _job_slots(config)
+    if n == 0:
+        yield None
+        return
+    slot = acquire(gpus[:n], owner, log)
+    try:
+        yield slot
+    finally:
+        os.close(slot.fd)
 
 
 def timing_total(slots: int) -> int:

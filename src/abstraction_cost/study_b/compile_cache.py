@@ -23,6 +23,10 @@ graph got another key in the job), the rest of the warm-up is skipped, since it 
 nothing; the
 manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
 
+A warm-up with a task that autotunes (a max-autotune mode on the GPU pair: Inductor benchmarks candidate kernels
+on the GPU) holds a GPU slot's lock throughout and points its tasks at that GPU (gpu_slots.gpu_held), so that its
+benchmarks never run beside a timing job's measurement; the manifest records the GPU and the wait.
+
 Each task runs in a fresh `python -m abstraction_cost.study_b.compile_cache` process (CUDA cannot be
 initialised in forked children, and a spawned pool would re-run the rule's script). A failed or crashed task is
 reported in the manifest and the log and fails nothing: the job that compiles the same graph records the
@@ -43,12 +47,15 @@ import torch
 
 from ..compile import inductor_env
 from ..measure import device as devices
+from ..measure import gpu_slots
 from ..measure import numerics as nx
 from . import configurations as cfgs
 from .blocks import experiments
 from .models import vision as vm
 
 log = logging.getLogger(__name__)
+
+AUTOTUNE_MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
 
 # Longest compiles first (longest-processing-time scheduling); ranks from cold-cache compile times on a GPU.
 _COST_RANK = {"densenet121": 0, "googlenet": 1, "resnet50": 2, "resnet50_in_model": 2, "mobilenet_v2": 3,
@@ -98,10 +105,29 @@ def of_job(found: list[dict], job: dict | None) -> list[dict]:
     return found if job is None else [t for t in found if all(t.get(k) == v for k, v in job.items())]
 
 
+def autotunes(task: dict) -> bool:
+    """Whether compiling the task benchmarks candidate kernels on the GPU (Inductor's max-autotune)."""
+    return task["pair"] == "gpu" and task["mode"] in AUTOTUNE_MODES
+
+
 def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) -> dict:
     """Compile every task (of one timing job: of_job) into `cache_dir` with up to threads // 2 worker
-    processes, unless the probe shows that the jobs cannot hit the entries; the manifest to write."""
+    processes, unless the probe shows that the jobs cannot hit the entries; the manifest to write. A warm-up with
+    a task that autotunes holds a GPU slot's lock throughout and compiles on that GPU (gpu_slots.gpu_held): its
+    benchmarks of candidate kernels would otherwise run on a GPU where a timing job measures."""
     todo, skipped = (of_job(found, job) for found in tasks(config))
+    if not any(autotunes(t) for t in todo):
+        return _warm(config, cache_dir, threads, todo, skipped, {})
+    owner = f"compile warm-up {json.dumps(job, sort_keys=True)} (pid {os.getpid()})"
+    with gpu_slots.gpu_held(config, owner, log) as slot:
+        visible = {} if slot is None or slot.gpu.uuid.startswith("GPU-fake-") else {
+            "CUDA_VISIBLE_DEVICES": slot.gpu.uuid}
+        manifest = _warm(config, cache_dir, threads, todo, skipped, visible)
+    return {**manifest, "gpu": None if slot is None else slot.gpu.index,
+            "gpu_wait_s": None if slot is None else slot.wait_s}
+
+
+def _warm(config: dict, cache_dir: str, threads: int, todo: list[dict], skipped: list[dict], visible: dict) -> dict:
     workers = max(1, min(len(todo), threads // 2))
     compile_threads = max(1, threads // workers)
     start = time.perf_counter()
@@ -109,8 +135,8 @@ def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) ->
     os.makedirs(path, exist_ok=True)
     # each worker starts with the cache's location, its share of the cores for Triton's parallel compilation,
     # and the jobs' own torch thread count (Inductor's cache key includes it)
-    env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, compile_threads)}
-    job_env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, 1)}
+    env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, compile_threads), **visible}
+    job_env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, 1), **visible}
     # usable: whether a job-like process hits the warm-up's entries; None where not probed (one task: the probe
     # saves the rest of a warm-up, and there is no rest)
     probe, usable, reason = [], None, None
