@@ -235,3 +235,33 @@ def test_runtime_env_puts_the_cuda_wheels_on_the_library_path(monkeypatch):
     parts = env["LD_LIBRARY_PATH"].split(":")
     assert parts[-1] == "/opt/existing"
     assert all(Path(p).is_dir() for p in parts[:-1])
+
+
+def test_two_builds_of_one_tree_run_one_after_the_other(tmp_path, monkeypatch):
+    """Two processes (here threads with descriptors of their own) building one program's tree: CMake's steps never
+    overlap, where two configures in one tree break each other (pytest workers, jobs that build on first use)."""
+    import threading
+    spans, lock = [], threading.Lock()
+
+    def fake_cmake(command, logger, tail):
+        started = time.monotonic()
+        time.sleep(0.2)
+        if command[1] == "--build":
+            exe = native.program_path("libtorch", tmp_path)
+            exe.parent.mkdir(parents=True, exist_ok=True)
+            exe.touch()
+        with lock:
+            spans.append((started, time.monotonic()))
+        return 0
+
+    monkeypatch.setattr(native, "_run_logged", fake_cmake)
+    builds = [threading.Thread(target=native.build, args=("libtorch",), kwargs={"build_dir": tmp_path})
+              for _ in range(2)]
+    for t in builds:
+        t.start()
+    for t in builds:
+        t.join()
+    spans.sort()
+    assert len(spans) == 4   # configure and build, twice
+    # each build's two steps together, the second build's after the first's
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))

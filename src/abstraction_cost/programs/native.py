@@ -10,6 +10,7 @@ more row with status error (or oom) and the program's own message, the signal, o
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -141,26 +143,43 @@ def _compiler_message(lines: Sequence[str]) -> str:
 
 def build(program: str, logger: logging.Logger = log, jobs: int = 2, source_dir: Path = SOURCE_DIR,
           build_dir: Path = BUILD_DIR) -> Path:
-    """Configure and build one program (incrementally); every line CMake and the compiler print goes to logger."""
+    """Configure and build one program (incrementally); every line CMake and the compiler print goes to logger.
+    One build of a build tree at a time (a lock file in it): a second process waits, then finds the work done,
+    where two CMake runs in one tree would break each other's configuration."""
     project, _ = PROGRAMS[program]
     source, build_path = Path(source_dir) / project, Path(build_dir) / project
     build_path.mkdir(parents=True, exist_ok=True)
     tail: deque = deque(maxlen=400)
     logger.info("torch %s (CUDA %s), cmake prefix %s", torch.__version__, torch.version.cuda,
                 torch.utils.cmake_prefix_path)
-    for step, command in (("configure", cmake_configure_command(source, build_path)),
-                          ("build", ["cmake", "--build", str(build_path), "--parallel", str(max(jobs, 1))])):
-        started = time.monotonic()
-        code = _run_logged(command, logger, tail)
-        logger.info("[%s: exit %d after %.1f s]", step, code, time.monotonic() - started)
-        if code != 0:
-            raise BuildError(f"{program}: cmake {step} failed (exit {code}; full output above):\n"
-                             f"{_compiler_message(tail)}")
-        tail.clear()
+    with _one_build_at_a_time(build_path, logger):
+        for step, command in (("configure", cmake_configure_command(source, build_path)),
+                              ("build", ["cmake", "--build", str(build_path), "--parallel", str(max(jobs, 1))])):
+            started = time.monotonic()
+            code = _run_logged(command, logger, tail)
+            logger.info("[%s: exit %d after %.1f s]", step, code, time.monotonic() - started)
+            if code != 0:
+                raise BuildError(f"{program}: cmake {step} failed (exit {code}; full output above):\n"
+                                 f"{_compiler_message(tail)}")
+            tail.clear()
     exe = program_path(program, build_dir)
     if not exe.is_file():
         raise BuildError(f"{program}: the build succeeded but {exe} is not there")
     return exe
+
+
+@contextmanager
+def _one_build_at_a_time(build_path: Path, logger: logging.Logger):
+    fd = os.open(build_path / ".build.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("%s: another process is building here; waiting for it", build_path)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # the lock goes with the descriptor
 
 
 def ensure_built(program: str = "libtorch", logger: logging.Logger = log, jobs: int = 2) -> Path:
