@@ -17,7 +17,6 @@ from abstraction_cost.study_a.sweep import summary as sweep_summary
 from tests.fixtures.repository import REPO
 
 
-
 def _table_of(path: Path) -> str:
     columns = pl.read_parquet_schema(path)
     names = [name for name, schema in tables.SCHEMAS.items() if list(schema) == list(columns)]

@@ -14,7 +14,6 @@ import yaml
 
 from abstraction_cost.measure import gpu_slots
 
-
 REPO = Path(__file__).resolve().parents[1]
 TIMING_RULES = set(gpu_slots.DEVICE_RULES) | set(gpu_slots.PAIR_RULES)
 # rules whose jobs take seconds (or want the login node's network): localrules

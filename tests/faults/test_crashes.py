@@ -8,7 +8,6 @@ from abstraction_cost import tables
 from .conftest import EAGER_ROWS, LIBTORCH_ROWS, MATMUL_ROWS, VISION_JOB
 
 
-
 @pytest.mark.parametrize("fault, says, finished", [
     ("phase:segv@train-1", "SIGSEGV", [(0, "eval"), (0, "train")]),
     ("phase:exit@eval-1", "status 3", [(0, "eval"), (0, "train"), (1, "train")]),

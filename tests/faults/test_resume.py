@@ -14,7 +14,6 @@ from abstraction_cost.tables.study_b_models import JOB_TABLES
 from .conftest import VISION_JOB, kill_group
 
 
-
 def test_step_store_keeps_finished_steps_across_attempts(tmp_path):
     calls = []
 

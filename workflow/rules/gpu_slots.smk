@@ -2,12 +2,11 @@
 # each on a GPU of its own. Snakemake counts (resource `gpu`, total 2N for N found by NVML, limited by config
 # gpus.slots): beside each timing job the next one starts (staged: its imports on the cores of the jobs that time
 # nothing), and its script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before CUDA
-# starts, waiting while the lock is held. A CPU
-# timing job asks for every slot of `timing`, so it keeps the CPU to itself, and every unit of `compile`, of which
-# a compile warm-up takes one, so that no compile runs beside it. A job that can only write not_run rows (no GPU
-# here, and its rows need one: gpu_slots.measures_nothing) asks for neither. On a cluster (profiles/slurm) there are no
-# totals: every job gets an allocation of its own, with a GPU (`gpu`) where it times on one, and the whole node
-# (--exclusive) where it times on the CPU.
+# starts, waiting while the lock is held. A CPU timing job asks for every slot of `timing`, so it keeps the CPU to
+# itself, and every unit of `compile`, of which a compile warm-up takes one, so that no compile runs beside it. A
+# job that can only write not_run rows (no GPU here, and its rows need one: gpu_slots.measures_nothing) asks for
+# neither. On a cluster (profiles/slurm) there are no totals: every job gets an allocation of its own, with a GPU
+# (`gpu`) where it times on one, and the whole node (--exclusive) where it times on the CPU.
 from abstraction_cost.measure import gpu_slots
 
 # A cluster run is one with --jobs (nodes) for a remote executor: Snakemake's own test for not limiting cores

@@ -30,8 +30,8 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
