@@ -5,8 +5,9 @@ From the log: each job's start ("rule NAME:" after a "[date]" line, then its "jo
 N", or "Error in rule NAME:"), to the second, with its input and output files. Per rule: jobs started, finished
 and failed, the sum and the longest of their wall times. A timing job's wall time includes, where it started
 beside the job timing before it (staged: gpu_slots.stage), its wait for the slot; so with --results each slot also
-gives its timing jobs' time on it by rule, whose sum is the floor of the run's wall time on one GPU. Several logs (a run interrupted
-and resumed) add up; each log's job ids are its own. A job still running when its log ends counts as unfinished.
+gives its timing jobs' time on it by rule, whose sum is the floor of the run's wall time on one GPU. Several logs
+(a run interrupted and resumed) add up; each log's job ids are its own. A job still running when its log ends counts
+as unfinished.
 
 The critical path (the last log's): from the job that ended last, back through the input each job waited for
 longest (the one made last by a job of the same log), so what limits the run is read from its first step; each

@@ -117,8 +117,9 @@ def test_only_a_warm_ups_own_timing_job_waits_for_it(gpu_dag):
 
 
 def test_what_timing_jobs_read_is_made_before_any_warm_up_takes_the_cores(gpu_dag):
-    """Datasets, weights, C++ builds and AOTInductor packages outrank the warm-ups: on two H100s the default config's
-    27 warm-ups took every free core for 3.5 minutes while Study A's timing jobs waited for their data and weights."""
+    """Every job that makes a timing job's input (datasets, weights, C++ builds, AOTInductor packages) outranks every
+    compile warm-up, so warm-ups never hold the free cores while a GPU waits for its next job's inputs (measured:
+    docs/results/2026-11-26-h100x2-default-partial.md)."""
     warm = max(j["priority"] for j in gpu_dag if j["rule"] in WARM_UPS)
     timing = [j for j in gpu_dag if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING]
     makers = {id(u): u for job in timing for u in upstream(gpu_dag, job)

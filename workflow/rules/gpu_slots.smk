@@ -57,10 +57,13 @@ def every_compile_unit(wildcards=None):
     return COMPILE_UNITS
 
 
+DEVICE_CONFIG = {**config, "device": DEVICE}  # the config as timing jobs see it (the device resolved)
+
+
 def measures_nothing(rule, wildcards):
     """Whether a timing job can only write not_run rows on this box (gpu_slots.measures_nothing): it takes no
     timing resource, and no compile warm-up runs for it."""
-    return gpu_slots.measures_nothing(rule, wildcards, {**config, "device": DEVICE}, GPU_SLOTS)
+    return gpu_slots.measures_nothing(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS)
 
 
 def timing_job(rule):
@@ -68,10 +71,8 @@ def timing_job(rule):
     (locally) or a whole node (SLURM); nothing where the job can only write not_run rows (no GPU here and its rows
     need one: gpu_slots.measures_nothing). `rule` must be in gpu_slots.DEVICE_RULES or PAIR_RULES, which say what
     its device is."""
-    device_config = {**config, "device": DEVICE}
-
     def gpu(wildcards):
-        return int(gpu_slots.on_gpu(rule, wildcards, device_config, GPU_SLOTS))
+        return int(gpu_slots.on_gpu(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS))
 
     def alone(wildcards):
         """Times on the CPU: keeps the box to itself."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from ..programs import fork_server   # imports no torch
 from . import affinity
 
 LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstraction-cost-gpu-locks"))
@@ -290,7 +291,7 @@ def stage(snakemake) -> None:
     if measures_nothing(rule, wildcards, config, n):
         # what its resources planned: no CUDA, so its rows are not_run; and no fork server (no worker to start)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        os.environ["AC_FORK_SERVER"] = "0"   # programs/fork_server.DISABLE_ENV
+        os.environ[fork_server.DISABLE_ENV] = "0"
         return
     if n > 0 and on_gpu(rule, wildcards, config, n):
         # torch.cuda.is_available() and device_count() from NVML, not the CUDA driver, which reads
