@@ -6,7 +6,9 @@
 
 The model (every constant below names its basis; a GUESS is a number no run has measured). The basis is
 gpu-smoke on one H100 from cold caches (2026-11-26, `docs/results/2026-11-26-h100-gpu-smoke-staged-starts.md`:
-the phase logs of its timing jobs), with fork-served workers and staged starts:
+the phase logs of its timing jobs), with fork-served workers and staged starts, and the default config's own run on
+two H100s (DEFAULT_RUN: its timing jobs' slot times and phase logs), which set the sweep's, the comparison's, the
+training jobs' and the vision jobs' constants:
 - The run: Snakemake's start, data and weights, the first jobs (FIXED_START_S) and the summaries and the report
   after the last timing job (TAIL_S).
 - Each timing job pays START_S on its slot: the last job's exit and its own CUDA context (its interpreter and
@@ -18,19 +20,20 @@ the phase logs of its timing jobs), with fork-served workers and staged starts:
   load (LOAD_CELL_S; the workers load at once, their first calls on one GPU add up), each implementation's warm-up
   (PREPARE_CELL_S) and `blocks` turns of max(block_ms, a call); the first invocation's profiled pass
   (PROFILE_CELL_S per implementation and cell) and cold compiled builds (COMPILE_BUILD_S per mode, the modes in
-  parallel); every cell walked `invocations` times, and host-bound cells (batch × resolution² at most
-  HOST_BOUND_PIXELS) EXTRA_SHARE of the invocations up to max_invocations more (the repeatability runs of
-  2026-11-26: every host-bound cell took the 4th invocation allowed).
+  parallel); every cell walked `invocations` times and EXTRA_SHARE of the invocations up to max_invocations
+  more (DEFAULT_RUN: both jobs walked all 5, nearly every cell outside `precision` after 3), then SWEEP_END_S.
 - The backend comparison: one job per numerics, EVAL_INVOCATION_S per invocation (cudnn-benchmark's workers each
-  search their convolution algorithms).
-- Training: per epoch, steps × max(TRAIN_STEP_FLOOR_S, 3 × SECONDS_PER_PIXEL × batch × resolution²) and the test
-  split's evaluation likewise (the floor: a ResNet-50 step's launches; GUESS from gpu-smoke's 2 epochs of 32
-  steps in about 10 s of job).
+  search their convolution algorithms), EXTRA_SHARE of the further invocations (EVAL_EXTRA_SHARE where one
+  numerics took another share).
+- Training: a job's fixed cost TRAIN_JOB_S, then per epoch, steps × max(TRAIN_STEP_FLOOR_S, 3 ×
+  SECONDS_PER_PIXEL × batch × resolution²) and the test split's evaluation likewise (the floor: a ResNet-50
+  step's launches; GUESS from gpu-smoke's 2 epochs of 32 steps in about 10 s of job).
 - Study B: a building-block case BLOCK_CASE_S per mode (gpu-smoke: five jobs, 16-20 s each); a vision job
   VISION_BASE_S per model and batch under the protocol's 3 invocations (measured: the default config's six jobs at
-  batch 1 on two H100s, 2026-11-26, beside its cold compile warm-ups: the layer step, three invocations whose
-  compiled worker reloads the model and its blocks from Inductor's cache, the timing methods; gpu-smoke's quieter
-  host took 67 s for MobileNetV2's batch 1 where this took 122 s), each further mode VISION_MODE_S per batch
+  batch 1 in both of its runs on two H100s, 2026-11-26: the layer step, three invocations whose compiled worker
+  reloads the model and its blocks from Inductor's cache, the timing methods; gpu-smoke's quieter host took 67 s
+  for MobileNetV2's batch 1 where these took 115-122 s), on the cpu pair VISION_CPU_FACTOR times that (DEFAULT_RUN,
+  projected from the part that ran), each further mode VISION_MODE_S per batch
   (GUESS: a second compiled worker beside the first, and its turns). Each Study B job starts after its own compile
   warm-up (cold caches: VISION_WARM_UP_S per model, BLOCK_WARM_UP_S per mode, the slowest experiment's; measured in
   the same run, 27 warm-ups on the 16 cores that time nothing); an autotuning warm-up (max-autotune on the GPU) holds
@@ -58,32 +61,41 @@ TAIL_S = 30.0                  # gpu-smoke: the comparison's summary 10 s, the r
 START_S = 1.2                  # gpu-smoke: the next job took the slot 0.8-1.6 s after the last one ended (its
 # process's exit frees the lock), and began measuring 15-46 ms later
 SECONDS_PER_PIXEL = sweep_shards.SECONDS_PER_PIXEL
-# the sweep (gpu-smoke's sweep: 8 cells, 10 implementations, invocations of 55-57 s after the first's 114 s)
-WORKERS_START_S = 2.4          # forked workers up (the first invocation's fork server started with the job)
-LOAD_CELL_S = 2.6              # loading 19.9-21.2 s for 8 cells
-PREPARE_CELL_S = 0.08          # preparing 6.4-6.7 s for 80 implementation-cells
-PROFILE_CELL_S = 0.29          # the profiled pass: 23 s for 80 implementation-cells
-HOST_BOUND_PIXELS = 32 * 128 ** 2
-EXTRA_SHARE = 0.5
-COMPILE_BUILD_S = {"default": 25.0, "reduce-overhead": 25.0, "max-autotune": 120.0}   # cold, beside the loads;
-# max-autotune a GUESS (its autotuning benchmarks every convolution's candidates)
+# the sweep, from the default config's run on two H100s (DEFAULT_RUN: 12 cells, 10 implementations, two shard jobs;
+# warm invocations of 90-112 s after the first's 194-204 s); gpu-smoke's (8 cells) had 2.4, 2.6, 0.08 and 0.29
+SWEEP_END_S = 34.0             # the last invocation's end to the job's: logits checked, tables written
+WORKERS_START_S = 2.9          # forked workers up: 2.6-3.4 s
+LOAD_CELL_S = 4.2              # loading 49-56 s for 12 cells: the two compiled workers' builds from the cache
+PREPARE_CELL_S = 0.09          # preparing 9.7-11.5 s for 120 implementation-cells
+PROFILE_CELL_S = 0.37          # the profiled pass: 41.9-46.6 s for 120 implementation-cells
+# the share of the invocations up to max_invocations that a cell not yet within `precision` takes: DEFAULT_RUN's
+# sweep jobs both ran all 5 (fp32's 4th and 5th over 11 and 9 of 12 cells, tf32's over all 12), and its backend
+# comparison all 8 in fp32 and tf32; cudnn-benchmark stopped at 3 (EVAL_EXTRA_SHARE)
+EXTRA_SHARE = 1.0
+COMPILE_BUILD_S = {"default": 42.0, "reduce-overhead": 42.0, "max-autotune": 120.0}   # cold, beside the loads: the
+# first invocation's loading 92-97 s against 49-56; max-autotune a GUESS (it benchmarks every convolution's candidates)
 KERNEL_JOB_S = 17.0            # default sweep 2026-11-25: fp32 kernel jobs 15-19 s each, ncu included
 KERNEL_COMPILED_S = 63.0
 AOTI_PACKAGE_S = 109.0         # gpu-smoke: package_aoti_sweep, on the CPUs (the default's, beside its warm-ups: 146 s)
 NATIVE_BUILD_S = 120.0         # GUESS: the C++ programs' build before their first timing job
-# the backend comparison, one job per numerics: an invocation of its eight workers (gpu-smoke 2026-11-26: 7.5-7.7 s
-# in fp32 after the first, 17.7 s with cudnn-benchmark's algorithm searches)
-EVAL_INVOCATION_S = {"cudnn-benchmark": 17.7}
-EVAL_INVOCATION_DEFAULT_S = 7.6
-# training
+# the backend comparison, one job per numerics: an invocation of its eight workers (DEFAULT_RUN: 8.4-10.0 s in
+# fp32 and tf32 after the first's 10.8-19.6, 19.1-21.6 s with cudnn-benchmark's algorithm searches)
+EVAL_INVOCATION_S = {"cudnn-benchmark": 19.2}
+EVAL_INVOCATION_DEFAULT_S = 9.2
+EVAL_EXTRA_SHARE = {"cudnn-benchmark": 0.0}
+# training: a job's fixed cost on its slot (DEFAULT_RUN: 36 jobs of 2,048 samples held their slots 393 s, about
+# 11 s each, of which their steps are about 1.5 s: the C++ programs' and Python's start, CUDA, data, the checks)
+TRAIN_JOB_S = 6.2
 TRAIN_STEP_FLOOR_S = 0.025
 EVAL_STEP_FLOOR_S = 0.008
 DATASETS = {"mnist": (60000, 10000), "cifar10": (50000, 10000), "stl10": (5000, 8000), "voc2012": (5717, 5823)}
 # Study B
 BLOCK_CASE_S = {"default": 3.0, "reduce-overhead": 3.0, "max-autotune": 8.0, "max-autotune-no-cudagraphs": 8.0}
 CPU_CASE_FACTOR = 2.0          # GUESS: a case on the CPU pair (compile and calls on the host)
-VISION_BASE_S = {"alexnet": 64.0, "squeezenet1_1": 56.0, "resnet50": 127.0, "mobilenet_v2": 122.0, "googlenet": 103.0,
-                 "densenet121": 161.0}
+# the two runs of the default config on two H100s (2026-11-26: the first's 64, 56, 127, 122, 103, 161 s, DEFAULT_RUN's
+# 63, 66, 127, 115, 113, 176 s on the slot), their mean
+VISION_BASE_S = {"alexnet": 63.5, "squeezenet1_1": 61.0, "resnet50": 127.0, "mobilenet_v2": 118.5,
+                 "googlenet": 108.0, "densenet121": 168.5}
 VISION_WARM_UP_S = {"alexnet": 131.0, "squeezenet1_1": 152.0, "resnet50": 161.0, "mobilenet_v2": 186.0,
                     "googlenet": 260.0, "densenet121": 316.0}
 BLOCK_WARM_UP_S = {"default": 63.0, "reduce-overhead": 42.0, "max-autotune": 275.0, "max-autotune-no-cudagraphs": 315.0}
@@ -93,7 +105,12 @@ AUTOTUNE_WARM_UP_S = {("matmul", "max-autotune"): 275.0, ("matmul", "max-autotun
                       ("conv_blocks", "max-autotune"): 105.0, ("conv_blocks", "max-autotune-no-cudagraphs"): 87.0,
                       ("resnet50_convs", "max-autotune-no-cudagraphs"): 315.0 + 600.0}
 VISION_MODE_S = {"default": 15.0, "reduce-overhead": 15.0, "max-autotune": 40.0, "max-autotune-no-cudagraphs": 35.0}
-VISION_CPU_FACTOR = 2.5        # GUESS: the cpu pair's calls and compiles against the GPU's
+# the cpu pair's job against the GPU's: DEFAULT_RUN's ResNet-50 on the CPU had run 333 s (its layer step 123 s, two
+# of three invocations of 90 and 101 s) when the machine went back; about 470 s with its third invocation and its
+# timing methods (a projection) against 127 s on a GPU
+VISION_CPU_FACTOR = 3.7
+# the run the constants above marked DEFAULT_RUN come from
+DEFAULT_RUN = "docs/results/2026-11-26-h100x2-default-unfinished.md"
 
 
 def _resolution(dataset: str, config: dict) -> int:
@@ -122,7 +139,7 @@ def training_jobs(config: dict) -> list[dict]:
         step = max(TRAIN_STEP_FLOOR_S, 3 * SECONDS_PER_PIXEL * batch * res ** 2)
         evaluate = max(EVAL_STEP_FLOOR_S, SECONDS_PER_PIXEL * t["eval_batch_size"] * res ** 2)
         epoch = math.ceil(train / batch) * step + math.ceil(test / t["eval_batch_size"]) * evaluate
-        seconds = START_S + t["epochs"] * epoch
+        seconds = START_S + TRAIN_JOB_S + t["epochs"] * epoch
         for backend in t["backends"]:
             for init in t["inits"]:
                 for seed in range(t["repeats"]):
@@ -133,13 +150,17 @@ def training_jobs(config: dict) -> list[dict]:
 
 def eval_jobs(config: dict) -> list[dict]:
     """One job per numerics, every implementation interleaved: `invocations`, and the share of the rest up to
-    max_invocations that a host-bound cell takes (batch 32 at 224 px is near the host-bound edge)."""
+    max_invocations that its cell took in DEFAULT_RUN (batch 32 at 224 px is near the host-bound edge)."""
     b = config["study_a"]["backends"]
     p = {**PROTOCOL_DEFAULTS, **(b.get("protocol") or {})}
-    invocations = p["invocations"] + EXTRA_SHARE * max(0, p["max_invocations"] - p["invocations"])
     after = AOTI_PACKAGE_S if "aoti" in b["implementations"] else NATIVE_BUILD_S
-    return [{"job": f"eval_backend[{numerics}]", "s": START_S + invocations * EVAL_INVOCATION_S.get(
-        numerics, EVAL_INVOCATION_DEFAULT_S), "after": after} for numerics in b["numerics"]]
+    jobs = []
+    for numerics in b["numerics"]:
+        share = EVAL_EXTRA_SHARE.get(numerics, EXTRA_SHARE)
+        invocations = p["invocations"] + share * max(0, p["max_invocations"] - p["invocations"])
+        jobs.append({"job": f"eval_backend[{numerics}]", "after": after,
+                     "s": START_S + invocations * EVAL_INVOCATION_S.get(numerics, EVAL_INVOCATION_DEFAULT_S)})
+    return jobs
 
 
 def _sweep_invocation_s(cells, impls: int, protocol: Protocol) -> float:
@@ -161,10 +182,8 @@ def sweep_jobs(config: dict) -> list[dict]:
     for numerics in settings.numerics:
         for k, cells in enumerate(sweep_shards.of_config(config)):
             invocation = _sweep_invocation_s(cells, len(impls), protocol)
-            host_bound = [c for c in cells if c.batch * c.resolution ** 2 <= HOST_BOUND_PIXELS]
-            extra = math.ceil((protocol.max_invocations - protocol.invocations) * EXTRA_SHARE) if host_bound else 0
-            seconds = START_S + protocol.invocations * invocation + extra * _sweep_invocation_s(
-                host_bound, len(impls), protocol)
+            extra = math.ceil((protocol.max_invocations - protocol.invocations) * EXTRA_SHARE)
+            seconds = START_S + (protocol.invocations + extra) * invocation + SWEEP_END_S
             seconds += max((COMPILE_BUILD_S.get(m, 60.0) for m in modes), default=0.0)
             if protocol.profile_calls:
                 seconds += PROFILE_CELL_S * len(cells) * len(impls)
