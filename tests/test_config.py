@@ -1,4 +1,7 @@
 import copy
+import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -85,3 +88,18 @@ def test_bad_sweep_numerics_name_their_key(smoke_config):
     del smoke_config["study_a"]["sweep"]["numerics"]
     message = _error(smoke_config)
     assert "'study_a.sweep'" in message and "'numerics' is a required property" in message
+
+
+@pytest.mark.parametrize("name", ["config", "paper"])
+def test_the_offline_overlay_on_a_full_config_downloads_nothing_and_names_every_dataset_synthetic(name, tmp_path):
+    """config/offline.yaml after a full config, merged by Snakemake itself: a valid config whose every dataset is a
+    synthetic stand-in, so the run has no download job."""
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                          "--workflow-profile", "none", "--cores", "4", "--configfile",
+                          str(REPO / "config" / f"{name}.yaml"), str(REPO / "config" / "offline.yaml")],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    rules = re.findall(r"^(?:local)?rule (\w+):$", run.stdout, flags=re.M)
+    datasets = set(re.findall(r"^    wildcards: dataset=([\w-]+)", run.stdout, flags=re.M))
+    assert "prepare_dataset" in rules and "download_dataset" not in rules
+    assert datasets == {"synthetic-mnist", "synthetic-cifar10", "synthetic-stl10", "synthetic-voc2012"}
