@@ -92,11 +92,11 @@ def test_bad_sweep_numerics_name_their_key(smoke_config):
 
 @pytest.mark.parametrize("name", ["config", "paper"])
 def test_the_offline_overlay_on_a_full_config_downloads_nothing_and_names_every_dataset_synthetic(name, tmp_path):
-    """config/offline.yaml after a full config, merged by Snakemake itself: a valid config whose every dataset is a
-    synthetic stand-in, so the run has no download job."""
+    """config/overlays/offline.yaml after a full config, merged by Snakemake itself: a valid config whose every
+    dataset is a synthetic stand-in, so the run has no download job."""
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
                           "--workflow-profile", "none", "--cores", "4", "--configfile",
-                          str(REPO / "config" / f"{name}.yaml"), str(REPO / "config" / "offline.yaml")],
+                          str(REPO / "config" / f"{name}.yaml"), str(REPO / "config/overlays/offline.yaml")],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     rules = re.findall(r"^(?:local)?rule (\w+):$", run.stdout, flags=re.M)

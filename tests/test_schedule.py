@@ -172,3 +172,22 @@ def test_on_a_box_without_a_gpu_jobs_that_can_only_say_not_run_take_no_timing_sl
     assert (amount(vision["gpu"], "timing"), amount(vision["gpu"], "compile")) == (0, 0)
     warm_ups = [j["wildcards"] for j in jobs if j["rule"] == "compile_cache_model"]
     assert warm_ups == [{"pair": "cpu", "model": "resnet50"}]
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["cpu_beside", "alone"])
+def test_with_cpu_beside_a_cpu_timing_job_takes_the_cpu_slot_and_leaves_the_gpu_slots_and_warm_ups_running(
+        on, tmp_path):
+    """The default config (its cpu pair: ResNet-50 and matmul) on two GPUs. gpus.cpu_beside: a timing job on the
+    CPU asks for the one `cpu_slot` (so one at a time) and no `timing` or `compile` unit, so the GPU slots' jobs
+    and the warm-ups go on beside it; without it, it keeps the box."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["gpus"] = {**config["gpus"], "cpu_beside": on}
+    jobs = dry_run(config, tmp_path / "dag")
+    timing = [j for j in jobs if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING]
+    cpu_timing = [j for j in timing if amount(j, "gpu") == 0]
+    assert cpu_timing and len(cpu_timing) < len(timing)
+    for job in cpu_timing:
+        assert amount(job, "cpu_slot") == int(on), job["resources"]
+        assert (amount(job, "timing"), amount(job, "compile")) == ((0, 0) if on else (
+            gpu_slots.timing_total(GPUS), CORES)), job["resources"]
+    assert all(amount(j, "cpu_slot") == 0 for j in timing if amount(j, "gpu") == 1)

@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from abstraction_cost import config as config_module
+
 from tests.fixtures.repository import REPO
 
 
@@ -273,6 +275,17 @@ def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_es
     assert len(two["slot_busy_s"]) == 2 and max(two["slot_busy_s"]) <= two["gpu_schedule_s"]
     assert runs[("gpu-smoke", 1)]["calibrated_s"] == pytest.approx(_benchmark("default_estimate").GPU_SMOKE_MEASURED_S,
                                                                 abs=0.5)
+
+
+def test_default_estimate_puts_the_cpu_pairs_jobs_beside_the_gpus_with_cpu_beside():
+    """gpus.cpu_beside: the CPU timing jobs on a lane of their own, so the run is the longer lane, not their sum."""
+    estimate = _benchmark("default_estimate")
+    config = config_module.load(REPO / "config" / "config.yaml")
+    alone = estimate.estimate(config, 2)
+    beside = estimate.estimate({**config, "gpus": {**config["gpus"], "cpu_beside": True}}, 2)
+    assert not alone["cpu_beside"] and beside["cpu_beside"]
+    assert alone["total_s"] == pytest.approx(alone["fixed_s"] + alone["gpu_schedule_s"] + alone["cpu_timing_jobs_s"])
+    assert beside["fixed_s"] + beside["gpu_schedule_s"] <= beside["total_s"] < alone["total_s"]
 
 
 def _benchmark(name: str):

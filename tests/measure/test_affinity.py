@@ -28,6 +28,23 @@ def test_too_few_cores_pins_nothing(cores, slots):
     assert affinity.plan(range(cores), slots, thread_siblings={}) is None
 
 
+@pytest.mark.parametrize("cores,slots,other,cpu", [
+    (32, 2, range(16, 24), range(24, 32)),    # two H100s' box: a CPU slot as large as a GPU slot's
+    (16, 1, range(8, 12), range(12, 16)),     # one H100's box: half the rest
+    (8, 1, range(4, 6), range(6, 8)),
+])
+def test_a_cpu_slot_takes_the_last_half_of_the_rest_and_the_gpu_slots_keep_theirs(cores, slots, other, cpu):
+    split = affinity.plan(range(cores), slots, thread_siblings={}, cpu_slot=True)
+    assert split.timing == affinity.plan(range(cores), slots, thread_siblings={}).timing
+    assert split.other == frozenset(other) and split.cpu == frozenset(cpu)
+    assert affinity.plan(range(cores), slots, thread_siblings={}).cpu == frozenset()
+
+
+def test_too_few_cores_for_a_cpu_slot_pins_nothing():
+    assert affinity.plan(range(4), 1, thread_siblings={}) is not None
+    assert affinity.plan(range(4), 1, thread_siblings={}, cpu_slot=True) is None
+
+
 def _sysfs(root, pairs):
     """A fake /sys/devices/system/cpu with each pair of CPUs the two threads of one core."""
     for pair in pairs:
@@ -100,6 +117,16 @@ def test_a_timing_job_pins_to_its_slot_and_an_untimed_job_off_every_slot(fake_co
     gpu_slots.pin_untimed(SimpleNamespace(rule="sweep", config={"device": "auto"}))   # a timing rule: take() pins
     gpu_slots.pin_untimed(SimpleNamespace(rule="prepare_dataset", config={"device": "cpu"}))
     assert len(fake_cores) == 2
+
+
+def test_a_cpu_timing_job_beside_the_gpus_pins_to_the_cpu_slot_and_untimed_jobs_leave_it(fake_cores, monkeypatch):
+    affinity.pin_cpu(2)
+    assert fake_cores[-1] == set(range(12, 16)) and affinity.job_cores() == frozenset(range(12, 16))
+    assert affinity.environment_columns("start")["cpu_affinity"].startswith("CPU timing slot: 12-15")
+    monkeypatch.setattr(gpu_slots, "visible_gpus", lambda: [gpu_slots.Gpu(0, "GPU-a"), gpu_slots.Gpu(1, "GPU-b")])
+    gpu_slots.pin_untimed(SimpleNamespace(rule="prepare_dataset", config={"device": "auto",
+                                                                          "gpus": {"cpu_beside": True}}))
+    assert fake_cores[-1] == set(range(8, 12))
 
 
 def test_a_gpu_timing_job_takes_its_slots_cores(fake_cores, monkeypatch, tmp_path):

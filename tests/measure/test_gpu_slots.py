@@ -266,6 +266,17 @@ def test_snakemake_runs_one_timing_job_per_gpu_at_once(tmp_path, monkeypatch):
     assert not any(overlaps(cpu_job, j) for j in gpu_jobs)  # a CPU timing job runs alone
 
 
+def test_with_cpu_beside_snakemake_runs_the_cpu_timing_job_beside_the_gpu_ones(tmp_path, monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    slot_workflow(tmp_path, {"device": "auto", "gpus": {"cpu_beside": True}})
+    done = run_snakemake(tmp_path, monkeypatch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("*.json"))]
+    cpu_job = next(j for j in jobs if j["pair"] == "cpu")
+    assert cpu_job["gpu"] is None
+    assert any(overlaps(cpu_job, j) for j in jobs if j["pair"] == "gpu")
+
+
 def test_the_next_timing_job_starts_while_one_times_and_times_only_once_the_gpu_is_free(tmp_path, monkeypatch):
     fake_gpus(monkeypatch, 1)
     slot_workflow(tmp_path, {"device": "auto"})
@@ -283,11 +294,27 @@ def test_a_staged_gpu_job_starts_off_the_timing_cores_and_asks_cuda_through_nvml
     fake_gpus(monkeypatch, 2)
     monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
     pinned = []
-    monkeypatch.setattr(gpu_slots.affinity, "pin_other", pinned.append)
+    monkeypatch.setattr(gpu_slots.affinity, "pin_other", lambda slots, cpu_slot: pinned.append((slots, cpu_slot)))
     gpu_slots.stage(job("vision_model", {"device": "auto"}, pair="cpu"))   # a CPU timing job: nothing staged
     assert pinned == [] and "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
     gpu_slots.stage(job("vision_model", {"device": "auto"}, pair="gpu"))
-    assert pinned == [2] and os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+    assert pinned == [(2, False)] and os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+
+
+def test_with_cpu_beside_a_cpu_timing_job_starts_on_the_cpu_slot_and_every_job_splits_for_it(monkeypatch):
+    """gpus.cpu_beside: the cpu pair's job pins to the CPU slot at once (its resources gave it that slot), and a GPU
+    job stages off the timing cores of a split that keeps the CPU slot apart; without GPU slots or with device cpu
+    a CPU timing job keeps the box (no CPU slot)."""
+    fake_gpus(monkeypatch, 2)
+    calls = []
+    monkeypatch.setattr(gpu_slots.affinity, "pin_other", lambda slots, cpu_slot: calls.append(("other", cpu_slot)))
+    monkeypatch.setattr(gpu_slots.affinity, "pin_cpu", lambda slots: calls.append(("cpu", slots)))
+    beside = {"device": "auto", "gpus": {"cpu_beside": True}}
+    gpu_slots.stage(job("vision_model", beside, pair="cpu"))
+    gpu_slots.stage(job("vision_model", beside, pair="gpu"))
+    assert calls == [("cpu", 2), ("other", True)]
+    assert not gpu_slots.cpu_beside({"device": "cpu", "gpus": {"cpu_beside": True}}, 2)
+    assert not gpu_slots.cpu_beside(beside, 0) and not gpu_slots.cpu_beside({"device": "auto"}, 2)
 
 
 @pytest.mark.parametrize("gpus, args", [({"slots": 1}, []), ({}, ["--resources", "gpu=1"])],

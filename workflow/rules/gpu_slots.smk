@@ -3,7 +3,9 @@
 # gpus.slots): beside each timing job the next one starts (staged: its imports on the cores of the jobs that time
 # nothing), and its script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before CUDA
 # starts, waiting while the lock is held. A CPU timing job asks for every slot of `timing`, so it keeps the CPU to
-# itself, and every unit of `compile`, of which a compile warm-up takes one, so that no compile runs beside it. A
+# itself, and every unit of `compile`, of which a compile warm-up takes one, so that no compile runs beside it; with
+# gpus.cpu_beside it asks instead for the one unit of `cpu_slot` and times on cores of its own beside the GPU
+# slots' jobs (gpu_slots.cpu_beside: a box with GPU slots, device not cpu). A
 # job that can only write not_run rows (no GPU here, and its rows need one: gpu_slots.measures_nothing) asks for
 # neither. On a cluster (profiles/slurm) there are no totals: every job gets an allocation of its own, with a GPU
 # (`gpu`) where it times on one, and the whole node (--exclusive) where it times on the CPU.
@@ -27,7 +29,7 @@ if workflow.is_main_process and not ON_CLUSTER:
         raise WorkflowError(str(err)) from None
     COMPILE_UNITS = max(workflow.cores or 1, 1)  # a compile warm-up takes one, a CPU timing job all
     _totals = (("gpu", GPU_SLOTS and gpu_slots.timing_total(GPU_SLOTS)), ("timing", gpu_slots.timing_total(GPU_SLOTS)),
-               ("compile", COMPILE_UNITS))
+               ("compile", COMPILE_UNITS), ("cpu_slot", 1))
     for _name, _total in _totals:
         if _name not in workflow.global_resources.keys():  # --resources on the command line wins
             workflow.register_resource(_name, _total)
@@ -58,6 +60,7 @@ def every_compile_unit(wildcards=None):
 
 
 DEVICE_CONFIG = {**config, "device": DEVICE}  # the config as timing jobs see it (the device resolved)
+CPU_BESIDE = gpu_slots.cpu_beside(DEVICE_CONFIG, GPU_SLOTS)  # a CPU timing job on a CPU slot beside the GPU slots
 
 
 def measures_nothing(rule, wildcards):
@@ -68,21 +71,26 @@ def measures_nothing(rule, wildcards):
 
 def timing_job(rule):
     """A timing rule's resources: on the GPU one GPU slot; on the CPU every timing slot and every compile unit
-    (locally) or a whole node (SLURM); nothing where the job can only write not_run rows (no GPU here and its rows
-    need one: gpu_slots.measures_nothing). `rule` must be in gpu_slots.DEVICE_RULES or PAIR_RULES, which say what
-    its device is."""
+    (locally; with gpus.cpu_beside the CPU slot instead) or a whole node (SLURM); nothing where the job can only
+    write not_run rows (no GPU here and its rows need one: gpu_slots.measures_nothing). `rule` must be in
+    gpu_slots.DEVICE_RULES or PAIR_RULES, which say what its device is."""
     def gpu(wildcards):
         return int(gpu_slots.on_gpu(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS))
 
-    def alone(wildcards):
-        """Times on the CPU: keeps the box to itself."""
+    def on_cpu(wildcards):
+        """Times on the CPU."""
         return not gpu(wildcards) and not measures_nothing(rule, wildcards)
+
+    def alone(wildcards):
+        """Times on the CPU and keeps the box to itself."""
+        return on_cpu(wildcards) and not CPU_BESIDE
 
     return dict(
         gpu=gpu,
         timing=lambda wildcards: every_timing_slot() if alone(wildcards) else gpu(wildcards),
         compile=lambda wildcards: every_compile_unit() if alone(wildcards) else 0,
-        slurm_extra=lambda wildcards: "--exclusive" if alone(wildcards) else "",
+        cpu_slot=lambda wildcards: int(on_cpu(wildcards) and CPU_BESIDE),
+        slurm_extra=lambda wildcards: "--exclusive" if on_cpu(wildcards) else "",
     )
 
 
@@ -94,6 +102,6 @@ def cluster_gpu(needed):
 
 def warm_up_job():
     """A compile warm-up's resources: no timing slot, so it runs beside GPU timing jobs on the cores they leave,
-    and one compile unit, so never beside a CPU timing job; on a cluster a GPU where it compiles for its job's
-    `pair` gpu."""
+    and one compile unit, so never beside a CPU timing job that keeps the box; on a cluster a GPU where it compiles
+    for its job's `pair` gpu."""
     return dict(compile=1, gpu=lambda w: int(GPU_SLOTS is None and w.pair == "gpu" and DEVICE != "cpu"))

@@ -6,10 +6,14 @@ the cores after the last block, so that a compile beside a timing job does not t
 scheduler's attention. The split hands out whole physical cores: where the kernel numbers a core's hardware
 threads apart (siblings 0 and 8 of 16), splitting the numbers in half would put a compile on the other thread of
 every timing core. Where the machine has too few cores for that (fewer than two per slot and two for the rest),
-nothing is pinned and the environment row says so.
+nothing is pinned and the environment row says so. With a CPU slot (config gpus.cpu_beside: a timing job on the
+CPU times beside the GPU slots' jobs instead of keeping the box to itself), the last half of the rest, at most a
+GPU slot's share, is that job's, and the other jobs get the cores between.
 
     split = plan(os.sched_getaffinity(0), slots=2)      # Split(timing=[{0..7}, {8..15}], other={16..31})
+    plan(cpus, slots=2, cpu_slot=True)                  # ... other={16..23}, cpu={24..31}
     pin_other()   ...   pin_timing(slot_index)          # a staged timing job, then the one with its slot
+    pin_cpu(slots)                                      # a CPU timing job beside the GPU slots
     with turns_on_one_cpu(worker_pids): ...             # a timing job's workers take their turns on one CPU
 
 A timing job's workers (one process per implementation or variant) take turns, and a turn's pair is fair only if
@@ -42,6 +46,7 @@ _INITIAL = frozenset(os.sched_getaffinity(0))  # the job's cores before any pinn
 class Split:
     timing: tuple[frozenset[int], ...]   # per GPU slot
     other: frozenset[int]
+    cpu: frozenset[int] = frozenset()    # the CPU slot, where one was asked for
 
 
 def _parse_list(text: str) -> frozenset[int]:
@@ -72,18 +77,23 @@ def physical_cores(cpus, thread_siblings: dict[int, frozenset[int]]) -> list[fro
     return sorted({frozenset(thread_siblings.get(c, {c}) & cpus) for c in cpus}, key=min)
 
 
-def plan(cpus, slots: int, thread_siblings: dict[int, frozenset[int]] | None = None) -> Split | None:
-    """The split of `cpus` among `slots` timing slots and the rest, in whole physical cores (`thread_siblings`:
-    each CPU's siblings, read from sysfs where not given); None where there are too few cores."""
+def plan(cpus, slots: int, thread_siblings: dict[int, frozenset[int]] | None = None,
+         cpu_slot: bool = False) -> Split | None:
+    """The split of `cpus` among `slots` timing slots, with cpu_slot a CPU slot, and the rest, in whole physical
+    cores (`thread_siblings`: each CPU's siblings, read from sysfs where not given); None where there are too few
+    cores. Every job of a run must split with the same arguments (gpu_slots passes them from the config)."""
     if slots < 1:
         return None
     cores = physical_cores(cpus, siblings(cpus) if thread_siblings is None else thread_siblings)
     per_slot = int(len(cores) * SHARE_TIMING) // slots
     timing = tuple(frozenset().union(*cores[i * per_slot:(i + 1) * per_slot]) for i in range(slots))
-    other = frozenset().union(*cores[per_slot * slots:])
-    if per_slot == 0 or min(len(t) for t in timing) < MIN_CORES or len(other) < MIN_CORES:
+    rest = cores[per_slot * slots:]
+    n_cpu = min(per_slot, len(rest) // 2) if cpu_slot else 0
+    other, cpu = frozenset().union(*rest[:len(rest) - n_cpu]), frozenset().union(*rest[len(rest) - n_cpu:])
+    if per_slot == 0 or min(len(t) for t in timing) < MIN_CORES or len(other) < MIN_CORES or (
+            cpu_slot and len(cpu) < MIN_CORES):
         return None
-    return Split(timing, other)
+    return Split(timing, other, cpu)
 
 
 def _set(cores: frozenset[int], what: str) -> None:
@@ -97,9 +107,9 @@ def _set(cores: frozenset[int], what: str) -> None:
     log.info("CPU affinity: %s", _pinned)
 
 
-def pin_timing(slot_index: int, slots: int) -> None:
+def pin_timing(slot_index: int, slots: int, cpu_slot: bool = False) -> None:
     """Pin this timing job (and the processes it starts) to its GPU slot's cores."""
-    split = plan(_INITIAL, slots)
+    split = plan(_INITIAL, slots, cpu_slot=cpu_slot)
     if split is None or not 0 <= slot_index < slots:
         _note_unpinned(slots)
         return
@@ -146,13 +156,22 @@ def _try_set(pid: int, cores) -> bool:
         return False
 
 
-def pin_other(slots: int) -> None:
+def pin_other(slots: int, cpu_slot: bool = False) -> None:
     """Pin a job that times nothing to the cores no timing slot has."""
-    split = plan(_INITIAL, slots)
+    split = plan(_INITIAL, slots, cpu_slot=cpu_slot)
     if split is None:
         _note_unpinned(slots)
         return
     _set(split.other, "no timing")
+
+
+def pin_cpu(slots: int) -> None:
+    """Pin a CPU timing job that times beside `slots` GPU slots (config gpus.cpu_beside) to the CPU slot's cores."""
+    split = plan(_INITIAL, slots, cpu_slot=True)
+    if split is None:
+        _note_unpinned(slots)
+        return
+    _set(split.cpu, "CPU timing slot")
 
 
 def _note_unpinned(slots: int) -> None:

@@ -3,7 +3,8 @@
 Two halves share the tables below:
 - Snakemake (workflow/rules/gpu_slots.smk) counts: every timing job on the GPU asks for `gpu=1` of a total of
   `timing_total(slots(config))`, two per GPU (one timing, the next one staged, below); a CPU timing job asks for
-  every unit, so it runs alone.
+  every unit, so it runs alone, or with gpus.cpu_beside (`cpu_beside`) for the one unit of `cpu_slot` and times
+  on cores of its own (affinity.pin_cpu) beside the GPU slots' jobs.
 - Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
   UUID (LOCK_DIR) and sets CUDA_VISIBLE_DEVICES to that GPU before CUDA is initialised. The kernel drops a flock
   when its holder dies, so a killed job frees its GPU; the lock is held until the job's process exits (and by a
@@ -195,6 +196,13 @@ def measures_nothing(rule: str, wildcards: Mapping, config: Mapping, n_slots: in
     return rule in PAIR_RULES and wildcards["pair"] == "gpu"
 
 
+def cpu_beside(config: Mapping, n_slots: int | None) -> bool:
+    """Whether a CPU timing job times beside the GPU slots' jobs, on a CPU slot of its own cores, rather than
+    alone on the box: config gpus.cpu_beside, on a box with GPU slots, where some jobs time on the GPU (not
+    device cpu). Every job of a run splits the cores by it (affinity.plan's cpu_slot)."""
+    return bool(config.get("gpus", {}).get("cpu_beside", False)) and bool(n_slots) and config["device"] != "cpu"
+
+
 def comparison_key(rule: str, wildcards: Mapping) -> str:
     group, names = COMPARISON_WILDCARDS[rule]
     return ":".join([group, *(str(wildcards[n]) for n in names)])
@@ -297,7 +305,9 @@ def stage(snakemake) -> None:
         # torch.cuda.is_available() and device_count() from NVML, not the CUDA driver, which reads
         # CUDA_VISIBLE_DEVICES once, when it starts: an import that asks must not fix the GPUs before take()
         os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-        affinity.pin_other(n)
+        affinity.pin_other(n, cpu_beside(config, n))
+    elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
+        affinity.pin_cpu(n)
 
 
 def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
@@ -321,7 +331,7 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
     _held = acquire(candidates, owner, log)
     if not _held.gpu.uuid.startswith("GPU-fake-"):
         os.environ["CUDA_VISIBLE_DEVICES"] = _held.gpu.uuid
-    affinity.pin_timing(gpus[:n].index(_held.gpu) if _held.gpu in gpus[:n] else -1, n)
+    affinity.pin_timing(gpus[:n].index(_held.gpu) if _held.gpu in gpus[:n] else -1, n, cpu_beside(config, n))
     if log is not None:
         log.info("GPU slot: GPU %d (%s) after %.1f s", _held.gpu.index, _held.gpu.uuid, _held.wait_s)
     return _held
@@ -335,7 +345,7 @@ def pin_untimed(snakemake) -> None:
         return
     _, n = _job_slots(config)
     if n > 0:
-        affinity.pin_other(n)
+        affinity.pin_other(n, cpu_beside(config, n))
 
 
 def held() -> Slot | None:
