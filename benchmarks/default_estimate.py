@@ -14,8 +14,9 @@ training jobs' and the vision jobs' constants:
 - Each timing job pays START_S on its slot: the last job's exit and its own CUDA context (its interpreter and
   imports overlap the job before it: staged starts).
 - Timing jobs on the CPU (Study B's cpu pair) take every timing slot (gpu_slots.smk): they run alone, so their
-  time adds to the run's whole; with gpus.cpu_beside they are list-scheduled on a CPU slot of their own beside
-  the GPU slots instead (a GUESS that neither side slows the other: not yet measured); GPU timing jobs are list-scheduled on the GPU slots, longest first, each once its
+  time adds to the run's whole; with gpus.cpu_beside (gpu_slots.cpu_beside) they are list-scheduled on a CPU
+  slot of their own beside the GPU slots instead (a GUESS that neither side slows the other: not yet measured);
+  GPU timing jobs are list-scheduled on the GPU slots, longest first, each once its
   inputs can exist (the C++ programs' builds, the AOTInductor packages).
 - The sweep: per shard job and invocation, the workers' start (WORKERS_START_S) and per cell the slowest worker's
   load (LOAD_CELL_S; the workers load at once, their first calls on one GPU add up), each implementation's warm-up
@@ -48,6 +49,7 @@ import math
 from pathlib import Path
 
 from abstraction_cost import config as config_module
+from abstraction_cost.measure import gpu_slots
 from abstraction_cost.study_a.sweep import kernels as sweep_kernels, shards as sweep_shards
 from abstraction_cost.study_a.sweep.cells import SweepSettings
 from abstraction_cost.study_a.sweep.conductor import PROTOCOL_DEFAULTS, Protocol
@@ -263,12 +265,12 @@ def estimate(config: dict, gpus: int) -> dict:
     gpu_jobs = [j for js in families.values() for j in js]
     makespan, busy = schedule(gpu_jobs, gpus)
     cpu_s = sum(j["s"] for j in cpu_b)
-    beside = bool(config.get("gpus", {}).get("cpu_beside", False))
+    beside = gpu_slots.cpu_beside(config, gpus)
     if beside:   # the CPU slot beside the GPU slots, not after them
         total = FIXED_START_S + max(makespan, schedule(cpu_b, 1)[0] if cpu_b else 0.0) + TAIL_S
     else:
         total = FIXED_START_S + makespan + cpu_s + TAIL_S
-    return {"estimate": True, "gpus": gpus, "cpu_beside": beside, "total_s": round(total, 1),
+    return {"estimate": True, "basis": DEFAULT_RUN, "gpus": gpus, "cpu_beside": beside, "total_s": round(total, 1),
             "calibrated_s": round(total * calibration(), 1), "gpu_schedule_s": round(makespan, 1),
             "cpu_timing_jobs_s": round(cpu_s, 1), "fixed_s": FIXED_START_S + TAIL_S,
             "slot_busy_s": [round(b, 1) for b in busy],
