@@ -199,3 +199,37 @@ def test_environment_passes_absolute_table_paths_and_the_package(tmp_path):
     assert json.loads(env[TABLES_ENV]) == {"training": str(Path("results/training.parquet").resolve())}
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(render.SRC)
     assert (render.SRC / "abstraction_cost" / "report" / "render.py").is_file()
+
+
+def target_install(tmp_path: Path, monkeypatch) -> None:
+    """nbconvert as `pip install --target site` leaves it: its templates in site/share/jupyter, beside the package,
+    and none on Jupyter's data path (which holds this venv's prefix: emptied here)."""
+    import nbconvert
+    from nbconvert.exporters import templateexporter
+
+    lab = next(Path(p) / "nbconvert" / "templates" for p in templateexporter.jupyter_path()
+               if (Path(p) / "nbconvert" / "templates" / "lab").is_dir())
+    site = tmp_path / "site"
+    (site / "share" / "jupyter" / "nbconvert").mkdir(parents=True)
+    (site / "share" / "jupyter" / "nbconvert" / "templates").symlink_to(lab)
+    (site / "nbconvert").symlink_to(Path(nbconvert.__file__).parent)
+    monkeypatch.setattr(nbconvert, "__file__", str(site / "nbconvert" / "__init__.py"))
+    monkeypatch.setattr(templateexporter, "jupyter_path", lambda *parts: [str(tmp_path / "empty")])
+
+
+def test_jupyter_finds_nbconvert_templates_that_an_install_into_a_folder_put_beside_it(tmp_path, monkeypatch):
+    """The default run on two H200s lost its report to this: wheels installed with pip --target onto PYTHONPATH."""
+    target_install(tmp_path, monkeypatch)
+    doc = write(tmp_path / "doc.qmd", '```{python}\n#| output: asis\nprint("**bold**")\n```\n')
+    render.render(doc, tmp_path / "doc.html", {}, renderer="jupyter")
+    assert "<strong>bold</strong>" in (tmp_path / "doc.html").read_text()
+
+
+def test_jupyter_without_nbconvert_templates_fails_before_running_cells_naming_jupyter_path(tmp_path, monkeypatch):
+    target_install(tmp_path, monkeypatch)
+    monkeypatch.setattr(render, "templates_beside_nbconvert", lambda: [])
+    ran = tmp_path / "ran"
+    doc = write(tmp_path / "doc.qmd", f'```{{python}}\nopen({str(ran)!r}, "w")\n```\n')
+    with pytest.raises(render.RenderError, match=r"cannot find nbconvert's templates[\s\S]*'lab'[\s\S]*JUPYTER_PATH"):
+        render.render(doc, tmp_path / "doc.html", {}, renderer="jupyter")
+    assert not ran.exists() and not (tmp_path / "doc.html").exists()

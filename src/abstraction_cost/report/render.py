@@ -198,12 +198,30 @@ def _write_atomic(text: str, out: Path) -> None:
     os.replace(tmp, out)
 
 
+def templates_beside_nbconvert() -> list[str]:
+    """nbconvert's own templates (`lab`, which the offline template extends) where an install into a folder put
+    them: `pip install --target DIR` (a cluster's shared folder on PYTHONPATH) writes them to DIR/share/jupyter,
+    beside the packages, where Jupyter's data path does not look (it has sys.prefix's and the user's)."""
+    import nbconvert
+
+    beside = Path(nbconvert.__file__).absolute().parents[1] / "share" / "jupyter" / "nbconvert" / "templates"
+    return [str(beside)] if beside.is_dir() else []
+
+
 def render_jupyter(qmd: Path, out: Path, env: Mapping[str, str], timeout_s: int) -> None:
     import jinja2
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
     from nbconvert import HTMLExporter
 
+    # built first: a missing template fails here, not after the notebook's minute of cells
+    try:
+        exporter = HTMLExporter(extra_loaders=[jinja2.DictLoader({"offline.html.j2": OFFLINE_TEMPLATE})],
+                                extra_template_basedirs=templates_beside_nbconvert(), template_file="offline.html.j2",
+                                exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    except ValueError as err:   # nbconvert's data files are not where it or this module looks
+        raise RenderError(f"the jupyter renderer cannot find nbconvert's templates ({err}); reinstall nbconvert, "
+                          f"or set JUPYTER_PATH to the share/jupyter folder its install wrote") from None
     nb = notebook(qmd)
     client = NotebookClient(nb, km=_this_interpreter_kernel(), timeout=timeout_s,
                             resources={"metadata": {"path": str(qmd.parent)}})
@@ -212,9 +230,6 @@ def render_jupyter(qmd: Path, out: Path, env: Mapping[str, str], timeout_s: int)
     except (CellExecutionError, CellTimeoutError) as err:
         raise RenderError(f"{qmd}: a cell failed (jupyter renderer):\n{err}") from None
     _apply_output_options(nb)
-    exporter = HTMLExporter(extra_loaders=[jinja2.DictLoader({"offline.html.j2": OFFLINE_TEMPLATE})],
-                            template_file="offline.html.j2", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
     page, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": nb.metadata.get("title", qmd.stem)}})
     _write_atomic(page, out)
 
