@@ -15,7 +15,8 @@ training jobs' and the vision jobs' constants:
   imports overlap the job before it: staged starts).
 - Timing jobs on the CPU (Study B's cpu pair) take every timing slot (gpu_slots.smk): they run alone, so their
   time adds to the run's whole; with gpus.cpu_beside (gpu_slots.cpu_beside) they are list-scheduled on a CPU
-  slot of their own beside the GPU slots instead (a GUESS that neither side slows the other: not yet measured);
+  slot of their own beside the GPU slots instead (that neither side slows the other: measured for a GPU job on
+  two H200s, docs/results/2026-11-27-h200x2-default.md; a GUESS for the CPU pair's own times);
   GPU timing jobs are list-scheduled on the GPU slots, longest first, each once its
   inputs can exist (the C++ programs' builds, the AOTInductor packages).
 - The sweep: per shard job and invocation, the workers' start (WORKERS_START_S) and per cell the slowest worker's

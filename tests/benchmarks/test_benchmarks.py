@@ -281,7 +281,7 @@ def test_default_estimate_puts_the_cpu_pairs_jobs_beside_the_gpus_with_cpu_besid
     """gpus.cpu_beside: the CPU timing jobs on a lane of their own, so the run is the longer lane, not their sum."""
     estimate = _benchmark("default_estimate")
     config = config_module.load(REPO / "config" / "config.yaml")
-    alone = estimate.estimate(config, 2)
+    alone = estimate.estimate({**config, "gpus": {**config["gpus"], "cpu_beside": False}}, 2)
     beside = estimate.estimate({**config, "gpus": {**config["gpus"], "cpu_beside": True}}, 2)
     assert not alone["cpu_beside"] and beside["cpu_beside"]
     assert alone["total_s"] == pytest.approx(alone["fixed_s"] + alone["gpu_schedule_s"] + alone["cpu_timing_jobs_s"])
