@@ -1,0 +1,139 @@
+"""Where does a compiled build's time go when Inductor's cache already holds it? A sweep invocation's compiled
+workers spend 49-56 s of its 90-112 s building from the cache (two builds of ResNet-50 at dynamic shapes), a vision
+job's compiled worker 6-14 s of each invocation, the CPU pair's whole model 52 s on the GPU box against 19 s on a
+2-core machine (docs/results/): this says which phase of torch.compile takes it.
+
+    python benchmarks/cache_hit_build.py --build sweep --device cuda --resolutions 32 256 --runs 3 \
+        --out benchmarks/results/<date>_<gpu>_cache_hit_build_sweep.json
+    python benchmarks/cache_hit_build.py --build vision --model mobilenet_v2 --device cuda --runs 3
+
+The first process compiles into an empty cache (cold); each later one is a fresh process on that cache, as a new
+invocation's worker is. A process builds the way the pipeline does: `sweep` is the sweep's compiled implementation
+(study_a/sweep/python_model.PythonModel: ResNet-50, one dynamic-shape build met at each resolution in turn, with the
+sweep's size-oblivious shapes), `vision` Study B's whole model (vision.compile_unit: static shapes). Per process:
+each build's first call, Inductor's and AOTAutograd's cache hits and misses, and the seconds torch.compile's own
+timers put on each phase (torch._dynamo.utils.compilation_time_metrics, summed; nested phases overlap), with the
+compile threads a timing job has (1) unless --compile-threads says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# the phases worth reading first; the result keeps every timer
+PHASES = ("bytecode_tracing", "create_aot_dispatcher_function", "fx_codegen_and_compile", "PyCodeCache.load_by_key_path",
+          "async_compile.wait", "build_guards", "OutputGraph.call_user_compiler", "_compile.compile_inner")
+
+
+def child(args) -> dict:
+    """One process's builds (run with --child: torch is imported here, after the cache variables are set)."""
+    import torch
+    from torch._dynamo.utils import compilation_time_metrics, counters
+
+    device = torch.device(args.device)
+    builds = []
+    if args.build == "sweep":
+        from types import SimpleNamespace
+
+        from abstraction_cost.models import resnet, weights_file
+        from abstraction_cost.study_a.sweep.python_model import PythonModel
+
+        weights = Path(args.cache) / "resnet50.weights"
+        if not weights.exists():
+            torch.manual_seed(0)
+            weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+        model = PythonModel(f"compiled-{args.mode}", SimpleNamespace(weights=str(weights)), 3, 10, device,
+                            compile_shapes="dynamic")
+        for resolution in args.resolutions:
+            x = torch.randn(args.batch, 3, resolution, resolution, device=device)
+            with torch.no_grad():
+                seconds = model.build(x)
+            builds.append({"input": list(x.shape), "first_call_s": seconds})
+    else:
+        import torchvision
+
+        from abstraction_cost.study_b.models import vision
+
+        vision.BACKEND = args.backend
+        module = getattr(torchvision.models, args.model)().eval().to(device)
+        fn = vision.compile_unit(module, args.mode, args.model)
+        x = torch.randn(args.batch, 3, args.resolutions[0], args.resolutions[0], device=device)
+        started = time.perf_counter()
+        with torch.no_grad():
+            fn(x)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        builds.append({"input": list(x.shape), "first_call_s": time.perf_counter() - started})
+    cache = {k: v for k, v in {**counters["inductor"], **counters["aot_autograd"]}.items() if "cache" in k}
+    phases = {name: round(sum(times), 3) for name, times in compilation_time_metrics.items()}
+    return {"builds": builds, "cache": cache, "phases": phases}
+
+
+def run_process(args, cache: str) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+           **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS"), str(args.threads))}
+    if args.compile_threads is not None:
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(args.compile_threads)
+    command = [sys.executable, __file__, "--child", "--cache", cache, "--build", args.build, "--model", args.model,
+               "--mode", args.mode, "--backend", args.backend, "--device", args.device, "--batch", str(args.batch),
+               "--resolutions", *map(str, args.resolutions)]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"cache_hit_build: a build process failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"process_s": round(time.perf_counter() - started, 2), **result}
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", choices=("sweep", "vision"), default="sweep")
+    p.add_argument("--model", default="mobilenet_v2", help="vision: a torchvision model")
+    p.add_argument("--mode", default="default", help="torch.compile's mode")
+    p.add_argument("--backend", default="inductor", help="vision: torch.compile's backend (tests: eager)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--resolutions", type=int, nargs="+", default=[32, 256],
+                   help="sweep: the shapes one dynamic build meets in turn; vision: the first only")
+    p.add_argument("--runs", type=int, default=3, help="warm processes after the cold one")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads (a timing job has 1)")
+    p.add_argument("--compile-threads", type=int, default=1, help="Inductor's compile threads (a timing job: 1)")
+    p.add_argument("--cache", help=argparse.SUPPRESS)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return {}
+    if args.runs < 1:
+        p.error("--runs: at least 1 warm process")
+    if args.build == "sweep" and args.backend != "inductor":
+        p.error("--backend: the sweep's build is Inductor's (PythonModel); other backends for --build vision only")
+    with tempfile.TemporaryDirectory(prefix="cache-hit-build-") as cache:
+        processes = [{"state": "cold", **run_process(args, cache)}]
+        processes += [{"state": "warm", **run_process(args, cache)} for _ in range(args.runs)]
+    import torch
+    result = {"benchmark": "cache_hit_build", "device": torch.cuda.get_device_name(0) if args.device == "cuda"
+              else "cpu", "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+              "settings": {k: v for k, v in vars(args).items() if k not in ("cache", "child", "out")},
+              "processes": processes}
+    for proc in processes:
+        firsts = ", ".join(f"{b['first_call_s']:.1f} s" for b in proc["builds"])
+        phases = ", ".join(f"{name} {proc['phases'][name]:.1f}" for name in PHASES if name in proc["phases"])
+        print(f"{proc['state']}: process {proc['process_s']:.1f} s, builds {firsts}; cache {proc['cache']}")
+        print(f"    {phases}")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
