@@ -251,11 +251,30 @@ class PrefixFit:
     model: CostModel
 
 
+PROBES = ("prefix_eager", "mixed_to_compiled", "prefix_compiled", "mixed_to_eager")
+
+
 def prefix_fit(s: LayerSamples, rounds: np.ndarray | None = None) -> PrefixFit:
     """The switch-cost model (oracles.py) from the medians of `rounds`, fitted by monotone_prefixes."""
-    pe, m_ec = monotone_prefixes(medians(s.prefix_eager, rounds), medians(s.mixed_to_compiled, rounds))
-    pc, m_ce = monotone_prefixes(medians(s.prefix_compiled, rounds), medians(s.mixed_to_eager, rounds))
+    return _fit(*(medians(getattr(s, probe), rounds) for probe in PROBES))
+
+
+def prefix_fits(s: LayerSamples, idx: np.ndarray) -> list[PrefixFit]:
+    """prefix_fit for each resample of idx [resample, round] (round_resamples), its medians taken in one pass."""
+    meds = [resampled_medians(getattr(s, probe), idx) for probe in PROBES]
+    return [_fit(*(m[:, k] for m in meds)) for k in range(idx.shape[0])]
+
+
+def _fit(prefix_eager, mixed_to_compiled, prefix_compiled, mixed_to_eager) -> PrefixFit:
+    pe, m_ec = monotone_prefixes(prefix_eager, mixed_to_compiled)
+    pc, m_ce = monotone_prefixes(prefix_compiled, mixed_to_eager)
     return PrefixFit(float(pe[0]), float(pe[-1]), CostModel.from_prefix_times(pe, pc, m_ec, m_ce))
+
+
+def resampled_medians(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """[probe, resample]: medians of a [probe, round, repeat] over each resample's rounds (idx [resample, round])."""
+    picked = a[:, idx, :]                                      # [probe, resample, round, repeat]
+    return np.median(picked.reshape(a.shape[0], idx.shape[0], -1), axis=2)
 
 
 def round_resamples(n_rounds: int, resamples: int, seed: int) -> np.ndarray:

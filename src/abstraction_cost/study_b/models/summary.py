@@ -233,12 +233,6 @@ def _layer_groups(layers: pl.DataFrame):
         yield case, group, eager_cfg, compiled_cfg, samples
 
 
-def _resampled_medians(cube: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """[probe, resample]: medians of the cube [probe, round, repeat] over each resample's rounds."""
-    picked = cube[:, idx, :]                                   # [probe, resample, round, repeat]
-    return np.median(picked.reshape(cube.shape[0], idx.shape[0], -1), axis=2)
-
-
 def layer_summary_rows(layers: pl.DataFrame, oracle_table: pl.DataFrame, resamples: int, confidence: float,
                        seed: int) -> list[dict]:
     rows = []
@@ -249,10 +243,11 @@ def layer_summary_rows(layers: pl.DataFrame, oracle_table: pl.DataFrame, resampl
         dp_choice = dp["choice"][0] if dp.height and dp["choice"][0] else None
         idx = layer_data.round_resamples(s.timer_eager.shape[1], resamples, seed)
         model = layer_data.prefix_fit(s).model
-        boot = [layer_data.prefix_fit(s, rounds).model for rounds in idx]
+        boot = [fit.model for fit in layer_data.prefix_fits(s, idx)]
         per_method = {
             "timer": (layer_data.medians(s.timer_eager), layer_data.medians(s.timer_compiled),
-                      _resampled_medians(s.timer_eager, idx), _resampled_medians(s.timer_compiled, idx)),
+                      layer_data.resampled_medians(s.timer_eager, idx),
+                      layer_data.resampled_medians(s.timer_compiled, idx)),
             "subtraction": (model.eager, model.compiled, np.stack([m.eager for m in boot], axis=1),
                             np.stack([m.compiled for m in boot], axis=1)),
         }
@@ -312,7 +307,8 @@ def _bootstrap(s: layer_data.LayerSamples, choices: dict, rounds: np.ndarray, re
                seed: int) -> np.ndarray:
     """[oracle, resample, (predicted_ms, reference_ms)]: _plan_times of the fixed choices on `rounds` resampled."""
     idx = rounds[layer_data.round_resamples(len(rounds), resamples, seed)]
-    times = [_plan_times(*_estimates(s, r), choices) for r in idx]
+    te, tc = (layer_data.resampled_medians(timer, idx) for timer in (s.timer_eager, s.timer_compiled))
+    times = [_plan_times(fit, te[:, k], tc[:, k], choices) for k, fit in enumerate(layer_data.prefix_fits(s, idx))]
     return np.array([[t[o] for t in times] for o in ORACLES]).reshape(len(ORACLES), resamples, 2)
 
 
