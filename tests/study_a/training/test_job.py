@@ -73,3 +73,27 @@ def test_a_failing_backend_becomes_an_error_row(tmp_path, smoke_config):
     rows = _run(tmp_path, smoke_config, _never, data_dir)
     assert rows["status"].to_list() == ["error"]
     assert rows["message"][0].startswith("ValueError:") and "o.i32" in rows["message"][0]
+
+
+def test_an_ok_job_logs_where_its_time_beside_the_epochs_went(tmp_path, smoke_config, caplog):
+    """The eager job held its GPU slot 9 s for 2 s of epochs on two H200s: the log line says which step took it."""
+    import logging
+
+    from abstraction_cost.data import offline
+    from abstraction_cost.data import order as orders
+
+    data_dir = tmp_path / "digits"
+    prepared.write(data_dir, "digits", offline.digits(8), [str(d) for d in range(10)], [])
+    count = len(prepared.load(data_dir).train.labels)
+    orders.write(tmp_path / "o.i32", count, 0, smoke_config["study_a"]["training"]["epochs"])
+
+    def trainer(run, data, order, weights, settings):
+        return [{"epoch": 0, "phase": p, "status": "ok", "message": None, "wall_s": 1.5} for p in ("train", "eval")]
+
+    with caplog.at_level(logging.INFO, logger=training_job.log.name):
+        rows = _run(tmp_path, smoke_config, trainer, data_dir)
+    assert rows["status"].to_list() == ["ok", "ok"], rows["message"].to_list()
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("eager job:"))
+    steps = [part.rsplit(" ", 2)[0] for part in line.removeprefix("eager job: ").split("; ")[0].split(", ")]
+    assert steps == ["device and environment", "data", "trainer", "environment row and table"], line
+    assert line.endswith("the trainer's epochs 3.0 s"), line

@@ -10,6 +10,7 @@ A job is (backend, dataset, init, seed). It writes rows of the `training` table 
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from typing import Callable
 
@@ -40,9 +41,11 @@ def run(snakemake, backend: str, trainer: Trainer) -> None:
     base = {"backend": backend, "dataset": w.dataset, "init": w.init, "repeat": seed - config["seed"], "seed": seed,
             "batch_size": settings.batch_size}
     requires_gpu = config["study_a"]["training"]["require_gpu"]
+    marks = [("start", time.perf_counter())]   # where a job's time beside its epochs goes, logged at its end
     device = devices.select(config)
     with measured_run(config, rule=snakemake.rule, job=dict(w.items()), env_path=snakemake.output.env,
                       device=device) as measured:
+        marks.append(("device and environment", time.perf_counter()))
         if requires_gpu and device.type != "cuda":
             rows = _skipped("not_run", "no CUDA GPU on this machine and study_a.training.require_gpu is true")
             if missing := prepared.missing_reason(snakemake.input.data):
@@ -51,7 +54,9 @@ def run(snakemake, backend: str, trainer: Trainer) -> None:
             try:
                 data = prepared.load(snakemake.input.data)
                 order = orders.read(snakemake.input.order, len(data.train.labels), settings.epochs)
+                marks.append(("data", time.perf_counter()))
                 rows = trainer(measured, data, order, snakemake.input.weights, settings)
+                marks.append(("trainer", time.perf_counter()))
             except prepared.MissingDataset as err:
                 rows = _skipped("missing", str(err))
             except torch.OutOfMemoryError as err:
@@ -66,3 +71,7 @@ def run(snakemake, backend: str, trainer: Trainer) -> None:
         defaults = dict.fromkeys(tables.schema("training"))
         table = [{**defaults, **base, "device": device.type, "run_id": measured.run_id, **row} for row in rows]
     tables.write("training", table, snakemake.output.table)
+    marks.append(("environment row and table", time.perf_counter()))
+    epochs = sum(row.get("wall_s") or 0.0 for row in rows)
+    log.info("%s job: %s; the trainer's epochs %.1f s", backend,
+             ", ".join(f"{name} {t - before:.1f} s" for (_, before), (name, t) in zip(marks, marks[1:])), epochs)
