@@ -56,7 +56,6 @@ def run(snakemake, backend: str, trainer: Trainer) -> None:
                 order = orders.read(snakemake.input.order, len(data.train.labels), settings.epochs)
                 marks.append(("data", time.perf_counter()))
                 rows = trainer(measured, data, order, snakemake.input.weights, settings)
-                marks.append(("trainer", time.perf_counter()))
             except prepared.MissingDataset as err:
                 rows = _skipped("missing", str(err))
             except torch.OutOfMemoryError as err:
@@ -65,6 +64,7 @@ def run(snakemake, backend: str, trainer: Trainer) -> None:
             except Exception as err:
                 log.error("training failed:\n%s", traceback.format_exc())
                 rows = _skipped("error", f"{type(err).__name__}: {err}")
+            marks.append(("trainer", time.perf_counter()))   # or as far as it got
         for row in rows:
             if row["status"] != "ok":
                 log.warning("%s %s: %s", backend, row["status"], row["message"])
