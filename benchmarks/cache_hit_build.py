@@ -11,8 +11,8 @@ The first process compiles into an empty cache (cold); each later one is a fresh
 invocation's worker is. A process builds the way the pipeline does: `sweep` is the sweep's compiled implementation
 (study_a/sweep/python_model.PythonModel: ResNet-50, one dynamic-shape build met at each resolution in turn, with the
 sweep's size-oblivious shapes), `vision` Study B's whole model (vision.compile_unit: static shapes). Per process:
-each build's first call, Inductor's and AOTAutograd's cache hits and misses, and the seconds torch.compile's own
-timers put on each phase (torch._dynamo.utils.compilation_time_metrics, summed; nested phases overlap), with the
+each build's first call, why dynamo compiled again (its guard failures), Inductor's and AOTAutograd's cache hits
+and misses, and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.compilation_time_metrics, summed; nested phases overlap), with the
 compile threads a timing job has (1) unless --compile-threads says otherwise.
 """
 from __future__ import annotations
@@ -79,7 +79,8 @@ def child(args) -> dict:
 def run_process(args, cache: str) -> dict:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-           **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS"), str(args.threads))}
+           **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS"), str(args.threads)),
+           "TORCH_LOGS": "recompiles"}   # why a build after the first: dynamo's guard failures, on stderr
     if args.compile_threads is not None:
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(args.compile_threads)
     command = [sys.executable, __file__, "--child", "--cache", cache, "--build", args.build, "--model", args.model,
@@ -90,7 +91,9 @@ def run_process(args, cache: str) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"cache_hit_build: a build process failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"process_s": round(time.perf_counter() - started, 2), **result}
+    recompiles = [line.split("[__recompiles]", 1)[1].strip() for line in done.stderr.splitlines()
+                  if "[__recompiles]" in line]
+    return {"process_s": round(time.perf_counter() - started, 2), **result, "recompiles": recompiles}
 
 
 def main(argv=None) -> dict:
@@ -130,6 +133,8 @@ def main(argv=None) -> dict:
         phases = ", ".join(f"{name} {proc['phases'][name]:.1f}" for name in PHASES if name in proc["phases"])
         print(f"{proc['state']}: process {proc['process_s']:.1f} s, builds {firsts}; cache {proc['cache']}")
         print(f"    {phases}")
+        for line in proc["recompiles"]:
+            print(f"    recompile: {line}")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -352,7 +352,7 @@ def test_cache_hit_build_times_a_cold_then_warm_processes_builds_by_phase(tmp_pa
     assert [p["state"] for p in result["processes"]] == ["cold", "warm"]
     for proc in result["processes"]:
         assert proc["builds"][0]["input"] == [1, 3, 32, 32] and proc["builds"][0]["first_call_s"] > 0
-        assert proc["phases"]["bytecode_tracing"] > 0
+        assert proc["phases"]["bytecode_tracing"] > 0 and proc["recompiles"] == []   # one shape, one build
     assert json.loads(out.read_text())["settings"]["backend"] == "eager"
     with pytest.raises(SystemExit):
         chb.main(["--build", "sweep", "--backend", "eager"])
