@@ -12,8 +12,9 @@ invocation's worker is. A process builds the way the pipeline does: `sweep` is t
 (study_a/sweep/python_model.PythonModel: ResNet-50, one dynamic-shape build met at each resolution in turn, with the
 sweep's size-oblivious shapes), `vision` Study B's whole model (vision.compile_unit: static shapes). Per process:
 each build's first call, why dynamo compiled again (its guard failures), Inductor's and AOTAutograd's cache hits
-and misses, and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.compilation_time_metrics, summed; nested phases overlap), with the
-compile threads a timing job has (1) unless --compile-threads says otherwise.
+and misses, and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.
+compilation_time_metrics, summed; nested phases overlap), with the compile threads a timing job has (1) unless
+--compile-threads says otherwise.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # the phases worth reading first; the result keeps every timer
-PHASES = ("bytecode_tracing", "create_aot_dispatcher_function", "fx_codegen_and_compile", "PyCodeCache.load_by_key_path",
-          "async_compile.wait", "build_guards", "OutputGraph.call_user_compiler", "_compile.compile_inner")
+PHASES = ("bytecode_tracing", "create_aot_dispatcher_function", "fx_codegen_and_compile",
+          "PyCodeCache.load_by_key_path", "async_compile.wait", "build_guards", "OutputGraph.call_user_compiler",
+          "_compile.compile_inner")
 
 
 def child(args) -> dict:
@@ -65,11 +67,12 @@ def child(args) -> dict:
         module = getattr(torchvision.models, args.model)().eval().to(device)
         fn = vision.compile_unit(module, args.mode, args.model)
         x = torch.randn(args.batch, 3, args.resolutions[0], args.resolutions[0], device=device)
+        from abstraction_cost.measure.timing import synchronize
+
         started = time.perf_counter()
         with torch.no_grad():
             fn(x)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        synchronize(device)
         builds.append({"input": list(x.shape), "first_call_s": time.perf_counter() - started})
     cache = {k: v for k, v in {**counters["inductor"], **counters["aot_autograd"]}.items() if "cache" in k}
     phases = {name: round(sum(times), 3) for name, times in compilation_time_metrics.items()}
@@ -77,12 +80,12 @@ def child(args) -> dict:
 
 
 def run_process(args, cache: str) -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
+    from abstraction_cost.compile import inductor_env   # imports no torch
+
+    env = {**os.environ, **inductor_env.cache_env(cache, args.compile_threads),
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
            **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS"), str(args.threads)),
            "TORCH_LOGS": "recompiles"}   # why a build after the first: dynamo's guard failures, on stderr
-    if args.compile_threads is not None:
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(args.compile_threads)
     command = [sys.executable, __file__, "--child", "--cache", cache, "--build", args.build, "--model", args.model,
                "--mode", args.mode, "--backend", args.backend, "--device", args.device, "--batch", str(args.batch),
                "--resolutions", *map(str, args.resolutions)]
