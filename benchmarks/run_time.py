@@ -25,7 +25,8 @@ added up) is the slot's held time, split into
     other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
     idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
 A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
-the measuring seconds over the held seconds of every slot together (issue 28's measure of a run). A job's measured
+the measuring seconds over the held seconds of every GPU slot together (issue 28's measure of a run; the CPU slot
+beside GPUs is left out). A job's measured
 runs are found by rule, time and wildcards: the sweep's shards of one numerics run at once on different GPUs, and
 each environment row names its shard, so each slot gets its own shard's runs and its own shard's builds (by
 run_id). The log's stamps are
@@ -266,9 +267,11 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
 
 
 def measuring_share(slots: list[dict]) -> float | None:
-    """Measuring seconds over held seconds, every slot together."""
-    held = sum(s["held_s"] for s in slots)
-    return sum(s["measuring_s"] for s in slots) / held if held else None
+    """Measuring seconds over held seconds, every GPU slot together: the CPU lane beside GPUs (gpus.cpu_beside) is
+    not GPU time; a CPU run's one slot is its measure."""
+    gpus = [s for s in slots if s["slot"] != "cpu"] or slots
+    held = sum(s["held_s"] for s in gpus)
+    return sum(s["measuring_s"] for s in gpus) / held if held else None
 
 
 def main() -> None:

@@ -257,6 +257,16 @@ def test_run_time_gives_each_gpu_its_own_sweep_shard_and_that_shards_builds(tmp_
     assert result["measuring_share"] == pytest.approx(22.0 / 40.0)
 
 
+def test_measuring_share_is_the_gpus_share_and_leaves_out_the_cpu_lane_beside_them():
+    """gpus.cpu_beside adds a `cpu` slot to a GPU run: its idle time is not GPU time (the H100 run of 2026-11-27
+    read 62% with it, 73% without); a CPU run's one slot is still its measure."""
+    run_time = _benchmark("run_time")
+    slots = [{"slot": "GPU-a", "held_s": 10.0, "measuring_s": 7.0}, {"slot": "GPU-b", "held_s": 10.0,
+             "measuring_s": 8.0}, {"slot": "cpu", "held_s": 10.0, "measuring_s": 1.0}]
+    assert run_time.measuring_share(slots) == pytest.approx(15.0 / 20.0)
+    assert run_time.measuring_share(slots[2:]) == pytest.approx(0.1)
+
+
 def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_estimate(tmp_path):
     """benchmarks/default_estimate.py on the default config: labelled an estimate, two GPUs faster than one, each
     slot's busy time within the schedule, and the calibration reproduces gpu-smoke's measured one-GPU time."""

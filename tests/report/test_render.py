@@ -215,6 +215,9 @@ def target_install(tmp_path: Path, monkeypatch) -> None:
     (site / "nbconvert").symlink_to(Path(nbconvert.__file__).parent)
     monkeypatch.setattr(nbconvert, "__file__", str(site / "nbconvert" / "__init__.py"))
     monkeypatch.setattr(templateexporter, "jupyter_path", lambda *parts: [str(tmp_path / "empty")])
+    # the exporter's own copy of that path, taken when nbconvert was imported (where `extends 'lab/...'` resolves)
+    data_paths = templateexporter.TemplateExporter.class_traits()["template_data_paths"]
+    monkeypatch.setattr(data_paths, "default_value", [str(tmp_path / "empty")])
 
 
 def test_jupyter_finds_nbconvert_templates_that_an_install_into_a_folder_put_beside_it(tmp_path, monkeypatch):

@@ -201,7 +201,9 @@ def _write_atomic(text: str, out: Path) -> None:
 def templates_beside_nbconvert() -> list[str]:
     """nbconvert's own templates (`lab`, which the offline template extends) where an install into a folder put
     them: `pip install --target DIR` (a cluster's shared folder on PYTHONPATH) writes them to DIR/share/jupyter,
-    beside the packages, where Jupyter's data path does not look (it has sys.prefix's and the user's)."""
+    beside the packages, where Jupyter's data path does not look (it has sys.prefix's and the user's). The exporter
+    needs the folder twice: as a base dir (where `lab`'s conf.json and static files are found) and as a loader path
+    (where `extends 'lab/index.html.j2'` resolves)."""
     import nbconvert
 
     beside = Path(nbconvert.__file__).absolute().parents[1] / "share" / "jupyter" / "nbconvert" / "templates"
@@ -210,17 +212,21 @@ def templates_beside_nbconvert() -> list[str]:
 
 def render_jupyter(qmd: Path, out: Path, env: Mapping[str, str], timeout_s: int) -> None:
     import jinja2
+    import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
     from nbconvert import HTMLExporter
 
-    # built first: a missing template fails here, not after the notebook's minute of cells
+    # built and tried on an empty notebook first: a missing template fails here, not after the minute of cells
+    beside = templates_beside_nbconvert()
     try:
         exporter = HTMLExporter(extra_loaders=[jinja2.DictLoader({"offline.html.j2": OFFLINE_TEMPLATE})],
-                                extra_template_basedirs=templates_beside_nbconvert(), template_file="offline.html.j2",
+                                extra_template_basedirs=beside, extra_template_paths=beside,
+                                template_file="offline.html.j2",
                                 exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    except ValueError as err:   # nbconvert's data files are not where it or this module looks
-        raise RenderError(f"the jupyter renderer cannot find nbconvert's templates ({err}); reinstall nbconvert, "
+        exporter.from_notebook_node(nbformat.v4.new_notebook())
+    except (ValueError, jinja2.TemplateNotFound) as err:   # nbconvert's data files are not where anyone looks
+        raise RenderError(f"the jupyter renderer cannot find nbconvert's templates ({err!r}); reinstall nbconvert, "
                           f"or set JUPYTER_PATH to the share/jupyter folder its install wrote") from None
     nb = notebook(qmd)
     client = NotebookClient(nb, km=_this_interpreter_kernel(), timeout=timeout_s,
