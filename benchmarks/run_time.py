@@ -51,7 +51,7 @@ STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 START = re.compile(r"^(?:local)?(?:checkpoint|rule) (\S+):$")
 ERROR = re.compile(r"^Error in rule (\S+):$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
-FILES = re.compile(r"^\s+(input|output|wildcards): (.*)$")
+FILES = re.compile(r"^\s+(input|output|wildcards|priority): (.*)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\S+)\)$")
 # Rules that build or compile for the timing jobs, none of them a timing job itself.
 BUILD_RULES = ("build_native", "build_native_cudnn", "compile_cache", "package_aoti", "package_aoti_sweep",
@@ -61,7 +61,7 @@ IN_JOB_BUILDS = "compiled-"
 SLOP_S = 1.0   # the log's stamps are whole seconds: a measured run may start up to this before its job's stamp
 
 
-@dataclass
+@dataclass(eq=False)   # a job is itself, a key by identity
 class Job:
     rule: str
     start: dt.datetime
@@ -71,6 +71,7 @@ class Job:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     wildcards: str = ""
+    priority: int = 0
 
     @property
     def seconds(self) -> float | None:
@@ -117,6 +118,7 @@ def _fill(job: Job | None, kind: str, fields: dict) -> None:
     job.inputs = [f.strip() for f in fields.get("input", "").split(",") if f.strip()]
     job.outputs = [f.strip() for f in fields.get("output", "").split(",") if f.strip()]
     job.wildcards = fields.get("wildcards", "").strip()
+    job.priority = int(fields.get("priority", "0").strip() or 0)
 
 
 def summary(jobs: dict[tuple[str, int], Job]) -> dict:
@@ -219,6 +221,30 @@ def _pairs(text: str, separator: str) -> dict[str, str]:
     return dict(p.strip().split("=", 1) for p in text.split(separator) if "=" in p)
 
 
+def timing_slots(runs: list[dict]) -> list[str]:
+    """The slots timing jobs measured on: a GPU run's summaries and derived tables have cpu environment rows too."""
+    return sorted({r["slot"] for r in runs if is_timing_rule(r["rule"])}) or ["cpu"]
+
+
+def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, tuple[str, float, list[dict]]]:
+    """Each finished timing job's slot, when it took it (epoch seconds) and its measured runs. A job's runs are
+    found by rule, time and wildcards (not a job beside it); a staged job holds its slot from its lock on
+    (gpu_slots.stage), not from its start. A timing job with no measured run on a box of several slots is left
+    out: its GPU is not known."""
+    found = {}
+    for job in (j for j in done if is_timing_rule(j.rule)):
+        start, end = _utc(job.start), _utc(job.end)
+        wildcards = _pairs(job.wildcards, ",")
+        mine = [r for r in runs if r["rule"] == job.rule and r["start"] >= start - SLOP_S and r["end"] <= end + SLOP_S
+                and all(r["job"][k] == v for k, v in wildcards.items() if k in r["job"])]
+        slot = mine[0]["slot"] if mine else (slots[0] if len(slots) == 1 else None)
+        if slot is None:
+            continue
+        taken = [r["taken"] for r in mine if r.get("taken") is not None]
+        found[job] = (slot, min(max(start, min(taken)), end) if taken else start, mine)
+    return found
+
+
 def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[dict]:
     """Each slot's held time (the logs' spans) split into measuring, start-up, builds, other and idle, and its
     timing jobs' time on it by rule (rules_s: a staged job's from its lock, so not its job seconds)."""
@@ -228,22 +254,12 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
               max(_utc(j.end) for k, j in jobs.items() if k[0] == log and j.end is not None))
              for log in logs if any(k[0] == log and j.end is not None for k, j in jobs.items())]
     held = sum(b - a for a, b in spans)
-    # the slots timing jobs measured on: a GPU run's summaries and derived tables have cpu environment rows too
-    slots = sorted({r["slot"] for r in runs if is_timing_rule(r["rule"])}) or ["cpu"]
+    slots = timing_slots(runs)
     per = {s: {"slot": s, "held_s": held, "jobs": 0, "measuring_s": 0.0, "start_up_s": 0.0, "builds_s": 0.0,
                "other_s": 0.0, "idle_s": 0.0, "rules_s": {}} for s in slots}
     occupied: dict[str, list[tuple[float, float]]] = {s: [] for s in slots}
-    for job in (j for j in done if is_timing_rule(j.rule)):
-        start, end = _utc(job.start), _utc(job.end)
-        wildcards = _pairs(job.wildcards, ",")
-        mine = [r for r in runs if r["rule"] == job.rule and r["start"] >= start - SLOP_S and r["end"] <= end + SLOP_S
-                and all(r["job"][k] == v for k, v in wildcards.items() if k in r["job"])]   # not a job beside it
-        slot = mine[0]["slot"] if mine else (slots[0] if len(slots) == 1 else None)
-        if slot is None:
-            continue   # a timing job with no measured run on a box of several slots: its GPU is not known
-        taken = [r["taken"] for r in mine if r.get("taken") is not None]
-        if taken:   # a staged job holds the slot from its lock on (gpu_slots.stage), not from its start
-            start = min(max(start, min(taken)), end)
+    for job, (slot, start, mine) in on_slots(done, runs, slots).items():
+        end = _utc(job.end)
         s = per[slot]
         inside = _clip([(r["start"], r["end"]) for r in mine], start, end)
         measured, builds = union_length(inside), sum(r["build_s"] for r in mine)

@@ -151,9 +151,11 @@ def _log_stamp(epoch: float) -> str:
 T0 = 1_800_000_000.0
 
 
-def _run_time_of(tmp_path, jobs, environment: dict, sweep: dict | None = None) -> dict:
-    """run_time.py --results on a Snakemake log of `jobs` (jobid, rule, wildcards, start, end, inputs, outputs;
-    seconds after T0, each started and finished in that order) and the run's environment rows."""
+def _run_time_of(tmp_path, jobs, environment: dict, sweep: dict | None = None, script: str = "run_time.py",
+                 args: tuple = ()) -> dict:
+    """run_time.py (or another reader of a run: `script`) --results on a Snakemake log of `jobs` (jobid, rule,
+    wildcards, start, end, inputs, outputs; seconds after T0, each started and finished in that order) and the run's
+    environment rows."""
     import datetime as dt
 
     import polars as pl
@@ -175,8 +177,8 @@ def _run_time_of(tmp_path, jobs, environment: dict, sweep: dict | None = None) -
     if sweep is not None:
         pl.DataFrame(sweep).write_parquet(results / "study_a" / "sweep.parquet")
     out = tmp_path / "run_time.json"
-    subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_time.py"), str(log), "--results", str(results),
-                    "--out", str(out)], check=True, capture_output=True)
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / script), str(log), "--results", str(results),
+                    "--out", str(out), *args], check=True, capture_output=True)
     return json.loads(out.read_text())
 
 
@@ -265,6 +267,36 @@ def test_measuring_share_is_the_gpus_share_and_leaves_out_the_cpu_lane_beside_th
              "measuring_s": 8.0}, {"slot": "cpu", "held_s": 10.0, "measuring_s": 1.0}]
     assert run_time.measuring_share(slots) == pytest.approx(15.0 / 20.0)
     assert run_time.measuring_share(slots[2:]) == pytest.approx(0.1)
+
+
+def _replayed(tmp_path, cpu_start: float, cpu_end: float, concat_start: float) -> dict:
+    """A build, two eval jobs at once on two GPUs, the CPU pair's vision job, their concatenation."""
+    program, jobs = "native/build/ac_libtorch", ["e.parquet", "a.parquet", "c.parquet"]
+    return _run_time_of(tmp_path, [
+        (1, "build_native", "", 0, 10, "", program),
+        (2, "eval_backend", "implementation=eager", 10, 20, program, jobs[0]),
+        (3, "eval_backend", "implementation=aoti", 10, 20, program, jobs[1]),
+        (4, "vision_model", "pair=cpu, model=resnet50", cpu_start, cpu_end, program, jobs[2]),
+        (5, "concat", "", concat_start, concat_start + 2, ", ".join(jobs), "all")],
+        {"run_id": ["r1", "r2", "r3"], "rule": ["eval_backend"] * 2 + ["vision_model"],
+         "device": ["cuda", "cuda", "cpu"], "gpu_uuid": ["GPU-a", "GPU-b", None],
+         "job": ["implementation=eager,numerics=fp32", "implementation=aoti,numerics=fp32", "pair=cpu,model=resnet50"],
+         "start": [11, 11, cpu_start + 1], "end": [19, 19, cpu_end - 1]},
+        script="replay_on_gpus.py", args=("--gpus", "1", "2"))
+
+
+def test_replay_on_one_gpu_queues_the_gpu_jobs_and_keeps_the_cpu_lane_only_where_the_run_had_it(tmp_path):
+    """replay_on_gpus.py: on the run's two GPUs it gives the run's span back; on one, the two eval jobs queue on
+    the slot. The CPU pair's job keeps its lane beside the GPUs where it overlapped them in the run, and takes the
+    one GPU's slot where it ran alone."""
+    (tmp_path / "beside").mkdir(), (tmp_path / "alone").mkdir()
+    beside = _replayed(tmp_path / "beside", 10, 25, 25)
+    assert beside["cpu_beside"] and beside["run_gpus"] == 2 and "not measured" in beside["estimate"]
+    assert beside["run_span_s"] == beside["replay_on_run_gpus_s"] == beside["replays"]["2"] == 27
+    assert beside["replays"]["1"] == 32           # eager 10-20, aoti 20-30 beside the CPU job 10-25; concat 30-32
+    alone = _replayed(tmp_path / "alone", 20, 35, 35)
+    assert not alone["cpu_beside"] and alone["replay_on_run_gpus_s"] == alone["run_span_s"] == 37
+    assert alone["replays"]["1"] == 47            # eager 10-20, aoti 20-30, then the CPU job alone 30-45; concat
 
 
 def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_estimate(tmp_path):

@@ -1,0 +1,129 @@
+"""An ESTIMATE from a run's own job times: the jobs of one Snakemake log, each as long as it took, scheduled again on
+N GPU slots. Issue 28 asks for the one-GPU time of the default config from the same run that measured two GPUs.
+
+    python benchmarks/replay_on_gpus.py .snakemake/log/<run>.snakemake.log --results results --gpus 1 [--out x.json]
+
+The model, every part from the run (benchmarks/run_time.py reads the same log and environment rows):
+- A timing job on a GPU costs its time on its slot (from taking the slot's lock to its end; a staged job's imports
+  before that overlap the job before it, as they would on fewer GPUs), and the slot passes to the next job after
+  the run's median handoff (a slot's free time between two jobs where the next was already waiting).
+- Timing jobs on the CPU (Study B's cpu pair) keep their own lane where the run had them beside the GPUs
+  (gpus.cpu_beside: they overlapped GPU jobs); otherwise each takes every GPU slot, as gpu_slots.smk makes them.
+- Every other job (data, builds, compile warm-ups, summaries, the report) starts as soon as its inputs exist and
+  takes as long as it took: cores are not modelled (fewer GPUs leave more of them free, the timing slots' cores).
+- A job is ready once every input that a job of the log made exists; among ready timing jobs a free slot takes the
+  highest Snakemake priority first (the log's), then the one the run started first.
+The replay on the run's own GPU count is the model's check: it should give about the run's span (first job's start
+to last job's end), which is printed beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import statistics
+from pathlib import Path
+
+from run_time import Job, _utc, jobs_of, measured_runs, on_slots, timing_slots
+
+from abstraction_cost.measure.gpu_slots import is_timing_rule
+
+
+def costs(jobs: list[Job], runs: list[dict]) -> tuple[dict[Job, tuple[str, float]], float, bool]:
+    """Each job's lane ("gpu", "cpu" or "any": not a timing job) and seconds; the median handoff between two jobs
+    on one slot; whether the run had its CPU timing jobs beside its GPU jobs."""
+    slots = timing_slots(runs)
+    placed = on_slots(jobs, runs, slots)
+    lane = {}
+    for job in jobs:
+        if job in placed:
+            slot, taken, _ = placed[job]
+            lane[job] = ("cpu" if slot == "cpu" else "gpu", _utc(job.end) - taken)
+        else:   # not a timing job, or one whose slot is not known (counted as a GPU's)
+            lane[job] = ("gpu" if is_timing_rule(job.rule) else "any", (job.end - job.start).total_seconds())
+    handoffs = []
+    for slot in {s for s, _, _ in placed.values()}:
+        held = sorted((taken, _utc(j.end), _utc(j.start)) for j, (s, taken, _) in placed.items() if s == slot)
+        handoffs += [b[0] - a[1] for a, b in zip(held, held[1:]) if b[2] < a[1] <= b[0]]   # b waited for a
+    gpu_spans = [(p[1], _utc(j.end)) for j, p in placed.items() if p[0] != "cpu"]
+    beside = any(p[0] == "cpu" and any(a < _utc(j.end) and p[1] < b for a, b in gpu_spans) for j, p in placed.items())
+    return lane, (statistics.median(handoffs) if handoffs else 0.0), beside
+
+
+def replay(jobs: list[Job], lane: dict[Job, tuple[str, float]], gpus: int, handoff_s: float, beside: bool) -> float:
+    """The schedule's span from the first job's start, in seconds."""
+    maker = {out: j for j in jobs for out in j.outputs}
+    needs = {j: {maker[f] for f in j.inputs if f in maker and maker[f] is not j} for j in jobs}
+    order = {j: i for i, j in enumerate(sorted(jobs, key=lambda j: j.start))}
+    rank = lambda j: (-j.priority, order[j])  # noqa: E731
+    done: set[Job] = set()
+    ended: dict[Job, float] = {}
+    free_at = [0.0] * gpus          # each GPU slot's next free time
+    cpu_free_at = 0.0
+    running: list[tuple[float, int, Job]] = []   # (end, tiebreak, job)
+    waiting = set(jobs)
+    now = 0.0
+    while waiting or running:
+        ready = sorted((j for j in waiting if needs[j] <= done), key=rank)
+        for job in ready:
+            kind, seconds = lane[job]
+            if kind == "any":
+                start = now
+            elif kind == "cpu" and beside:
+                if cpu_free_at > now:
+                    continue
+                start, cpu_free_at = now, now + seconds + handoff_s
+            elif kind == "cpu":   # takes every GPU slot
+                if max(free_at) > now:
+                    continue
+                start = now
+                free_at = [now + seconds + handoff_s] * gpus
+            else:
+                slot = min(range(gpus), key=lambda k: free_at[k])
+                if free_at[slot] > now:
+                    continue
+                start = now
+                free_at[slot] = now + seconds + handoff_s
+            waiting.discard(job)
+            heapq.heappush(running, (start + seconds, order[job], job))
+        # the next event: a job's end, or a slot's handoff ending while timing jobs wait
+        ends = [running[0][0]] if running else []
+        ends += [t for t in [*free_at, cpu_free_at] if t > now]
+        if not ends:
+            break   # nothing runs and nothing can start: an input no job makes (left out of the replay)
+        now = min(ends)
+        while running and running[0][0] <= now:
+            end, _, job = heapq.heappop(running)
+            done.add(job)
+            ended[job] = end
+    return max(ended.values(), default=0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("log", type=Path, help="the run's Snakemake log")
+    parser.add_argument("--results", type=Path, required=True, help="the run's results/ folder")
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    jobs = [j for j in jobs_of(args.log.read_text(errors="replace").splitlines(), str(args.log)).values()
+            if j.end is not None]
+    runs = measured_runs(args.results)
+    lane, handoff_s, beside = costs(jobs, runs)
+    run_gpus = len([s for s in timing_slots(runs) if s != "cpu"]) or 1
+    span = max(_utc(j.end) for j in jobs) - min(_utc(j.start) for j in jobs)
+    result = {"estimate": "replayed from the run's own job times (benchmarks/replay_on_gpus.py), not measured",
+              "log": str(args.log), "run_gpus": run_gpus, "run_span_s": span, "handoff_s": handoff_s,
+              "cpu_beside": beside, "replay_on_run_gpus_s": replay(jobs, lane, run_gpus, handoff_s, beside),
+              "replays": {str(n): replay(jobs, lane, n, handoff_s, beside) for n in args.gpus}}
+    print(f"the run: {run_gpus} GPU(s), first job's start to last job's end {span:.0f} s; handoff {handoff_s:.1f} s;"
+          f" CPU timing jobs {'beside the GPUs' if beside else 'alone'}")
+    print(f"replayed on {run_gpus} GPU(s) (the model's check): {result['replay_on_run_gpus_s']:.0f} s")
+    for n, seconds in result["replays"].items():
+        print(f"replayed on {n} GPU(s): {seconds:.0f} s ({seconds / 60:.1f} minutes), an estimate")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
