@@ -14,7 +14,8 @@ The model, every part from the run (benchmarks/run_time.py reads the same log an
 - A job is ready once every input that a job of the log made exists; among ready timing jobs a free slot takes the
   highest Snakemake priority first (the log's), then the one the run started first.
 The replay on the run's own GPU count is the model's check: it should give about the run's span (first job's start
-to last job's end), which is printed beside it.
+to last job's end), which is printed beside it; `scaled_s` multiplies each replay by their ratio (what the model
+leaves out, cores and Snakemake's own choices, taken to cost the same share on fewer GPUs).
 """
 from __future__ import annotations
 
@@ -113,14 +114,18 @@ def main() -> None:
     run_gpus = len([s for s in timing_slots(runs) if s != "cpu"]) or 1
     span = max(_utc(j.end) for j in jobs) - min(_utc(j.start) for j in jobs)
     result = {"estimate": "replayed from the run's own job times (benchmarks/replay_on_gpus.py), not measured",
-              "log": str(args.log), "run_gpus": run_gpus, "run_span_s": span, "handoff_s": handoff_s,
+              "log": args.log.name, "run_gpus": run_gpus, "run_span_s": span, "handoff_s": handoff_s,
               "cpu_beside": beside, "replay_on_run_gpus_s": replay(jobs, lane, run_gpus, handoff_s, beside),
               "replays": {str(n): replay(jobs, lane, n, handoff_s, beside) for n in args.gpus}}
+    check = result["replay_on_run_gpus_s"]
+    result["scaled_s"] = {n: seconds * span / check for n, seconds in result["replays"].items()} if check else {}
     print(f"the run: {run_gpus} GPU(s), first job's start to last job's end {span:.0f} s; handoff {handoff_s:.1f} s;"
           f" CPU timing jobs {'beside the GPUs' if beside else 'alone'}")
     print(f"replayed on {run_gpus} GPU(s) (the model's check): {result['replay_on_run_gpus_s']:.0f} s")
     for n, seconds in result["replays"].items():
-        print(f"replayed on {n} GPU(s): {seconds:.0f} s ({seconds / 60:.1f} minutes), an estimate")
+        scaled = result["scaled_s"].get(n)
+        print(f"replayed on {n} GPU(s): {seconds:.0f} s ({seconds / 60:.1f} minutes), scaled by the check "
+              f"{scaled / 60:.1f} minutes: an estimate" if scaled else f"replayed on {n} GPU(s): {seconds:.0f} s")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
 
