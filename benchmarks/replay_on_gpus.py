@@ -66,27 +66,23 @@ def replay(jobs: list[Job], lane: dict[Job, tuple[str, float]], gpus: int, hando
     now = 0.0
     while waiting or running:
         ready = sorted((j for j in waiting if needs[j] <= done), key=rank)
-        for job in ready:
+        for job in ready:   # each starts now if its lane is free, else waits for the next event
             kind, seconds = lane[job]
-            if kind == "any":
-                start = now
-            elif kind == "cpu" and beside:
+            if kind == "cpu" and beside:
                 if cpu_free_at > now:
                     continue
-                start, cpu_free_at = now, now + seconds + handoff_s
+                cpu_free_at = now + seconds + handoff_s
             elif kind == "cpu":   # takes every GPU slot
                 if max(free_at) > now:
                     continue
-                start = now
                 free_at = [now + seconds + handoff_s] * gpus
-            else:
+            elif kind == "gpu":
                 slot = min(range(gpus), key=lambda k: free_at[k])
                 if free_at[slot] > now:
                     continue
-                start = now
                 free_at[slot] = now + seconds + handoff_s
             waiting.discard(job)
-            heapq.heappush(running, (start + seconds, order[job], job))
+            heapq.heappush(running, (now + seconds, order[job], job))
         # the next event: a job's end, or a slot's handoff ending while timing jobs wait
         ends = [running[0][0]] if running else []
         ends += [t for t in [*free_at, cpu_free_at] if t > now]

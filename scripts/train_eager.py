@@ -1,4 +1,6 @@
 """Rule train_eager: ResNet-50 in PyTorch eager mode, one (dataset, init, seed)."""
+import time
+
 from abstraction_cost.measure import gpu_slots
 from abstraction_cost.workflow import setup_logging
 
@@ -15,7 +17,12 @@ gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this jo
 
 def trainer(run, data, order, weights_path, settings):
     ds = spec(snakemake.wildcards.dataset, snakemake.config)
+    started = time.perf_counter()
     model = weights_file.load_into(resnet.resnet50(ds.channels, ds.classes), weights_path)
+    built = time.perf_counter()
+    model.to(run.device)   # the job's first CUDA work: its context starts here
+    log.info("eager trainer: model and weights %.1f s, to the device %.1f s", built - started,
+             time.perf_counter() - built)
     return eager.train(model, data, order, settings, run)
 
 
