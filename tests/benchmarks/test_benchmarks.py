@@ -293,7 +293,8 @@ def test_replay_on_one_gpu_queues_the_gpu_jobs_and_keeps_the_cpu_lane_only_where
     beside = _replayed(tmp_path / "beside", 10, 25, 25)
     assert beside["cpu_beside"] and beside["run_gpus"] == 2 and "not measured" in beside["estimate"]
     assert beside["run_span_s"] == beside["replay_on_run_gpus_s"] == beside["replays"]["2"] == 27
-    assert beside["replays"]["1"] == 32           # eager 10-20, aoti 20-30 beside the CPU job 10-25; concat 30-32
+    # eager 10-20, aoti 20-30 beside the CPU job 10-25; concat 30-32 (the check exact: scaled by 1)
+    assert beside["replays"]["1"] == beside["scaled_s"]["1"] == 32
     alone = _replayed(tmp_path / "alone", 20, 35, 35)
     assert not alone["cpu_beside"] and alone["replay_on_run_gpus_s"] == alone["run_span_s"] == 37
     assert alone["replays"]["1"] == 47            # eager 10-20, aoti 20-30, then the CPU job alone 30-45; concat
