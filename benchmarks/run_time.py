@@ -326,7 +326,8 @@ def main() -> None:
                 f"{s[k + '_s']:6.0f} s {s[k + '_pct']:4.0f}%" for k in ("measuring", "start_up", "builds", "other",
                                                                         "idle")))
         if result["measuring_share"] is not None:
-            print(f"measuring: {100 * result['measuring_share']:.0f}% of the held GPU slots' time")
+            gpus = any(s["slot"] != "cpu" for s in result["slots"])
+            print(f"measuring: {100 * result['measuring_share']:.0f}% of the held {'GPU ' if gpus else ''}slots' time")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
 
