@@ -26,11 +26,10 @@ added up) is the slot's held time, split into
     idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
 A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
 the measuring seconds over the held seconds of every GPU slot together (issue 28's measure of a run; the CPU slot
-beside GPUs is left out). A job's measured
-runs are found by rule, time and wildcards: the sweep's shards of one numerics run at once on different GPUs, and
-each environment row names its shard, so each slot gets its own shard's runs and its own shard's builds (by
-run_id). The log's stamps are
-the machine's local time, read as this machine's local time: run this where the run ran (or in its time zone).
+beside GPUs is left out). A job's measured runs are found by rule, time and wildcards: the sweep's shards of one
+numerics run at once on different GPUs, and each environment row names its shard, so each slot gets its own shard's
+runs and its own shard's builds (by run_id). The log's stamps are the machine's local time, read as this machine's
+local time: run this where the run ran (or in its time zone).
 
     python benchmarks/run_time.py $(ls -t .snakemake/log/*.snakemake.log | head -1) --results results \
         --out run_time.json
