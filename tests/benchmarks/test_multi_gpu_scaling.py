@@ -47,9 +47,11 @@ def test_rows_by_status_count_whole_tables_only(tmp_path):
 def test_summary_states_wall_times_speedup_and_gpus():
     one = {"config": "config/gpu-smoke.yaml", "gpus": 1, "wall_s": 400.0, "hostname": "box", "returncode": 0,
            "gpu_names": ["NVIDIA H200"], "jobs": jobs([(0, 0, 9), (0, 10, 19)]), "overlaps_on_one_gpu": [],
-           "rows_by_status": {"ok": 10}}
+           "rows_by_status": {"ok": 10}, "native_in_run": True}
     two = {**one, "gpus": 2, "wall_s": 220.0, "jobs": jobs([(0, 0, 9), (1, 0, 9)])}
     text = scaling.summarise([two, one])
     assert "| 1 | 400.0 | 1.00 | GPU 0: 2 | 0 | ok 10 |" in text
     assert "| 2 | 220.0 | 1.82 | GPU 0: 1, GPU 1: 1 | 0 | ok 10 |" in text
-    assert "2 GPUs against 1: 1.82x (meets the 1.7x target)" in text
+    assert "2 GPUs against 1: 1.82x (meets the 1.8x target)" in text
+    assert "the C++ programs built inside the clock" in text
+    assert "misses the 1.8x target" in scaling.summarise([{**two, "wall_s": 240.0}, one])
