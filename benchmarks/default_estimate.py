@@ -60,6 +60,9 @@ from abstraction_cost.study_b.models.protocol import PROTOCOL_DEFAULTS as VISION
 # gpu-smoke on one H100 from cold caches, measured (2026-11-26, staged starts), against this model's estimate of
 # it: `calibrated_s` scales an estimate by their ratio
 GPU_SMOKE_MEASURED_S = 879.0
+# gpu-smoke as that run had it: 4da4004 resized it since (vision jobs at batch 1 only, the sweep at batch 32 only)
+GPU_SMOKE_AS_MEASURED = {("study_b", "models", "batch_size"): {"cpu": [1], "gpu": [1, 32]},
+                         ("study_a", "sweep", "batches"): [8, 32]}
 FIXED_START_S = 32.0           # gpu-smoke: Snakemake's start 12 s, the first timing job 20 s later
 TAIL_S = 30.0                  # gpu-smoke: the comparison's summary 10 s, the report 17 s
 START_S = 1.2                  # gpu-smoke: the next job took the slot 0.8-1.6 s after the last one ended (its
@@ -281,9 +284,20 @@ def estimate(config: dict, gpus: int) -> dict:
                               key=lambda j: -j["s"])[:8]}
 
 
+def measured_gpu_smoke() -> dict:
+    """config/gpu-smoke.yaml at the size GPU_SMOKE_MEASURED_S was measured at."""
+    smoke = config_module.load(Path(__file__).resolve().parents[1] / "config" / "gpu-smoke.yaml")
+    for *path, key in GPU_SMOKE_AS_MEASURED:
+        section = smoke
+        for name in path:
+            section = section[name]
+        section[key] = GPU_SMOKE_AS_MEASURED[(*path, key)]
+    return smoke
+
+
 def calibration() -> float:
     """Measured over estimated, for gpu-smoke on one GPU (GPU_SMOKE_MEASURED_S)."""
-    smoke = config_module.load(Path(__file__).resolve().parents[1] / "config" / "gpu-smoke.yaml")
+    smoke = measured_gpu_smoke()
     gpu_b, cpu_b = study_b_jobs(smoke)
     jobs = training_jobs(smoke) + eval_jobs(smoke) + sweep_jobs(smoke) + gpu_b
     total = FIXED_START_S + schedule(jobs, 1)[0] + sum(j["s"] for j in cpu_b) + TAIL_S
