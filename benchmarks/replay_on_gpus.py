@@ -25,7 +25,7 @@ import json
 import statistics
 from pathlib import Path
 
-from run_time import Job, _utc, jobs_of, measured_runs, on_slots, timing_slots
+from run_time import Job, _utc, inputs_made_by, jobs_of, measured_runs, on_slots, timing_slots
 
 from abstraction_cost.measure.gpu_slots import is_timing_rule
 
@@ -53,8 +53,7 @@ def costs(jobs: list[Job], runs: list[dict]) -> tuple[dict[Job, tuple[str, float
 
 def replay(jobs: list[Job], lane: dict[Job, tuple[str, float]], gpus: int, handoff_s: float, beside: bool) -> float:
     """The schedule's span from the first job's start, in seconds."""
-    maker = {out: j for j in jobs for out in j.outputs}
-    needs = {j: {maker[f] for f in j.inputs if f in maker and maker[f] is not j} for j in jobs}
+    needs = {j: set(makers) for j, makers in inputs_made_by(jobs).items()}
     order = {j: i for i, j in enumerate(sorted(jobs, key=lambda j: j.start))}
     rank = lambda j: (-j.priority, order[j])  # noqa: E731
     done: set[Job] = set()

@@ -143,24 +143,30 @@ def summary(jobs: dict[tuple[str, int], Job]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ critical path
+def inputs_made_by(jobs: list[Job]) -> dict[Job, list[Job]]:
+    """Each job's inputs' makers among `jobs` (one Snakemake log's): the DAG's edges as the log shows them."""
+    maker = {out: j for j in jobs for out in j.outputs}
+    return {j: [maker[f] for f in j.inputs if f in maker and maker[f] is not j] for j in jobs}
+
+
 def critical_path(jobs: dict[tuple[str, int], Job]) -> list[dict]:
     """The chain that ended last, first step first: from the job that ended last, back through the job of the
     same log that made its latest-made input."""
     done = {k: j for k, j in jobs.items() if j.end is not None}
     if not done:
         return []
-    key = max(done, key=lambda k: (done[k].end, done[k].start))
-    maker = {(k[0], out): k for k, j in done.items() for out in j.outputs}
+    made: dict[Job, list[Job]] = {}
+    for log in {k[0] for k in done}:
+        made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
+    job = max(done.values(), key=lambda j: (j.end, j.start))
     chain = []
-    while key is not None:
-        job = done[key]
-        made = [maker[(key[0], f)] for f in job.inputs if (key[0], f) in maker and maker[(key[0], f)] != key]
-        before = max(made, key=lambda k: done[k].end, default=None)
-        ready = done[before].end if before is not None else None
+    while job is not None:
+        before = max(made[job], key=lambda j: j.end, default=None)
+        ready = before.end if before is not None else None
         chain.append({"rule": job.rule, "job": job.name, "jobid": job.jobid, "start": job.start.isoformat(),
                       "end": job.end.isoformat(), "seconds": job.seconds, "timing": is_timing_rule(job.rule),
                       "waited_s": max(0.0, (job.start - ready).total_seconds()) if ready is not None else None})
-        key = before
+        job = before
     return chain[::-1]
 
 
