@@ -6,11 +6,15 @@ job's compiled worker 6-14 s of each invocation, the CPU pair's whole model 52 s
     python benchmarks/cache_hit_build.py --build sweep --device cuda --resolutions 32 256 --runs 3 \
         --out benchmarks/results/<date>_<gpu>_cache_hit_build_sweep.json
     python benchmarks/cache_hit_build.py --build vision --model mobilenet_v2 --device cuda --runs 3
+    python benchmarks/cache_hit_build.py --build aoti --device cuda --batch 32 --resolutions 64 256 --runs 0 \
+        --compile-threads 4
 
 The first process compiles into an empty cache (cold); each later one is a fresh process on that cache, as a new
 invocation's worker is. A process builds the way the pipeline does: `sweep` is the sweep's compiled implementation
 (study_a/sweep/python_model.PythonModel: ResNet-50, one dynamic-shape build met at each resolution in turn, with the
-sweep's size-oblivious shapes), `vision` Study B's whole model (vision.compile_unit: static shapes). Per process:
+sweep's size-oblivious shapes), `vision` Study B's whole model (vision.compile_unit: static shapes), `aoti` the
+sweep's AOTInductor package (rule package_aoti_sweep: aoti_dynamic.package over --batch and the --resolutions' range;
+its rule gives Inductor 4 compile threads: --compile-threads says how many more would save). Per process:
 each build's first call, why dynamo compiled again (its guard failures), Inductor's and AOTAutograd's cache hits
 and misses, and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.
 compilation_time_metrics, summed; nested phases overlap), with the compile threads a timing job has (1) unless
@@ -58,6 +62,20 @@ def child(args) -> dict:
             with torch.no_grad():
                 seconds = model.build(x)
             builds.append({"input": list(x.shape), "first_call_s": seconds})
+    elif args.build == "aoti":
+        from abstraction_cost.models import resnet, weights_file
+        from abstraction_cost.study_a import aoti_dynamic
+
+        weights = Path(args.cache) / "resnet50.weights"
+        if not weights.exists():
+            torch.manual_seed(0)
+            weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+        out = Path(tempfile.mkdtemp(prefix="aoti-", dir=args.cache)) / "aoti"
+        meta = aoti_dynamic.package(weights, 3, 10, [args.batch], args.resolutions, device, out)
+        if meta["status"] != "ok":
+            raise SystemExit(f"the package failed: {meta['message']}")
+        builds.append({"input": [args.batch, 3, min(args.resolutions), max(args.resolutions)],
+                       "first_call_s": meta["prepare_s"], "shapes": meta.get("shapes")})
     else:
         import torchvision
 
@@ -101,7 +119,7 @@ def run_process(args, cache: str) -> dict:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--build", choices=("sweep", "vision"), default="sweep")
+    p.add_argument("--build", choices=("sweep", "vision", "aoti"), default="sweep")
     p.add_argument("--model", default="mobilenet_v2", help="vision: a torchvision model")
     p.add_argument("--mode", default="default", help="torch.compile's mode")
     p.add_argument("--backend", default="inductor", help="vision: torch.compile's backend (tests: eager)")
@@ -109,7 +127,7 @@ def main(argv=None) -> dict:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--resolutions", type=int, nargs="+", default=[32, 256],
                    help="sweep: the shapes one dynamic build meets in turn; vision: the first only")
-    p.add_argument("--runs", type=int, default=3, help="warm processes after the cold one")
+    p.add_argument("--runs", type=int, default=3, help="warm processes after the cold one (0: the cold one only)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (a timing job has 1)")
     p.add_argument("--compile-threads", type=int, default=1, help="Inductor's compile threads (a timing job: 1)")
     p.add_argument("--cache", help=argparse.SUPPRESS)
@@ -119,8 +137,8 @@ def main(argv=None) -> dict:
     if args.child:
         print(json.dumps(child(args)))
         return {}
-    if args.runs < 1:
-        p.error("--runs: at least 1 warm process")
+    if args.runs < 0:
+        p.error("--runs: 0 or more warm processes")
     if args.build == "sweep" and args.backend != "inductor":
         p.error("--backend: the sweep's build is Inductor's (PythonModel); other backends for --build vision only")
     with tempfile.TemporaryDirectory(prefix="cache-hit-build-") as cache:
