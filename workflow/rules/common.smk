@@ -10,11 +10,10 @@ from snakemake.logging import logger
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-import torch as _torch
-
 from abstraction_cost import config as config_module
 from abstraction_cost import implementations as _implementations
 from abstraction_cost import run_guard
+from abstraction_cost import torch_version as _torch_version
 from abstraction_cost.programs import native as _native
 from abstraction_cost.study_a.sweep.cells import SweepSettings as _SweepSettings
 from abstraction_cost.study_a.sweep.conductor import Protocol as _Protocol
@@ -60,7 +59,7 @@ wildcard_constraints:
 
 # The software of every rule (the pins of envs/requirements.txt), which the Snakefile gives to each.
 SOFTWARE = f"{workflow.basedir}/envs/environment.yaml"
-TORCH_VERSION = _torch.__version__  # as a param, a different torch reruns what depends on it
+TORCH_VERSION = _torch_version.read()  # as a param, a different torch reruns what depends on it
 
 
 # What measure.run.measured_run reads for every measuring job: the device, its backend flags (TF32,
