@@ -21,7 +21,7 @@ from abstraction_cost.study_a.sweep import kernels as _sweep_kernels
 from abstraction_cost.study_b.blocks import experiments as _experiments
 from abstraction_cost.study_b.blocks.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
-from abstraction_cost.measure import device as device_check
+from abstraction_cost.measure import device_check
 from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES
 
 # Before any job: the config, the folders it writes, and one run per directory (run_guard).
