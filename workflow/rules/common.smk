@@ -15,9 +15,8 @@ from abstraction_cost import implementations as _implementations
 from abstraction_cost import run_guard
 from abstraction_cost import torch_version as _torch_version
 from abstraction_cost.programs import native as _native
-from abstraction_cost.study_a.sweep.cells import SweepSettings as _SweepSettings
-from abstraction_cost.study_a.sweep.conductor import Protocol as _Protocol
-from abstraction_cost.study_a.sweep import kernels as _sweep_kernels
+from abstraction_cost.study_a.sweep.cells import Protocol as _Protocol, SweepSettings as _SweepSettings
+from abstraction_cost.study_a.sweep import kernel_point as _kernel_point
 from abstraction_cost.study_b.blocks import experiments as _experiments
 from abstraction_cost.study_b.blocks.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
@@ -117,7 +116,7 @@ SWEEP_PROTOCOL = _Protocol.from_config(config["study_a"]["sweep"])
 SWEEP_DIR = "results/study_a/sweep"
 SWEEP_JOBS = SWEEP.jobs()
 # the kernel table from the interleaved sweep's profiled pass of its kernel point, else from jobs of its own
-KERNELS_FROM_SWEEP = SWEEP_PROTOCOL.mode == "interleaved" and _sweep_kernels.read_from_sweep(
+KERNELS_FROM_SWEEP = SWEEP_PROTOCOL.mode == "interleaved" and _kernel_point.read_from_sweep(
     SWEEP, SWEEP_PROTOCOL.profile_calls)
 # The C++ programs, built in the repository's native/build/ (git-ignored) whatever the working directory.
 LIBTORCH_PROGRAM = str(_native.program_path("libtorch"))
