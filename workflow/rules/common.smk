@@ -17,8 +17,8 @@ from abstraction_cost import torch_version as _torch_version
 from abstraction_cost.programs import native as _native
 from abstraction_cost.study_a.sweep.cells import Protocol as _Protocol, SweepSettings as _SweepSettings
 from abstraction_cost.study_a.sweep import kernel_point as _kernel_point
-from abstraction_cost.study_b.blocks import experiments as _experiments
-from abstraction_cost.study_b.blocks.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
+from abstraction_cost.study_b.blocks import registry as _block_registry
+from abstraction_cost.study_b.blocks.registry import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
 from abstraction_cost.measure import device_check
 from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES
@@ -260,7 +260,7 @@ def block_warm_up(wildcards):
     nothing here)."""
     w = wildcards
     if STUDY_B_CACHE_DIR is None or measures_nothing("study_b_block_timing", w) or (
-            DEVICE == "cpu" and _experiments.job_not_run_reason(config, w.pair, w.mode, False, False)):
+            DEVICE == "cpu" and _block_registry.job_not_run_reason(config, w.pair, w.mode, False, False)):
         return []
     return f"{STUDY_B_WARM_UPS}/blocks/{w.experiment}/{w.pair}-{w.mode}.json"
 
