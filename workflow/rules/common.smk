@@ -10,6 +10,8 @@ from snakemake.logging import logger
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+# No module the rules files import imports torch or torchvision: that took seconds at every Snakemake start (and
+# every cluster job's). tests/test_rules.py builds the DAG with a torch that cannot be imported.
 from abstraction_cost import config as config_module
 from abstraction_cost import implementations as _implementations
 from abstraction_cost import run_guard
