@@ -1,6 +1,7 @@
 """Study A's inference sweep, what every sweep process shares (Python and C++ alike, native/common/sweep.h):
-the settings of config study_a.sweep (SweepSettings, and Protocol: the interleaved protocol's) and their checks, the walk order of the cells, the oom-skip rule, the fault
-test hook, and how one cell's timed calls become a row of the sweep table.
+the settings of config study_a.sweep (SweepSettings, and Protocol: the interleaved protocol's) and their checks,
+the walk order of the cells, the oom-skip rule, the fault test hook, and how one cell's timed calls become a row of
+the sweep table.
 
 Walk order: resolution ascending, then batch ascending, then the transfer modes in the config's order (one process
 measures a shape's modes back to back, so they share its state: clocks, allocator cache, a compiled build, the

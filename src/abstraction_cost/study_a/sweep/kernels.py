@@ -5,8 +5,8 @@ Each kernel's name, calls and total device time per inference, mean device time 
 time, and launch grid and block, grouped by (name, grid, block). Two ways to it:
 - From the interleaved sweep (kernel_point.read_from_sweep: the point is a cell of its grid and the protocol
   profiles): the point's profiled pass (measure/profiled.py, after the cell's timed turns) returns its kernel
-  groups, and the sweep job writes the rows (from_profile; source: the pass's device profiler, torch.profiler, LibTorch's Kineto or
-  ac_cudnn's CUPTI subscriber). No job of its own, no process started for it.
+  groups, and the sweep job writes the rows (from_profile; source: the pass's device profiler, torch.profiler,
+  LibTorch's Kineto or ac_cudnn's CUPTI subscriber). No job of its own, no process started for it.
 - Else rule sweep_kernels_job, one job per (numerics, implementation), the numerics set in the process before the
   model is built (TF32 changes which convolution kernels run):
   - Python implementations: torch.profiler over PROFILED_CALLS forwards after the warm-up (grid and block from the
