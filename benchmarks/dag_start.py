@@ -72,7 +72,8 @@ def main() -> None:
         imported.update(found)
         print(f"run {r}: {seconds:.2f} s, imported {found or 'neither torch nor torchvision'}", flush=True)
     summary = {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "n": len(times)}
-    out = {"config": args.configfile, "repo": str(repo), "git_revision": git_revision(repo), "device": "cpu",
+    config = str(configfile.relative_to(REPO)) if configfile.is_relative_to(REPO) else str(configfile)
+    out = {"config": config, "repo": str(repo), "git_revision": git_revision(repo), "device": "cpu",
            "cpus": len(os.sched_getaffinity(0)), "torch": torch_version.read(), "runs": args.runs,
            "times_s": times, "summary": summary, "torch_imported": bool(imported), "imported": sorted(imported)}
     Path(args.out).write_text(json.dumps(out, indent=2))
