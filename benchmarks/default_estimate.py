@@ -51,9 +51,9 @@ from pathlib import Path
 
 from abstraction_cost import config as config_module
 from abstraction_cost.measure import gpu_slots
-from abstraction_cost.study_a.sweep import kernels as sweep_kernels, shards as sweep_shards
-from abstraction_cost.study_a.sweep.cells import SweepSettings
-from abstraction_cost.study_a.sweep.conductor import PROTOCOL_DEFAULTS, Protocol
+from abstraction_cost.study_a.sweep import shards as sweep_shards
+from abstraction_cost.study_a.sweep.cells import PROTOCOL_DEFAULTS, Protocol, SweepSettings
+from abstraction_cost.study_a.sweep.kernel_point import read_from_sweep
 from abstraction_cost.study_b.compile_cache import AUTOTUNE_MODES
 from abstraction_cost.study_b.models.protocol import PROTOCOL_DEFAULTS as VISION_PROTOCOL_DEFAULTS
 
@@ -196,8 +196,7 @@ def sweep_jobs(config: dict) -> list[dict]:
                 seconds += PROFILE_CELL_S * len(cells) * len(impls)
             jobs.append({"job": f"sweep[{numerics},shard{k}]", "s": seconds, "after": AOTI_PACKAGE_S})
         for impl in impls:  # kernel jobs where the sweep's profiled pass does not give the kernel table
-            if numerics in settings.kernel_numerics and not sweep_kernels.read_from_sweep(settings,
-                                                                                          protocol.profile_calls):
+            if numerics in settings.kernel_numerics and not read_from_sweep(settings, protocol.profile_calls):
                 jobs.append({"job": f"sweep_kernels_job[{numerics},{impl}]",
                              "s": KERNEL_COMPILED_S if impl.startswith("compiled-") else KERNEL_JOB_S,
                              "after": AOTI_PACKAGE_S if impl == "aoti" else NATIVE_BUILD_S})

@@ -12,7 +12,8 @@ import torch  # noqa: E402
 from abstraction_cost import tables  # noqa: E402
 from abstraction_cost.measure.run import measured_run  # noqa: E402
 from abstraction_cost.study_b.blocks.cases import TimingSettings, pair_device  # noqa: E402
-from abstraction_cost.study_b.blocks.experiments import experiment, run_timing  # noqa: E402
+from abstraction_cost.study_b.blocks.experiments import run_timing  # noqa: E402
+from abstraction_cost.study_b.blocks.registry import experiment  # noqa: E402
 
 gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 

@@ -401,3 +401,23 @@ def test_cache_hit_build_times_a_cold_then_warm_processes_builds_by_phase(tmp_pa
     assert json.loads(out.read_text())["settings"]["backend"] == "eager"
     with pytest.raises(SystemExit):
         chb.main(["--build", "sweep", "--backend", "eager"])
+
+
+def test_dag_start_times_dry_runs_and_finds_no_torch_imported(tmp_path):
+    out = tmp_path / "dag_start.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "dag_start.py"), "--runs", "1", "--out", str(out)],
+                   check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    assert result["times_s"][0] > 0 and result["summary"]["median_s"] == result["times_s"][0]
+    assert result["torch_imported"] is False and result["imported"] == []
+
+
+def test_dag_start_sees_a_workflow_that_imports_torch(tmp_path):
+    """The same detection where the Snakefile imports torch (as main's common.smk did)."""
+    (tmp_path / "Snakefile").write_text("import torch\n\n\nrule all:\n    output: 'x'\n    shell: 'touch x'\n")
+    (tmp_path / "config.yaml").write_text("{}\n")
+    out = tmp_path / "dag_start.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "dag_start.py"), "--runs", "1", "--repo", str(tmp_path),
+                    "--configfile", str(tmp_path / "config.yaml"), "--out", str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    assert result["torch_imported"] is True and result["imported"] == ["torch"]

@@ -10,19 +10,19 @@ from snakemake.logging import logger
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-import torch as _torch
-
+# No module the rules files import imports torch or torchvision: that took seconds at every Snakemake start (and
+# every cluster job's). tests/test_rules.py builds the DAG with a torch that cannot be imported.
 from abstraction_cost import config as config_module
 from abstraction_cost import implementations as _implementations
 from abstraction_cost import run_guard
+from abstraction_cost import torch_version as _torch_version
 from abstraction_cost.programs import native as _native
-from abstraction_cost.study_a.sweep.cells import SweepSettings as _SweepSettings
-from abstraction_cost.study_a.sweep.conductor import Protocol as _Protocol
-from abstraction_cost.study_a.sweep import kernels as _sweep_kernels
-from abstraction_cost.study_b.blocks import experiments as _experiments
-from abstraction_cost.study_b.blocks.experiments import EXPERIMENTS as BLOCK_EXPERIMENTS
+from abstraction_cost.study_a.sweep.cells import Protocol as _Protocol, SweepSettings as _SweepSettings
+from abstraction_cost.study_a.sweep import kernel_point as _kernel_point
+from abstraction_cost.study_b.blocks import registry as _block_registry
+from abstraction_cost.study_b.blocks.registry import EXPERIMENTS as BLOCK_EXPERIMENTS
 from abstraction_cost.data import specs as dataset_specs
-from abstraction_cost.measure import device as device_check
+from abstraction_cost.measure import device_check
 from abstraction_cost.tables.study_b_models import JOB_TABLES as VISION_JOB_TABLES
 
 # Before any job: the config, the folders it writes, and one run per directory (run_guard).
@@ -60,7 +60,7 @@ wildcard_constraints:
 
 # The software of every rule (the pins of envs/requirements.txt), which the Snakefile gives to each.
 SOFTWARE = f"{workflow.basedir}/envs/environment.yaml"
-TORCH_VERSION = _torch.__version__  # as a param, a different torch reruns what depends on it
+TORCH_VERSION = _torch_version.read()  # as a param, a different torch reruns what depends on it
 
 
 # What measure.run.measured_run reads for every measuring job: the device, its backend flags (TF32,
@@ -118,7 +118,7 @@ SWEEP_PROTOCOL = _Protocol.from_config(config["study_a"]["sweep"])
 SWEEP_DIR = "results/study_a/sweep"
 SWEEP_JOBS = SWEEP.jobs()
 # the kernel table from the interleaved sweep's profiled pass of its kernel point, else from jobs of its own
-KERNELS_FROM_SWEEP = SWEEP_PROTOCOL.mode == "interleaved" and _sweep_kernels.read_from_sweep(
+KERNELS_FROM_SWEEP = SWEEP_PROTOCOL.mode == "interleaved" and _kernel_point.read_from_sweep(
     SWEEP, SWEEP_PROTOCOL.profile_calls)
 # The C++ programs, built in the repository's native/build/ (git-ignored) whatever the working directory.
 LIBTORCH_PROGRAM = str(_native.program_path("libtorch"))
@@ -262,7 +262,7 @@ def block_warm_up(wildcards):
     nothing here)."""
     w = wildcards
     if STUDY_B_CACHE_DIR is None or measures_nothing("study_b_block_timing", w) or (
-            DEVICE == "cpu" and _experiments.job_not_run_reason(config, w.pair, w.mode, False, False)):
+            DEVICE == "cpu" and _block_registry.job_not_run_reason(config, w.pair, w.mode, False, False)):
         return []
     return f"{STUDY_B_WARM_UPS}/blocks/{w.experiment}/{w.pair}-{w.mode}.json"
 

@@ -1,21 +1,10 @@
-"""Which device timed work runs on, and the numerics settings every compared run shares."""
+"""Which device timed work runs on (whether this machine has it: device_check.py), and the numerics settings every
+compared run shares."""
 from __future__ import annotations
 
 import torch
 
-
-class DeviceUnavailable(RuntimeError):
-    """The config asks for a GPU this machine does not have."""
-
-
-def require(config: dict) -> None:
-    """Raise DeviceUnavailable, naming the key and the fix, where the config asks for a GPU this machine lacks."""
-    if config["device"] == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailable(
-            "config key 'device' is 'cuda' but this machine has no CUDA GPU that torch can use "
-            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}; `nvidia-smi` shows whether a driver "
-            "sees one). Run on a GPU machine, or set device: auto (the GPU where there is one, else the CPU) or "
-            "device: cpu, e.g. config/smoke.yaml")
+from .device_check import require
 
 
 def select(config: dict) -> torch.device:

@@ -22,14 +22,18 @@ logits of any scale compare alike); where float32 cannot be exact, a failing can
 error against a float64 reference is at most `FP64_MULTIPLIER` times eager's own error against that reference
 (the runner's rule: the compiled output is no worse than eager's); under bf16-autocast the check is cosine
 similarity of the flattened outputs, as the runner does for reduced precision.
+
+torch is imported by the functions that use it: the workflow checks a config's numerics against NUMERICS while it
+builds its DAG (study_a/sweep/cells.py), where importing torch would cost seconds at every start.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 NUMERICS = ("fp32", "tf32", "bf16-autocast", "cudnn-benchmark")
 # The runner's multiplier (torch/_dynamo/utils.py `same`): compiled error may be this many times eager's.
@@ -78,6 +82,7 @@ def tolerance(name: str) -> Tolerance:
 
 def set_tf32(on: bool) -> None:
     """TF32 for convolutions and matmuls on or off: the process's only setter of these flags."""
+    import torch
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
     torch.set_float32_matmul_precision("high" if on else "highest")
@@ -90,12 +95,14 @@ def apply(name: str) -> None:
 
 def current() -> str:
     """The numerics the process's flags set now (fp32 or tf32; autocast is per call, not a flag)."""
+    import torch
     return "tf32" if torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32 else "fp32"
 
 
 @contextmanager
 def applied(name: str) -> Iterator[None]:
     """`name`'s TF32 flags inside the block, the previous ones restored after it."""
+    import torch
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.get_float32_matmul_precision())
     apply(name)
@@ -109,6 +116,7 @@ def applied(name: str) -> Iterator[None]:
 def autocast(name: str, device: torch.device):
     """The autocast context of `name` on `device` (a null context for fp32 and tf32)."""
     if check_numerics(name) == "bf16-autocast":
+        import torch
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()
 
@@ -134,6 +142,7 @@ class OutputCheck:
 
 def _flat(out) -> torch.Tensor:
     """One float64 vector of every tensor in an output (a tensor, or a tuple/list/dict of them)."""
+    import torch
     if isinstance(out, torch.Tensor):
         return out.detach().reshape(-1).double().cpu()
     if isinstance(out, dict):
@@ -145,6 +154,7 @@ def _flat(out) -> torch.Tensor:
 
 
 def _shapes(out) -> list:
+    import torch
     if isinstance(out, torch.Tensor):
         return [tuple(out.shape)]
     if isinstance(out, dict):
@@ -156,6 +166,7 @@ def check_output(reference, candidate, numerics: str,
                  fp64_reference: Callable[[], object] | None = None) -> OutputCheck:
     """Is `candidate` eager's `reference` within `numerics`' tolerance? fp64_reference (called only where the
     direct comparison fails) gives the float64 output for the runner's no-worse-than-eager rule."""
+    import torch
     tol = tolerance(numerics)
     if _shapes(reference) != _shapes(candidate):
         return OutputCheck(False, None, None, f"output shapes {_shapes(candidate)} differ from eager's "

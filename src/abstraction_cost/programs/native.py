@@ -24,11 +24,12 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..measure import gpu_slots
+
+if TYPE_CHECKING:
+    import torch
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE_DIR = REPO / "native"
@@ -92,6 +93,7 @@ def cmake_configure_command(source: Path, build: Path) -> list[str]:
     """Configure against the torch this Python imports. TorchConfig looks for a CUDA toolkit even for CPU use;
     hints are added only where needed: the toolkit's root, and nvrtc from the pip wheels when the toolkit has
     none (the CI machine's /usr/local/cuda), so the same command works on the GPU machine's full toolkit."""
+    import torch  # here, not at the top: the workflow reads program_path and sources while it builds its DAG
     command = ["cmake", "-S", str(source), "-B", str(build), f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
                "-DCMAKE_BUILD_TYPE=Release"]
     if (build / "CMakeCache.txt").exists():  # an existing build dir keeps its generator (CMake refuses a change)
@@ -146,6 +148,7 @@ def build(program: str, logger: logging.Logger = log, jobs: int = 2, source_dir:
     """Configure and build one program (incrementally); every line CMake and the compiler print goes to logger.
     One build of a build tree at a time (a lock file in it): a second process waits, then finds the work done,
     where two CMake runs in one tree would break each other's configuration."""
+    import torch  # as in cmake_configure_command
     project, _ = PROGRAMS[program]
     source, build_path = Path(source_dir) / project, Path(build_dir) / project
     build_path.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,7 @@ from ..measure import device as devices
 from ..measure import gpu_slots
 from ..measure import numerics as nx
 from . import configurations as cfgs
-from .blocks import experiments
+from .blocks import experiments, registry
 from .models import vision as vm
 
 log = logging.getLogger(__name__)
@@ -90,13 +90,13 @@ def _vision_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
 
 def _block_tasks(config: dict) -> Iterator[tuple[dict, str | None]]:
     blocks = config["study_b"]["blocks"]
-    for name, exp in experiments.EXPERIMENTS.items():
+    for name, exp in registry.EXPERIMENTS.items():
         section = blocks[exp.config_key]
         for pair in section["pairs"]:
             for mode in section["modes"]:
                 task = {"study": "blocks", "name": name, "pair": pair, "mode": mode, "what": "cases"}
-                yield task, experiments.job_not_run_reason(config, pair, mode, blocks["require_gpu"],
-                                                           torch.cuda.is_available())
+                yield task, registry.job_not_run_reason(config, pair, mode, blocks["require_gpu"],
+                                                        torch.cuda.is_available())
 
 
 def of_job(found: list[dict], job: dict | None) -> list[dict]:

@@ -27,19 +27,21 @@ dynamo compiles (a recompile after a guard failure included), `graph_break` coun
 `stats.unique_graphs` the FX graphs produced. torch._dynamo.reset() runs before each compilation, because compiled
 code is cached on the code object (every nn.Conv2d shares one forward), so without a reset a second shape would
 count as a recompile of the first and, past the cache-size limit, fall back to eager without saying so.
+
+torch is imported by the functions that use it: the workflow reads the compile modes and which (configuration,
+mode) runs where (study_b/blocks/registry.py) while it builds its DAG, where importing torch would cost seconds.
 """
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass
-from typing import Callable, Iterator, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from .. import faults
-from ..compile import cache_key
-from ..measure.timing import synchronize
+
+if TYPE_CHECKING:
+    import torch
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
@@ -78,6 +80,14 @@ def configuration(name: str) -> Configuration:
         raise ValueError(f"unknown configuration {name!r}; allowed: {sorted(CONFIGURATIONS)}") from None
 
 
+def pair_configurations(pair: str) -> tuple[Configuration, Configuration]:
+    try:
+        eager, compiled = PAIRS[pair]
+    except KeyError:
+        raise ValueError(f"unknown pair {pair!r}; allowed: {sorted(PAIRS)}") from None
+    return configuration(eager), configuration(compiled)
+
+
 def check_mode(mode: str) -> str:
     if mode not in COMPILE_MODES:
         raise ValueError(f"unknown compile mode {mode!r}; allowed: {list(COMPILE_MODES)}")
@@ -95,8 +105,10 @@ def not_run_reason(cfg: Configuration, mode: str, device_setting: str = "auto",
     if cfg.device_type == "cuda":
         if device_setting == "cpu":
             return f"configuration {cfg.name!r} needs the GPU; config key 'device' is 'cpu'"
-        available = torch.cuda.is_available() if cuda_available is None else cuda_available
-        if not available:
+        if cuda_available is None:
+            import torch
+            cuda_available = torch.cuda.is_available()
+        if not cuda_available:
             return f"configuration {cfg.name!r} needs a CUDA GPU; torch sees none on this machine"
     elif mode in CUDA_GRAPH_MODES:
         return (f"mode {mode!r} on the CPU is mode {CPU_EQUIVALENT_MODE[mode]!r} (CUDA graphs do not exist on "
@@ -105,6 +117,7 @@ def not_run_reason(cfg: Configuration, mode: str, device_setting: str = "auto",
 
 
 def device_for(cfg: Configuration) -> torch.device:
+    import torch
     if cfg.device_type == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
@@ -185,6 +198,9 @@ def compile_fn(fn: Callable, cfg: Configuration, mode: str, backend: str = "indu
     into a dynamic-shape kernel. In CUDA-graph modes on the GPU every call first marks a new step, so that
     outputs of the previous replay (discarded by the timing loops) never block the next one.
     """
+    import torch
+
+    from ..compile import cache_key
     check_mode(mode)
     if not cfg.compiled:
         return fn
@@ -208,6 +224,9 @@ def compile_fn(fn: Callable, cfg: Configuration, mode: str, backend: str = "indu
 def prepare(fn: Callable, cfg: Configuration, mode: str, example_args: Sequence, device: torch.device,
             backend: str = "inductor") -> Prepared:
     """Compile (when cfg is compiled) and call once, timing that first call apart from steady state."""
+    import torch
+
+    from ..measure.timing import synchronize
     wrapped = compile_fn(fn, cfg, mode, backend)
     before = compile_counters()
     synchronize(device)

@@ -17,8 +17,9 @@ import pytest
 from abstraction_cost.measure import statistics
 from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import conductor as sweep_conductor, interleaved as sweep_interleaved
-from abstraction_cost.study_a.sweep.cells import SweepConfigError, SweepSettings, check, walk
-from abstraction_cost.study_a.sweep.conductor import Protocol, Store, cell_row, conduct
+from abstraction_cost.study_a.sweep.cells import (PROTOCOL_DEFAULTS, Protocol, SweepConfigError, SweepSettings,
+                                                  check, walk)
+from abstraction_cost.study_a.sweep.conductor import Store, cell_row, conduct
 from abstraction_cost.study_a.sweep.store import CellStore
 from tests.fixtures.repository import REPO
 from tests.fixtures.sweep_jobs import interleaved_job, make_pool
@@ -70,7 +71,7 @@ def _settings(**overrides) -> SweepSettings:
 
 
 def _protocol(**overrides) -> Protocol:
-    p = {**sweep_conductor.PROTOCOL_DEFAULTS, "invocations": 1, "blocks": 3, "block_ms": 2.0, **overrides}
+    p = {**PROTOCOL_DEFAULTS, "invocations": 1, "blocks": 3, "block_ms": 2.0, **overrides}
     if "max_invocations" not in overrides:  # only the minimum, unless a test asks for more
         p["max_invocations"] = p["invocations"]
     return Protocol(**p)

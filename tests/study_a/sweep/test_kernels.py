@@ -65,7 +65,7 @@ def test_the_kernel_rows_of_a_sweep_record_or_why_it_has_none():
 def test_the_kernel_table_is_read_from_the_sweep_where_its_point_is_a_cell_of_the_grid():
     from abstraction_cost import config as config_module
     from abstraction_cost.study_a.sweep.cells import SweepSettings
-    from abstraction_cost.study_a.sweep.kernels import point_cell, read_from_sweep
+    from abstraction_cost.study_a.sweep.kernel_point import point_cell, read_from_sweep
     for name in ("gpu-smoke", "smoke", "config", "paper"):
         settings = SweepSettings.from_config(config_module.load(REPO / f"config/{name}.yaml"))
         assert read_from_sweep(settings, 5) and point_cell(settings, settings.cells()) is not None, name

@@ -25,7 +25,7 @@ from abstraction_cost.models import cuda_graphs
 from abstraction_cost.measure.steps import StepStore
 from abstraction_cost.study_b import configurations as cfgs
 from abstraction_cost.study_b import compile_cache
-from abstraction_cost.study_b.blocks import experiments
+from abstraction_cost.study_b.blocks import experiments, registry
 from abstraction_cost.study_b.models import (layers, selective, timing_methods, job as vision_job,
                                              protocol as vision_protocol, summary as vision_summary)
 from abstraction_cost.study_b.models import vision as vm
@@ -76,7 +76,7 @@ def test_compile_cache_tasks_put_the_biggest_compiles_first_and_skip_what_cannot
     assert todo[0]["name"] == "densenet121" and todo[-1]["name"] in ("conv_ablation", "matmul")
     # every block experiment of the smoke config runs on the cpu pair in mode default, one task each
     assert {(t["name"], t["pair"], t["mode"]) for t in todo if t["study"] == "blocks"} == {
-        (name, "cpu", "default") for name in experiments.EXPERIMENTS}
+        (name, "cpu", "default") for name in registry.EXPERIMENTS}
     assert {(t["name"], t["pair"], t["mode"]) for t in skipped if t["study"] == "models"} == {
         ("densenet121", "cpu", "reduce-overhead"), ("alexnet", "cpu", "reduce-overhead"),
         ("resnet50", "gpu", "default"), ("resnet50", "gpu", "reduce-overhead")}

@@ -45,8 +45,8 @@ from ...measure import device as devices
 from ...measure.run import Run, measured_run
 from ...programs import native
 from .. import cudnn
-from ..sweep.cells import Cell, SweepSettings
-from ..sweep.conductor import Protocol, Store, conduct, python_worker_command
+from ..sweep.cells import Cell, Protocol, SweepSettings
+from ..sweep.conductor import Store, conduct, python_worker_command
 from ..sweep.interleaved import profile_rows
 from ..sweep.native_walk import sweep_command
 from ..sweep.store import CellStore, cells_dir

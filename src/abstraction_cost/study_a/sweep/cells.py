@@ -1,6 +1,7 @@
 """Study A's inference sweep, what every sweep process shares (Python and C++ alike, native/common/sweep.h):
-the settings of config study_a.sweep and their checks, the walk order of the cells, the oom-skip rule, the fault
-test hook, and how one cell's timed calls become a row of the sweep table.
+the settings of config study_a.sweep (SweepSettings, and Protocol: the interleaved protocol's) and their checks,
+the walk order of the cells, the oom-skip rule, the fault test hook, and how one cell's timed calls become a row of
+the sweep table.
 
 Walk order: resolution ascending, then batch ascending, then the transfer modes in the config's order (one process
 measures a shape's modes back to back, so they share its state: clocks, allocator cache, a compiled build, the
@@ -12,6 +13,7 @@ too), "skipped: batch B already out of memory at this resolution", and batch B i
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -149,6 +151,40 @@ def check(s: dict, built: tuple[str, ...] | None = None) -> None:
 
 
 PROTOCOL_MODES = ("interleaved", "serial")
+PROTOCOL_DEFAULTS = {"mode": "interleaved", "invocations": 3, "max_invocations": 10, "precision": 0.05,
+                     "blocks": 6, "block_ms": 50.0, "warmup_max": 30, "interleave_max_pixels": 32 * 512 * 512,
+                     "profile_calls": 5}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """study_a.sweep.protocol (config/README.md says how its defaults were chosen)."""
+    mode: str
+    invocations: int
+    max_invocations: int
+    precision: float
+    blocks: int
+    block_ms: float
+    warmup_max: int
+    interleave_max_pixels: int
+    profile_calls: int = 0  # the profiled pass's calls per cell, in the first invocation after its turns; 0: none
+
+    @classmethod
+    def from_config(cls, sweep: dict) -> "Protocol":
+        p = {**PROTOCOL_DEFAULTS, **(sweep.get("protocol") or {})}
+        return cls(p["mode"], p["invocations"], max(p["max_invocations"], p["invocations"]), float(p["precision"]),
+                   p["blocks"], float(p["block_ms"]), p["warmup_max"], p["interleave_max_pixels"],
+                   p["profile_calls"])
+
+    def together(self, cell: Cell) -> bool:
+        return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels
+
+    def calls_per_block(self, call_ms: float, repeats: int, budget_s: float | None) -> int:
+        """Calls filling about block_ms, enough for `repeats` over the blocks, within the cell budget."""
+        n = max(1, round(self.block_ms / max(call_ms, 1e-3)), math.ceil(repeats / self.blocks))
+        if budget_s:
+            n = min(n, max(1, math.floor(budget_s * 1000 / (self.blocks * max(call_ms, 1e-3)))))
+        return n
 
 
 def _check_protocol(p: dict) -> None:

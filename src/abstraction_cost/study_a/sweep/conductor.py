@@ -26,10 +26,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -37,46 +35,10 @@ from ...faults import kill_job
 from ...measure import affinity, profiled
 from ...measure.statistics import hierarchical_interval, median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
-from .cells import Cell, OomTracker, SweepSettings, kills
+from .cells import Cell, OomTracker, Protocol, SweepSettings, kills
 from .store import INTERRUPTIONS
 
 log = logging.getLogger(__name__)
-
-
-PROTOCOL_DEFAULTS = {"mode": "interleaved", "invocations": 3, "max_invocations": 10, "precision": 0.05,
-                     "blocks": 6, "block_ms": 50.0, "warmup_max": 30, "interleave_max_pixels": 32 * 512 * 512,
-                     "profile_calls": 5}
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """study_a.sweep.protocol (config/README.md says how its defaults were chosen)."""
-    mode: str
-    invocations: int
-    max_invocations: int
-    precision: float
-    blocks: int
-    block_ms: float
-    warmup_max: int
-    interleave_max_pixels: int
-    profile_calls: int = 0  # the profiled pass's calls per cell, in the first invocation after its turns; 0: none
-
-    @classmethod
-    def from_config(cls, sweep: dict) -> "Protocol":
-        p = {**PROTOCOL_DEFAULTS, **(sweep.get("protocol") or {})}
-        return cls(p["mode"], p["invocations"], max(p["max_invocations"], p["invocations"]), float(p["precision"]),
-                   p["blocks"], float(p["block_ms"]), p["warmup_max"], p["interleave_max_pixels"],
-                   p["profile_calls"])
-
-    def together(self, cell: Cell) -> bool:
-        return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels
-
-    def calls_per_block(self, call_ms: float, repeats: int, budget_s: float | None) -> int:
-        """Calls filling about block_ms, enough for `repeats` over the blocks, within the cell budget."""
-        n = max(1, round(self.block_ms / max(call_ms, 1e-3)), math.ceil(repeats / self.blocks))
-        if budget_s:
-            n = min(n, max(1, math.floor(budget_s * 1000 / (self.blocks * max(call_ms, 1e-3)))))
-        return n
 
 
 class Store:

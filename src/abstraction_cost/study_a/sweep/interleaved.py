@@ -20,9 +20,10 @@ from ...programs import native
 from .. import aoti_dynamic
 from ..transfer import Pool
 from . import kernels as sweep_kernels, shards as sweep_shards
-from .cells import Cell, SweepSettings, _first_line, _not_run_rows, build_kind, kind
+from .cells import Cell, Protocol, SweepSettings, _first_line, _not_run_rows, build_kind, kind
 from .check import check_logits
-from .conductor import Protocol, Store, block_rows, cell_row, conduct, python_worker_command
+from .conductor import Store, block_rows, cell_row, conduct, python_worker_command
+from .kernel_point import point_cell
 from .native_walk import sweep_command
 from .serial import _named
 from .store import CellStore, cells_dir, job_key
@@ -179,7 +180,7 @@ def run(snakemake) -> None:
     started = time.perf_counter()
     profiles: list[dict] = []
     kernels: list[dict] = []  # the kernel table's rows where this job has the kernel point in a numerics it profiles
-    point = (sweep_kernels.point_cell(settings, cells) if hasattr(snakemake.output, "kernels")
+    point = (point_cell(settings, cells) if hasattr(snakemake.output, "kernels")
              and numerics in settings.kernel_numerics else None)
     with measured_run(config, rule=snakemake.rule, job=job, env_path=snakemake.output.env, device=device,
                       run_id=store.run_id, resumes=store.resumes) as measured, _scratch(store) as scratch:

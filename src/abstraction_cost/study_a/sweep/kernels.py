@@ -3,10 +3,10 @@
 
 Each kernel's name, calls and total device time per inference, mean device time per launch, share of all kernel
 time, and launch grid and block, grouped by (name, grid, block). Two ways to it:
-- From the interleaved sweep (read_from_sweep: the point is a cell of its grid and the protocol profiles): the
-  point's profiled pass (measure/profiled.py, after the cell's timed turns) returns its kernel groups, and the sweep
-  job writes the rows (from_profile; source: the pass's device profiler, torch.profiler, LibTorch's Kineto or
-  ac_cudnn's CUPTI subscriber). No job of its own, no process started for it.
+- From the interleaved sweep (kernel_point.read_from_sweep: the point is a cell of its grid and the protocol
+  profiles): the point's profiled pass (measure/profiled.py, after the cell's timed turns) returns its kernel
+  groups, and the sweep job writes the rows (from_profile; source: the pass's device profiler, torch.profiler,
+  LibTorch's Kineto or ac_cudnn's CUPTI subscriber). No job of its own, no process started for it.
 - Else rule sweep_kernels_job, one job per (numerics, implementation), the numerics set in the process before the
   model is built (TF32 changes which convolution kernels run):
   - Python implementations: torch.profiler over PROFILED_CALLS forwards after the warm-up (grid and block from the
@@ -41,7 +41,7 @@ from ...measure.timing import synchronize
 from ...programs import ncu
 from .. import aoti_dynamic
 from ..transfer import Pool, cell_input
-from .cells import Cell, SweepSettings, _first_line, kind
+from .cells import SweepSettings, _first_line, kind
 from .native_walk import sweep_command
 from .python_model import PythonModel
 from .summary import RELU, STUDY_TRANSFER, kept, point_resolution
@@ -65,19 +65,6 @@ def kernels_from_groups(groups: list[list], top: int, calls: int, message: str |
 def kernels_from_trace(trace: dict, top: int, calls: int = 1) -> list[dict]:
     """kernels_from_groups of a Chrome trace's kernel events (`calls` forwards profiled)."""
     return kernels_from_groups(profiled.kernel_groups(trace.get("traceEvents", [])), top, calls)
-
-
-def point_cell(settings: SweepSettings, cells: list[Cell]) -> Cell | None:
-    """The kernel point among a sweep job's `cells`: batch kernels.batch_size at the grid's resolution nearest
-    kernels.resolution, float32 pageable as the study's PyTorch; None where the job has none."""
-    point = (settings.kernel_batch, point_resolution(settings.resolutions, settings.kernel_resolution), STUDY_TRANSFER)
-    return next((c for c in cells if (c.batch, c.resolution, c.transfer) == point), None)
-
-
-def read_from_sweep(settings: SweepSettings, profile_calls: int) -> bool:
-    """Whether the interleaved sweep's profiled passes give the kernel table (its kernel point is a cell of the
-    grid, which profiles every cell); else rule sweep_kernels_job profiles the point in a job of its own."""
-    return profile_calls > 0 and settings.kernel_batch in settings.batches and STUDY_TRANSFER in settings.transfers
 
 
 def from_profile(record: dict | None) -> tuple[str | None, list[dict]]:

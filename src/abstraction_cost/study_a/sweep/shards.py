@@ -16,8 +16,7 @@ It times nothing.
 """
 from __future__ import annotations
 
-from .cells import MIN_BUDGET_REPEATS, Cell, SweepConfigError, SweepSettings
-from .conductor import Protocol
+from .cells import MIN_BUDGET_REPEATS, Cell, Protocol, SweepConfigError, SweepSettings
 
 KEY = "study_a.sweep.shards"
 PREPARE_S = 0.5          # a cell's preparation per implementation: warm-up calls, host input, C++ output check

@@ -17,7 +17,8 @@ import torch
 
 from ...measure import numerics
 from ...measure.output_check import WrongOutput, reference
-from ..configurations import COMPILE_COLUMNS, PAIRS, Configuration, Prepared, configuration, not_run_reason, prepare
+from ..configurations import (COMPILE_COLUMNS, Configuration, Prepared, not_run_reason, pair_configurations,
+                              prepare)
 from .interleaved import interleaved
 
 log = logging.getLogger(__name__)
@@ -47,14 +48,6 @@ class TimingSettings:
     def input_sets(self, input_bytes: int) -> int:
         """How many distinct input sets to rotate through: one when a set is too large to copy."""
         return self.rotating_inputs if input_bytes <= self.rotate_max_mib * 2**20 else 1
-
-
-def pair_configurations(pair: str) -> tuple[Configuration, Configuration]:
-    try:
-        eager, compiled = PAIRS[pair]
-    except KeyError:
-        raise ValueError(f"unknown pair {pair!r}; allowed: {sorted(PAIRS)}") from None
-    return configuration(eager), configuration(compiled)
 
 
 def pair_device(pair: str, settings: TimingSettings) -> tuple[torch.device, str | None]:

@@ -34,8 +34,8 @@ from torchvision.models import resnet50
 from ...measure import numerics
 from ...measure.output_check import reference
 from ...measure.timing import synchronize
-from ..configurations import not_run_reason, prepare
-from .cases import Builder, TimingSettings, failure_status, pair_configurations
+from ..configurations import not_run_reason, pair_configurations, prepare
+from .cases import Builder, TimingSettings, failure_status
 
 log = logging.getLogger(__name__)
 

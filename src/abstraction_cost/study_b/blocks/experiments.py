@@ -1,4 +1,5 @@
-"""The four building-block experiments, by name: which cases they time, which tables they write.
+"""The building-block experiments' jobs: which cases each times (CASES; its tables and config section are
+registry.py's).
 
 Rule scripts call run_timing (one job = one experiment × pair × compile mode), compile_cases (that job's graphs,
 for the compile-cache warm-up), speedups (one whole timing table to its speedup table) and resnet_conv_speedups
@@ -6,65 +7,29 @@ for the compile-cache warm-up), speedups (one whole timing table to its speedup 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import polars as pl
 import torch
 
 from ...tables import study_b_blocks as schemas
-from ..configurations import not_run_reason, prepare
+from ..configurations import pair_configurations, prepare
 from . import conv_blocks, convolutions, matmul
-from .cases import Builder, TimingSettings, pair_configurations, pair_device, time_case
+from .cases import Builder, TimingSettings, pair_device, time_case
+from .registry import experiment, job_not_run_reason
 from .speedups import Bootstrap, compare, speedup_rows
 
 CaseSource = Callable[[dict, str, TimingSettings], Iterator[tuple[dict, Builder, str]]]
 
-
-@dataclass(frozen=True)
-class Experiment:
-    config_key: str          # section under study_b.blocks
-    table: str               # timing table
-    speedup_table: str | None
-    keys: tuple[str, ...]    # columns that identify a case
-    cases: CaseSource | None
-
-
-EXPERIMENTS = {
-    "matmul": Experiment("matmul", "study_b_matmul", "study_b_matmul_speedups", tuple(schemas.MATMUL_KEYS),
-                         matmul.cases),
-    "conv_ablation": Experiment("conv_ablation", "study_b_conv_ablation", "study_b_conv_ablation_speedups",
-                                tuple(schemas.ABLATION_KEYS), convolutions.ablation_cases),
-    "resnet50_convs": Experiment("resnet50_convs", "study_b_resnet50_convs", None,
-                                 (*schemas.RESNET_CONV_KEYS, "occurrences", "layers"), convolutions.resnet_cases),
-    "resnet50_in_model": Experiment("resnet50_convs", "study_b_resnet50_in_model", None,
-                                    tuple(schemas.RESNET_CONV_KEYS), None),
-    "conv_blocks": Experiment("conv_blocks", "study_b_conv_blocks", "study_b_conv_blocks_speedups",
-                              tuple(schemas.BLOCK_KEYS), conv_blocks.cases),
-}
-
-
-def experiment(name: str) -> Experiment:
-    try:
-        return EXPERIMENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown Study B block experiment {name!r}; allowed: {sorted(EXPERIMENTS)}") from None
-
-
-def job_not_run_reason(config: dict, pair: str, mode: str, require_gpu: bool, cuda_available: bool) -> str | None:
-    """Why a timing job of this pair and mode cannot run here, or None: require_gpu without a GPU, the pair's
-    device missing, or a mode the pair's device lacks."""
-    settings = TimingSettings.from_config(config)
-    if require_gpu and not cuda_available:
-        return "config key 'study_b.blocks.require_gpu' is true and this machine has no CUDA GPU"
-    _, reason = pair_device(pair, settings)
-    return reason or not_run_reason(pair_configurations(pair)[1], mode, settings.device_setting)
+# Each experiment's cases, but resnet50_in_model's: it profiles ResNet-50's convolutions in the model instead.
+CASES: dict[str, CaseSource] = {"matmul": matmul.cases, "conv_ablation": convolutions.ablation_cases,
+                                "resnet50_convs": convolutions.resnet_cases, "conv_blocks": conv_blocks.cases}
 
 
 def run_timing(name: str, config: dict, pair: str, mode: str, run_id: str, require_gpu: bool,
                cuda_available: bool) -> list[dict]:
     """Every row of one job: the experiment's cases for one pair and mode, each row with run_id."""
-    exp = experiment(name)
+    experiment(name)  # an unknown name is refused, naming the known ones
     settings = TimingSettings.from_config(config)
     device, _ = pair_device(pair, settings)
     reason = job_not_run_reason(config, pair, mode, require_gpu, cuda_available)
@@ -72,7 +37,7 @@ def run_timing(name: str, config: dict, pair: str, mode: str, run_id: str, requi
         rows = convolutions.profile_in_model(config, pair, mode, device, settings, not_run=reason)
     else:
         extras = matmul.extras(pair) if name == "matmul" else []
-        rows = [row for keys, build, label in exp.cases(config, pair, settings)
+        rows = [row for keys, build, label in CASES[name](config, pair, settings)
                 for row in time_case(build, pair, mode, device, settings, keys, label, not_run=reason,
                                      extras=extras)]
     return [{"run_id": run_id, **row} for row in rows]
@@ -81,6 +46,7 @@ def run_timing(name: str, config: dict, pair: str, mode: str, run_id: str, requi
 def compile_cases(name: str, config: dict, pair: str, mode: str) -> int:
     """Compile every graph that run_timing(name, config, pair, mode, ...) compiles, the same way, without timing
     anything (the compile-cache warm-up's task, compile_cache.py); the number of cases compiled."""
+    experiment(name)
     settings = TimingSettings.from_config(config)
     device, _ = pair_device(pair, settings)
     _, compiled = pair_configurations(pair)
@@ -94,7 +60,7 @@ def compile_cases(name: str, config: dict, pair: str, mode: str) -> int:
             prepare(model, compiled, mode, (x,), device)
             return 1
         n = 0
-        for _, build, _ in experiment(name).cases(config, pair, settings):
+        for _, build, _ in CASES[name](config, pair, settings):
             fn, inputs = build(device)
             prepare(fn, compiled, mode, inputs[0], device)
             n += 1
