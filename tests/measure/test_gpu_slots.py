@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -208,6 +209,56 @@ def test_a_launched_program_holds_the_slot_after_its_job_dies(monkeypatch, slot_
     os.close(slot.fd)
 
 
+def in_line(gpus: list, lock_dir: Path) -> subprocess.Popen:
+    """A long job in the line for `gpus`, in a process of its own (a flock is per open file: another process's
+    is what a short job sees)."""
+    code = ("import sys, time; from abstraction_cost.measure import gpu_slots as g; "
+            f"g.join_line([g.Gpu(i, f'GPU-fake-{{i}}') for i in {gpus}], 'sweep[numerics=fp32]'); "
+            "print('in line', flush=True); time.sleep(60)")
+    long_job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO / "src"),
+                                     "ABSTRACTION_COST_GPU_LOCK_DIR": str(lock_dir)})
+    assert long_job.stdout.readline().strip() == "in line"
+    return long_job
+
+
+def test_a_short_job_leaves_a_free_gpu_to_a_long_job_in_line_until_it_leaves_or_dies(monkeypatch, slot_state):
+    fake_gpus(monkeypatch, 2)
+    gpus = gpu_slots.visible_gpus()
+    long_job = in_line([0], slot_state)
+    try:
+        assert gpu_slots.long_job_waiting(gpus[:1]) and gpu_slots.long_job_waiting(gpus)
+        assert not gpu_slots.long_job_waiting(gpus[1:])   # it waits for GPU 0 only: GPU 1 is the short job's
+        other = gpu_slots.acquire(gpus[1:], "eval_backend[numerics=fp32]", after_long=True)
+        assert other.gpu.index == 1 and other.wait_s < 1
+        os.close(other.fd)
+        taken = []
+        waiting = threading.Thread(target=lambda: taken.append(
+            gpu_slots.acquire(gpus[:1], "eval_backend[numerics=tf32]", after_long=True)))
+        waiting.start()
+        time.sleep(1.0)
+        assert not taken   # GPU 0 is free, and left to the long job
+    finally:
+        long_job.kill()
+        long_job.wait()
+    waiting.join(timeout=10)
+    assert taken and taken[0].gpu.index == 0 and taken[0].wait_s >= 1.0
+    os.close(taken[0].fd)
+    assert not [p for p in (slot_state / "first-in-line").iterdir() if not p.name.startswith(".")]  # its place gone
+
+
+def test_a_long_job_leaves_the_line_when_it_takes_its_gpu(monkeypatch, slot_state):
+    fake_gpus(monkeypatch, 1)
+    for pin in ("pin_other", "pin_timing"):   # this test's own process: its cores stay as they are
+        monkeypatch.setattr(gpu_slots.affinity, pin, lambda *args: None)
+    sweep = job("sweep", {"device": "auto"}, numerics="fp32", shard="0")
+    gpu_slots.stage(sweep)
+    assert [p.name for p in (slot_state / "first-in-line").iterdir()] == [str(os.getpid())]
+    assert not gpu_slots.long_job_waiting(gpu_slots.visible_gpus())   # not in its own way
+    assert gpu_slots.take(sweep).gpu.index == 0
+    assert list((slot_state / "first-in-line").iterdir()) == [] and gpu_slots._in_line is None
+
+
 # --- the Snakemake half: a workflow of timing jobs using workflow/rules/gpu_slots.smk on fake GPUs ---
 
 JOB_SCRIPT = """
@@ -315,6 +366,56 @@ def test_with_cpu_beside_a_cpu_timing_job_starts_on_the_cpu_slot_and_every_job_s
     assert calls == [("cpu", 2), ("other", True)]
     assert not gpu_slots.cpu_beside({"device": "cpu", "gpus": {"cpu_beside": True}}, 2)
     assert not gpu_slots.cpu_beside(beside, 0) and not gpu_slots.cpu_beside({"device": "auto"}, 2)
+
+
+LINE_SCRIPT = """
+import json, os, time
+from abstraction_cost.measure import gpu_slots
+gpu_slots.stage(snakemake)
+time.sleep(0.5)   # the imports of a staged job
+slot = gpu_slots.take(snakemake)
+start = time.time()
+line = gpu_slots.LOCK_DIR / "first-in-line"
+# the first short job to time holds its GPU until the long job, made ready later, is in line (or 60 s pass)
+while snakemake.rule != "vision_model" and time.time() - start < 60 and not (
+        line.is_dir() and [p for p in line.iterdir() if not p.name.startswith(".")]) and not os.path.exists("timed"):
+    time.sleep(0.1)
+open("timed", "a").close()
+time.sleep(0.5)
+json.dump({"rule": snakemake.rule, "start": start, "end": time.time()}, open(snakemake.output[0], "w"))
+"""
+
+
+def test_a_long_job_ready_after_short_ones_takes_the_gpu_before_the_staged_short_job(tmp_path, monkeypatch):
+    """gpu-smoke on two H200s: the sweep, ready a moment after three eval jobs, queued behind them all (19-35 s).
+    Here three short jobs are ready at once and a long one after its input; on one GPU it times second."""
+    fake_gpus(monkeypatch, 1)
+    (tmp_path / "config.yaml").write_text(json.dumps({"device": "auto"}))
+    (tmp_path / "job.py").write_text(LINE_SCRIPT)
+    (tmp_path / "Snakefile").write_text(textwrap.dedent(f"""
+        configfile: "config.yaml"
+        include: "{REPO}/workflow/rules/gpu_slots.smk"
+        rule all:
+            input: expand("out/eval-{{n}}.json", n=range(3)), "out/gpu-vision.json"
+        rule eval_backend:
+            output: "out/eval-{{n}}.json"
+            resources: **timing_job("eval_backend")
+            script: "job.py"
+        rule package:
+            output: "out/package"
+            shell: "sleep 2; touch {{output}}"
+        rule vision_model:
+            input: "out/package"
+            output: "out/{{pair}}-vision.json"
+            resources: **timing_job("vision_model")
+            priority: LONG_JOB_PRIORITY
+            script: "job.py"
+    """))
+    done = run_snakemake(tmp_path, monkeypatch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    order = [j["rule"] for j in sorted((json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")),
+                                       key=lambda j: j["start"])]
+    assert order == ["eval_backend", "vision_model", "eval_backend", "eval_backend"], order
 
 
 @pytest.mark.parametrize("gpus, args", [({"slots": 1}, []), ({}, ["--resources", "gpu=1"])],

@@ -1,8 +1,9 @@
 # GPU slots (src/abstraction_cost/measure/gpu_slots.py): on a box with N GPUs, up to N timing jobs timing at once,
-# each on a GPU of its own. Snakemake counts (resource `gpu`, total 2N for N found by NVML, limited by config
+# each on a GPU of its own. Snakemake counts (resource `gpu`, total 2N + 1 for N found by NVML, limited by config
 # gpus.slots): beside each timing job the next one starts (staged: its imports on the cores of the jobs that time
 # nothing), and its script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before CUDA
-# starts, waiting while the lock is held. A CPU timing job asks for every slot of `timing`, so it keeps the CPU to
+# starts, waiting while the lock is held. The one place beyond 2N is a long job's (gpu_slots.FIRST_IN_LINE): the
+# others also ask for `short_timing` (total 2N), and wait while a long job waits for their GPU. A CPU timing job asks for every slot of `timing`, so it keeps the CPU to
 # itself, and every unit of `compile`, of which a compile warm-up takes one, so that no compile runs beside it; with
 # gpus.cpu_beside it asks instead for the one unit of `cpu_slot` and times on cores of its own beside the GPU
 # slots' jobs (gpu_slots.cpu_beside: a box with GPU slots, device not cpu). A
@@ -29,7 +30,7 @@ if workflow.is_main_process and not ON_CLUSTER:
         raise WorkflowError(str(err)) from None
     COMPILE_UNITS = max(workflow.cores or 1, 1)  # a compile warm-up takes one, a CPU timing job all
     _totals = (("gpu", GPU_SLOTS and gpu_slots.timing_total(GPU_SLOTS)), ("timing", gpu_slots.timing_total(GPU_SLOTS)),
-               ("compile", COMPILE_UNITS), ("cpu_slot", 1))
+               ("short_timing", gpu_slots.short_total(GPU_SLOTS)), ("compile", COMPILE_UNITS), ("cpu_slot", 1))
     for _name, _total in _totals:
         if _name not in workflow.global_resources.keys():  # --resources on the command line wins
             workflow.register_resource(_name, _total)
@@ -88,6 +89,7 @@ def timing_job(rule):
     return dict(
         gpu=gpu,
         timing=lambda wildcards: every_timing_slot() if alone(wildcards) else gpu(wildcards),
+        short_timing=lambda wildcards: gpu(wildcards) if rule not in gpu_slots.FIRST_IN_LINE else 0,
         compile=lambda wildcards: every_compile_unit() if alone(wildcards) else 0,
         cpu_slot=lambda wildcards: int(on_cpu(wildcards) and CPU_BESIDE),
         slurm_extra=lambda wildcards: "--exclusive" if on_cpu(wildcards) else "",

@@ -2,9 +2,10 @@
 
 Two halves share the tables below:
 - Snakemake (workflow/rules/gpu_slots.smk) counts: every timing job on the GPU asks for `gpu=1` of a total of
-  `timing_total(slots(config))`, two per GPU (one timing, the next one staged, below); a CPU timing job asks for
-  every unit, so it runs alone, or with gpus.cpu_beside (`cpu_beside`) for the one unit of `cpu_slot` and times
-  on cores of its own (affinity.pin_cpu) beside the GPU slots' jobs.
+  `timing_total(slots(config))`, two per GPU (one timing, the next one staged, below) and one place more for a
+  long job (FIRST_IN_LINE), which the others may not take (`short_total`); a CPU timing job asks for every unit,
+  so it runs alone, or with gpus.cpu_beside (`cpu_beside`) for the one unit of `cpu_slot` and times on cores of
+  its own (affinity.pin_cpu) beside the GPU slots' jobs.
 - Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
   UUID (LOCK_DIR) and sets CUDA_VISIBLE_DEVICES to that GPU before CUDA is initialised. The kernel drops a flock
   when its holder dies, so a killed job frees its GPU; the lock is held until the job's process exits (and by a
@@ -18,6 +19,12 @@ docs/results/2026-11-26-h100-gpu-smoke-staged-starts.md). `stage(snakemake)`,
 the first call of a timing script, keeps the job off the timing slots' cores until it has its slot (the cores of
 compiles and summaries, measure/affinity.py), so a staged job's imports do not disturb the job timing beside it;
 `take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores.
+
+Long jobs first: a long job (FIRST_IN_LINE: the sweep's and Study B's vision jobs, the run's longest chains) joins
+a line when it starts (a flocked file in LOCK_DIR/first-in-line naming the GPUs it waits for), and a short job
+waiting for one of those GPUs leaves it to the long one; with its own place in Snakemake's total it starts even
+while short jobs hold the others. Otherwise a long job ready a moment after a few short ones queued behind them all:
+19-35 s on gpu-smoke's critical path on two GPUs (docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md).
 
 This module does not import torch: it must run before CUDA is initialised.
 """
@@ -43,6 +50,8 @@ LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstractio
 FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
 POLL_S = 0.2
 STAGED_PER_SLOT = 2   # timing jobs Snakemake runs per GPU slot: one timing, the next one starting (staged)
+LONG_PLACES = 1       # places beyond those for long jobs only, on a box with GPU slots
+FIRST_IN_LINE = ("sweep", "vision_model")   # gpu_slots.smk gives them LONG_JOB_PRIORITY too
 
 # Timing rules whose device is config["device"] (auto, cuda, cpu).
 DEVICE_RULES = ("train_eager", "train_libtorch", "train_cudnn", "eval_backend", "sweep", "sweep_kernels_job")
@@ -85,6 +94,7 @@ class Slot:
 
 
 _held: Slot | None = None
+_in_line: int | None = None   # a long job's place in the line (join_line), until it has its GPU
 
 
 def _nvml_gpus() -> list[Gpu]:
@@ -243,14 +253,67 @@ def _try_lock(gpu: Gpu, owner: str) -> int | None:
     return fd
 
 
-def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None) -> Slot:
-    """Wait until one of the candidate GPUs is free, lock it and return it (the lowest free index first)."""
+def _line_dir() -> Path:
+    return LOCK_DIR / "first-in-line"
+
+
+def join_line(candidates: list[Gpu], owner: str) -> None:
+    """A long job's place in the line until it has a GPU: a file it holds a flock on (the kernel drops it when the
+    job dies), naming the GPUs it waits for; made under another name and renamed, so it is never seen unlocked."""
+    global _in_line
+    line = _line_dir()
+    if not line.is_dir():
+        line.mkdir(parents=True, exist_ok=True)
+        _share(LOCK_DIR, 0o1777)
+        _share(line, 0o1777)
+    making = line / f".{os.getpid()}"
+    fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, f"{' '.join(g.uuid for g in candidates)}\n{owner}\n".encode())
+    os.replace(making, line / str(os.getpid()))
+    _in_line = fd
+
+
+def _leave_line() -> None:
+    global _in_line
+    if _in_line is not None:
+        (_line_dir() / str(os.getpid())).unlink(missing_ok=True)
+        os.close(_in_line)
+        _in_line = None
+
+
+def long_job_waiting(candidates: list[Gpu]) -> bool:
+    """Whether another job in the line waits for one of these GPUs; a place whose job died is removed."""
+    line = _line_dir()
+    wanted = {g.uuid for g in candidates}
+    for path in (line.iterdir() if line.is_dir() else ()):
+        if path.name.startswith(".") or path.name == str(os.getpid()):
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:   # it left the line meanwhile
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:   # its job holds it: waiting
+            if wanted & set(os.read(fd, 4096).decode(errors="replace").split("\n", 1)[0].split()):
+                return True
+        else:
+            path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    return False
+
+
+def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None, *, after_long: bool = False) -> Slot:
+    """Wait until one of the candidate GPUs is free, lock it and return it (the lowest free index first); with
+    after_long, not while a long job in the line waits for one of them."""
     if not candidates:
         raise GpuSlotsError("no GPU to take a slot on")
     start = time.monotonic()
     told = False
     while True:
-        for gpu in candidates:
+        for gpu in ([] if after_long and long_job_waiting(candidates) else candidates):
             fd = _try_lock(gpu, owner)
             if fd is not None:
                 return Slot(gpu, round(time.monotonic() - start, 3), fd,
@@ -279,7 +342,13 @@ def gpu_held(config: Mapping, owner: str, log: logging.Logger | None = None) -> 
 
 def timing_total(slots: int) -> int:
     """Snakemake's total of the `timing` and `gpu` resources on a box with `slots` GPU slots: STAGED_PER_SLOT
-    jobs per slot, or one timing job at a time where the CPU times."""
+    jobs per slot and LONG_PLACES, or one timing job at a time where the CPU times."""
+    return STAGED_PER_SLOT * slots + LONG_PLACES if slots > 0 else 1
+
+
+def short_total(slots: int) -> int:
+    """Snakemake's total of `short_timing`, which every timing job but the long ones asks for: the places that
+    are not LONG_PLACES."""
     return STAGED_PER_SLOT * slots if slots > 0 else 1
 
 
@@ -306,8 +375,22 @@ def stage(snakemake) -> None:
         # CUDA_VISIBLE_DEVICES once, when it starts: an import that asks must not fix the GPUs before take()
         os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         affinity.pin_other(n, cpu_beside(config, n))
+        if rule in FIRST_IN_LINE:   # in line from its start: its imports take seconds that a short job would use
+            join_line(_candidates(config, rule, wildcards, n), _owner(rule, wildcards))
     elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
         affinity.pin_cpu(n)
+
+
+def _candidates(config: Mapping, rule: str, wildcards: Mapping, n: int) -> list[Gpu]:
+    """The GPUs a timing job may take: every slot's, or with gpus.pin_comparisons its comparison's one."""
+    candidates = visible_gpus()[:n]
+    if config.get("gpus", {}).get("pin_comparisons", False):
+        candidates = [pinned_gpu(comparison_key(rule, wildcards), candidates)]
+    return candidates
+
+
+def _owner(rule: str, wildcards: Mapping) -> str:
+    return f"{rule}[{','.join(f'{k}={v}' for k, v in wildcards.items())}]"
 
 
 def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
@@ -324,11 +407,9 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # gpus.slots: 0 with device auto times on the CPU
     if not on_gpu(rule, wildcards, config, n) or n == 0:
         return None
-    candidates = gpus[:n]
-    if config.get("gpus", {}).get("pin_comparisons", False):
-        candidates = [pinned_gpu(comparison_key(rule, wildcards), candidates)]
-    owner = f"{rule}[{','.join(f'{k}={v}' for k, v in wildcards.items())}]"
-    _held = acquire(candidates, owner, log)
+    _held = acquire(_candidates(config, rule, wildcards, n), _owner(rule, wildcards), log,
+                    after_long=rule not in FIRST_IN_LINE)
+    _leave_line()
     if not _held.gpu.uuid.startswith("GPU-fake-"):
         os.environ["CUDA_VISIBLE_DEVICES"] = _held.gpu.uuid
     affinity.pin_timing(gpus[:n].index(_held.gpu) if _held.gpu in gpus[:n] else -1, n, cpu_beside(config, n))
