@@ -60,9 +60,10 @@ from abstraction_cost.study_b.models.protocol import PROTOCOL_DEFAULTS as VISION
 # gpu-smoke on one H100 from cold caches, measured (2026-11-26, staged starts), against this model's estimate of
 # it: `calibrated_s` scales an estimate by their ratio
 GPU_SMOKE_MEASURED_S = 879.0
-# gpu-smoke as that run had it: 4da4004 resized it since (vision jobs at batch 1 only, the sweep at batch 32 only)
+# gpu-smoke as that run had it, since resized (vision jobs at batch 1 only, the sweep in one transfer mode)
 GPU_SMOKE_AS_MEASURED = {("study_b", "models", "batch_size"): {"cpu": [1], "gpu": [1, 32]},
-                         ("study_a", "sweep", "batches"): [8, 32]}
+                         ("study_a", "sweep", "batches"): [8, 32],
+                         ("study_a", "sweep", "transfers"): ["float32-pageable", "uint8-pinned"]}
 FIXED_START_S = 32.0           # gpu-smoke: Snakemake's start 12 s, the first timing job 20 s later
 TAIL_S = 30.0                  # gpu-smoke: the comparison's summary 10 s, the report 17 s
 START_S = 1.2                  # gpu-smoke: the next job took the slot 0.8-1.6 s after the last one ended (its

@@ -319,7 +319,7 @@ def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_es
     estimate = _benchmark("default_estimate")
     assert estimate.estimate(estimate.measured_gpu_smoke(), 1)["calibrated_s"] == pytest.approx(
         estimate.GPU_SMOKE_MEASURED_S, abs=0.5)
-    assert runs[("gpu-smoke", 1)]["calibrated_s"] < estimate.GPU_SMOKE_MEASURED_S - 120  # resized since (4da4004)
+    assert runs[("gpu-smoke", 1)]["calibrated_s"] < estimate.GPU_SMOKE_MEASURED_S - 120  # resized since
 
 
 def test_default_estimate_puts_the_cpu_pairs_jobs_beside_the_gpus_with_cpu_beside():
