@@ -403,7 +403,7 @@ def test_a_long_job_ready_after_short_ones_takes_the_gpu_before_the_staged_short
             script: "job.py"
         rule package:
             output: "out/package"
-            shell: "sleep 2; touch {{output}}"
+            shell: "sleep 3; touch {{output}}"   # the short jobs start timing first
         rule vision_model:
             input: "out/package"
             output: "out/{{pair}}-vision.json"
