@@ -40,6 +40,8 @@ def test_rows_by_status_count_whole_tables_only(tmp_path):
     table = pl.DataFrame({"run_id": ["a", "b", "c"], "status": ["ok", "ok", "not_run"]})
     table.write_parquet(results / "study_a/backend_eval.parquet")
     table.write_parquet(results / "study_a/train/eager/seed0.rows.parquet")  # a part of a whole table
+    (results / "study_a/backends/eval").mkdir(parents=True)
+    table.write_parquet(results / "study_a/backends/eval/fp32.profile.parquet")  # one numerics' part
     tables.frame("environment", []).write_parquet(results / "study_a/backend_eval.env.parquet")
     assert scaling.row_status(results) == {"ok": 2, "not_run": 1}
 
