@@ -275,19 +275,22 @@ json.dump({"gpu": slot.gpu.index if slot else None, "begun": begun, "start": sta
 """
 
 
-def slot_workflow(tmp_path, config):
+VISION_RULES = """
+rule all:
+    input: expand("out/gpu-{model}.json", model=range(6)), "out/cpu-m.json"
+rule vision_model:
+    output: "out/{pair}-{model}.json"
+    resources: **timing_job("vision_model")
+    script: "job.py"
+"""
+
+
+def slot_workflow(tmp_path, config, rules=VISION_RULES, script=JOB_SCRIPT):
+    """A workflow in tmp_path of `rules` (their script: job.py) with gpu_slots.smk's resources and priorities."""
     (tmp_path / "config.yaml").write_text(json.dumps(config))
-    (tmp_path / "job.py").write_text(JOB_SCRIPT)
-    (tmp_path / "Snakefile").write_text(textwrap.dedent(f"""
-        configfile: "config.yaml"
-        include: "{REPO}/workflow/rules/gpu_slots.smk"
-        rule all:
-            input: expand("out/gpu-{{model}}.json", model=range(6)), "out/cpu-m.json"
-        rule vision_model:
-            output: "out/{{pair}}-{{model}}.json"
-            resources: **timing_job("vision_model")
-            script: "job.py"
-    """))
+    (tmp_path / "job.py").write_text(script)
+    (tmp_path / "Snakefile").write_text(f'configfile: "config.yaml"\ninclude: "{REPO}/workflow/rules/gpu_slots.smk"\n'
+                                        + rules)
 
 
 def run_snakemake(tmp_path, monkeypatch, *args):
@@ -387,26 +390,23 @@ json.dump({"rule": snakemake.rule, "start": start, "end": time.time()}, open(sna
 
 
 def test_a_long_job_ready_after_short_ones_takes_the_gpu_before_the_staged_short_job(tmp_path, monkeypatch):
-    """gpu-smoke on two H200s: the sweep, ready a moment after three eval jobs, queued behind them all (19-35 s).
-    Here three short jobs are ready at once and a long one after its input; on one GPU it times second."""
+    """Invariant: a long job (gpu_slots.FIRST_IN_LINE) ready after short ones does not queue behind them all (the
+    sweep did, 19-35 s on gpu-smoke's critical path: docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md). Here
+    three short jobs are ready at once and a long one after its input; on one GPU it times second."""
     fake_gpus(monkeypatch, 1)
-    (tmp_path / "config.yaml").write_text(json.dumps({"device": "auto"}))
-    (tmp_path / "job.py").write_text(LINE_SCRIPT)
-    (tmp_path / "Snakefile").write_text(textwrap.dedent(f"""
-        configfile: "config.yaml"
-        include: "{REPO}/workflow/rules/gpu_slots.smk"
+    slot_workflow(tmp_path, {"device": "auto"}, script=LINE_SCRIPT, rules=textwrap.dedent("""
         rule all:
-            input: expand("out/eval-{{n}}.json", n=range(3)), "out/gpu-vision.json"
+            input: expand("out/eval-{n}.json", n=range(3)), "out/gpu-vision.json"
         rule eval_backend:
-            output: "out/eval-{{n}}.json"
+            output: "out/eval-{n}.json"
             resources: **timing_job("eval_backend")
             script: "job.py"
         rule package:
             output: "out/package"
-            shell: "sleep 3; touch {{output}}"   # the short jobs start timing first
+            shell: "sleep 3; touch {output}"   # the short jobs start timing first
         rule vision_model:
             input: "out/package"
-            output: "out/{{pair}}-vision.json"
+            output: "out/{pair}-vision.json"
             resources: **timing_job("vision_model")
             priority: LONG_JOB_PRIORITY
             script: "job.py"
