@@ -7,7 +7,7 @@ job's compiled worker 6-14 s of each invocation, the CPU pair's whole model 52 s
         --out benchmarks/results/<date>_<gpu>_cache_hit_build_sweep.json
     python benchmarks/cache_hit_build.py --build vision --model mobilenet_v2 --device cuda --runs 3
     python benchmarks/cache_hit_build.py --build aoti --device cuda --batch 32 --resolutions 64 256 --runs 0 \
-        --compile-threads 4
+        --compile-threads 4 --profile 40
 
 The first process compiles into an empty cache (cold); each later one is a fresh process on that cache, as a new
 invocation's worker is. A process builds the way the pipeline does: `sweep` is the sweep's compiled implementation
@@ -18,13 +18,17 @@ its rule gives Inductor 4 compile threads: --compile-threads says how many more 
 each build's first call, why dynamo compiled again (its guard failures), Inductor's and AOTAutograd's cache hits
 and misses, and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.
 compilation_time_metrics, summed; nested phases overlap), with the compile threads a timing job has (1) unless
---compile-threads says otherwise.
+--compile-threads says otherwise. --profile N runs each process's builds under cProfile and keeps its N functions of
+most cumulative time: where a phase without a timer of its own goes (the AOTInductor package's 55 s outside
+torch.compile's timers on an H100, docs/results/), at cProfile's own overhead on the Python-bound steps.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -45,6 +49,9 @@ def child(args) -> dict:
 
     device = torch.device(args.device)
     builds = []
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler is not None:
+        profiler.enable()
     if args.build == "sweep":
         from types import SimpleNamespace
 
@@ -94,7 +101,19 @@ def child(args) -> dict:
         builds.append({"input": list(x.shape), "first_call_s": time.perf_counter() - started})
     cache = {k: v for k, v in {**counters["inductor"], **counters["aot_autograd"]}.items() if "cache" in k}
     phases = {name: round(sum(times), 3) for name, times in compilation_time_metrics.items()}
-    return {"builds": builds, "cache": cache, "phases": phases}
+    result = {"builds": builds, "cache": cache, "phases": phases}
+    if profiler is not None:
+        profiler.disable()
+        result["profile"] = top_functions(pstats.Stats(profiler), args.profile)
+    return result
+
+
+def top_functions(stats: pstats.Stats, count: int) -> list[dict]:
+    """The `count` functions of most cumulative time: file:line(name), calls, own and cumulative seconds."""
+    rows = [{"function": f"{Path(file).name}:{line}({name})", "calls": calls, "own_s": round(own, 3),
+             "cumulative_s": round(cumulative, 3)}
+            for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items()]
+    return sorted(rows, key=lambda r: -r["cumulative_s"])[:count]
 
 
 def run_process(args, cache: str) -> dict:
@@ -106,7 +125,7 @@ def run_process(args, cache: str) -> dict:
            "TORCH_LOGS": "recompiles"}   # why a build after the first: dynamo's guard failures, on stderr
     command = [sys.executable, __file__, "--child", "--cache", cache, "--build", args.build, "--model", args.model,
                "--mode", args.mode, "--backend", args.backend, "--device", args.device, "--batch", str(args.batch),
-               "--resolutions", *map(str, args.resolutions)]
+               "--resolutions", *map(str, args.resolutions), "--profile", str(args.profile)]
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -130,6 +149,8 @@ def main(argv=None) -> dict:
     p.add_argument("--runs", type=int, default=3, help="warm processes after the cold one (0: the cold one only)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (a timing job has 1)")
     p.add_argument("--compile-threads", type=int, default=1, help="Inductor's compile threads (a timing job: 1)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="keep the N functions of most cumulative time under cProfile (0: no profiler)")
     p.add_argument("--cache", help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path)
@@ -156,6 +177,9 @@ def main(argv=None) -> dict:
         print(f"    {phases}")
         for line in proc["recompiles"]:
             print(f"    recompile: {line}")
+        for row in proc.get("profile", [])[:15]:
+            print(f"    {row['cumulative_s']:8.1f} s cumulative, {row['own_s']:7.1f} own, {row['calls']:7d} calls  "
+                  f"{row['function']}")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     return result
