@@ -147,13 +147,14 @@ def test_warm_ups_and_summaries_go_first_and_long_jobs_before_other_timing_jobs(
 
 def test_a_long_job_has_a_place_the_short_ones_cannot_take(gpu_dag):
     """gpu_slots.FIRST_IN_LINE: the long jobs ask for no `short_timing`, every other GPU timing job for one, of a
-    total LONG_PLACES short of `gpu`'s: however many short jobs are ready first, a long one can start (and then
-    takes the next free GPU before them: tests/measure/test_gpu_slots.py)."""
+    total one place per GPU and one more short of `gpu`'s: however many short jobs are ready first, and with a long
+    job timing on every GPU, a long one can start (and then takes the next free GPU before the short ones:
+    tests/measure/test_gpu_slots.py)."""
     timing = [j for j in gpu_dag if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING and amount(j, "gpu") == 1]
     assert {j["rule"] for j in timing} >= set(gpu_slots.FIRST_IN_LINE)
     for job in timing:
         assert amount(job, "short_timing") == (0 if job["rule"] in gpu_slots.FIRST_IN_LINE else 1), job
-    assert gpu_slots.timing_total(GPUS) - gpu_slots.short_total(GPUS) == gpu_slots.LONG_PLACES >= 1
+    assert gpu_slots.timing_total(GPUS) - gpu_slots.short_total(GPUS) == gpu_slots.long_places(GPUS) == GPUS + 1
 
 
 def test_no_compile_warm_up_runs_beside_a_cpu_timing_job(cpu_dag):

@@ -1,9 +1,9 @@
 # GPU slots (src/abstraction_cost/measure/gpu_slots.py): on a box with N GPUs, up to N timing jobs timing at once,
-# each on a GPU of its own. Snakemake counts (resource `gpu`, total 2N + 1 for N found by NVML, limited by config
+# each on a GPU of its own. Snakemake counts (resource `gpu`, total 3N + 1 for N found by NVML, limited by config
 # gpus.slots): beside each timing job the next one starts (staged: its imports on the cores of the jobs that time
 # nothing), and its script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before CUDA starts,
-# waiting while the lock is held. The one place beyond 2N is a long job's (gpu_slots.FIRST_IN_LINE): the others also
-# ask for `short_timing` (total 2N), and wait while a long job waits for their GPU. A CPU timing job asks for every
+# waiting while the lock is held. The N + 1 places beyond 2N are long jobs' (gpu_slots.FIRST_IN_LINE): the others
+# also ask for `short_timing` (total 2N), and wait while a long job waits for their GPU. A CPU timing job asks for every
 # slot of `timing`, so it keeps the CPU to itself, and every unit of `compile`, of which a compile warm-up takes one,
 # so that no compile runs beside it; with gpus.cpu_beside it asks instead for the one unit of `cpu_slot` and times on
 # cores of its own beside the GPU slots' jobs (gpu_slots.cpu_beside: a box with GPU slots, device not cpu). A job that

@@ -2,8 +2,8 @@
 
 Two halves share the tables below:
 - Snakemake (workflow/rules/gpu_slots.smk) counts: every timing job on the GPU asks for `gpu=1` of a total of
-  `timing_total(slots(config))`, two per GPU (one timing, the next one staged, below) and one place more for a
-  long job (FIRST_IN_LINE), which the others may not take (`short_total`); a CPU timing job asks for every unit,
+  `timing_total(slots(config))`, two per GPU (one timing, the next one staged, below) and `long_places` more for
+  long jobs (FIRST_IN_LINE), which the others may not take (`short_total`); a CPU timing job asks for every unit,
   so it runs alone, or with gpus.cpu_beside (`cpu_beside`) for the one unit of `cpu_slot` and times on cores of
   its own (affinity.pin_cpu) beside the GPU slots' jobs.
 - Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
@@ -22,9 +22,11 @@ compiles and summaries, measure/affinity.py), so a staged job's imports do not d
 
 Long jobs first: a long job (FIRST_IN_LINE: the sweep's and Study B's vision jobs, the run's longest chains) joins
 a line when it starts (a flocked file in LOCK_DIR/first-in-line naming the GPUs it waits for), and a short job
-waiting for one of those GPUs leaves it to the long one; with its own place in Snakemake's total it starts even
-while short jobs hold the others. Otherwise a long job ready a moment after a few short ones queued behind them all:
-19-35 s on gpu-smoke's critical path on two GPUs (docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md).
+waiting for one of those GPUs leaves it to the long one; with places of their own in Snakemake's total, one per GPU
+and one more, a long job starts even while short jobs and a long job on every GPU hold the others. Otherwise a long
+job ready a moment after a few short ones queued behind them all: 19-35 s on gpu-smoke's critical path on two GPUs
+(docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md), and with one long place, 30 s behind a short job while a
+long one timed (docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md).
 
 This module does not import torch: it must run before CUDA is initialised.
 """
@@ -50,7 +52,6 @@ LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstractio
 FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
 POLL_S = 0.2
 STAGED_PER_SLOT = 2   # timing jobs Snakemake runs per GPU slot: one timing, the next one starting (staged)
-LONG_PLACES = 1       # places beyond those for long jobs only, on a box with GPU slots
 FIRST_IN_LINE = ("sweep", "vision_model")   # gpu_slots.smk gives them LONG_JOB_PRIORITY too
 
 # Timing rules whose device is config["device"] (auto, cuda, cpu).
@@ -340,15 +341,22 @@ def gpu_held(config: Mapping, owner: str, log: logging.Logger | None = None) -> 
         os.close(slot.fd)
 
 
+def long_places(slots: int) -> int:
+    """Places in Snakemake's totals for long jobs only: one per GPU slot, for the long jobs timing, and one more, so
+    that a long job made ready while short jobs fill their places and a long job times on every GPU still starts
+    and joins the line."""
+    return slots + 1 if slots > 0 else 0
+
+
 def timing_total(slots: int) -> int:
     """Snakemake's total of the `timing` and `gpu` resources on a box with `slots` GPU slots: STAGED_PER_SLOT
-    jobs per slot and LONG_PLACES, or one timing job at a time where the CPU times."""
-    return STAGED_PER_SLOT * slots + LONG_PLACES if slots > 0 else 1
+    jobs per slot and the long places, or one timing job at a time where the CPU times."""
+    return STAGED_PER_SLOT * slots + long_places(slots) if slots > 0 else 1
 
 
 def short_total(slots: int) -> int:
     """Snakemake's total of `short_timing`, which every timing job but the long ones asks for: the places that
-    are not LONG_PLACES."""
+    are not long_places."""
     return STAGED_PER_SLOT * slots if slots > 0 else 1
 
 
