@@ -437,6 +437,7 @@ def test_a_long_job_ready_while_a_long_one_times_and_short_ones_wait_takes_the_g
         rule vision_model:
             input: lambda w: ["out/package"] if w.model == "second" else []
             output: "out/{pair}-{model}.json"
+            wildcard_constraints: pair="gpu"
             resources: **timing_job("vision_model")
             priority: LONG_JOB_PRIORITY
             script: "job.py"
