@@ -26,7 +26,7 @@ def _warm(monkeypatch, tmp_path, task):
     """warm() with one task whose compile is replaced by a record of whether the GPU's lock was held meanwhile."""
     seen = []
 
-    def compile_in_worker(config, t, env):
+    def compile_in_worker(config, t, env, stop=None):
         fd = gpu_slots._try_lock(gpu_slots.visible_gpus()[0], "probe")
         if fd is not None:
             os.close(fd)

@@ -17,11 +17,12 @@ so their graphs hit this cache and a job's compile is a warm one. Segments of se
 the oracles' choice and are compiled by their job.
 
 Whether the jobs can hit the warm-up's entries is measured, not assumed: where a warm-up has more than one
-task, before the others the cheapest one is compiled by a warm-up worker and then again by a process set up as
-a timing job is (one compile thread, the job's thread count). If that second compile misses the cache (the same
-graph got another key in the job), the rest of the warm-up is skipped, since it would cost minutes and save
-nothing; the
-manifest says so (`usable`, `probe`) and the jobs compile cold, in process as always.
+task, the cheapest one is compiled by a warm-up worker and then again by a process set up as a timing job is (one
+compile thread, the job's thread count), while the other tasks compile beside it (the probe ran first and alone
+until the warm-ups of gpu-smoke's two vision models took 80-100 s, the sum of their tasks, which gated those vision
+jobs: docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md). If the probe's second compile misses the cache (the
+same graph got another key in the job), the tasks still compiling are stopped, since they would cost minutes and
+save nothing; the manifest says so (`usable`, `probe`, `skipped`) and the jobs compile cold, in process as always.
 
 A warm-up with a task that autotunes (a max-autotune mode on the GPU pair: Inductor benchmarks candidate kernels
 on the GPU) holds a GPU slot's lock throughout and points its tasks at that GPU (gpu_slots.gpu_held), so that its
@@ -39,6 +40,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
@@ -56,6 +58,8 @@ from .models import vision as vm
 log = logging.getLogger(__name__)
 
 AUTOTUNE_MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
+STOPPED = "stopped"   # a task stopped because the probe found the warm-up's entries unusable
+STOP_POLL_S = 0.5
 
 # Longest compiles first (longest-processing-time scheduling); ranks from cold-cache compile times on a GPU.
 _COST_RANK = {"densenet121": 0, "googlenet": 1, "resnet50": 2, "resnet50_in_model": 2, "mobilenet_v2": 3,
@@ -128,8 +132,12 @@ def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) ->
 
 
 def _warm(config: dict, cache_dir: str, threads: int, todo: list[dict], skipped: list[dict], visible: dict) -> dict:
-    workers = max(1, min(len(todo), threads // 2))
-    compile_threads = max(1, threads // workers)
+    # usable: whether a job-like process hits the warm-up's entries; None where not probed (one task: the probe
+    # saves the rest of a warm-up, and there is no rest)
+    probed = todo[-1] if len(todo) > 1 else None
+    rest = todo[:-1] if probed else todo
+    workers = max(1, min(len(rest), threads // 2))
+    compile_threads = max(1, threads // (workers + bool(probed)))   # the probe's worker shares the threads
     start = time.perf_counter()
     path = os.path.abspath(cache_dir)
     os.makedirs(path, exist_ok=True)
@@ -137,40 +145,53 @@ def _warm(config: dict, cache_dir: str, threads: int, todo: list[dict], skipped:
     # and the jobs' own torch thread count (Inductor's cache key includes it)
     env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, compile_threads), **visible}
     job_env = {**os.environ, **inductor_env.job_thread_env(), **inductor_env.cache_env(path, 1), **visible}
-    # usable: whether a job-like process hits the warm-up's entries; None where not probed (one task: the probe
-    # saves the rest of a warm-up, and there is no rest)
     probe, usable, reason = [], None, None
-    if len(todo) > 1:
-        probe = [_in_worker(config, todo[-1], env), _in_worker(config, todo[-1], job_env)]
-        warmed, again = probe
-        usable = True
-        if warmed["status"] == "ok" and again["status"] == "ok" and not again["cache_hits"] and again["cache_misses"]:
-            usable = False
-            reason = (f"a job-like process compiling {again['name']} again after the warm-up missed the cache "
-                      f"({again['cache_misses']} misses, 0 hits): the jobs would miss every entry, so the warm-up "
-                      "is skipped and they compile cold")
-            log.warning("%s", reason)
-        todo = todo[:-1]
-    done = probe[:1]
-    if usable is not False:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            done += list(pool.map(lambda task: _in_worker(config, task, env), todo))
-    else:
-        skipped += [{**t, "reason": "the warm-up cannot be hit (see usable)"} for t in todo]
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        compiling = [pool.submit(_in_worker, config, task, env, stop) for task in rest]
+        if probed:
+            probe = [_in_worker(config, probed, env), _in_worker(config, probed, job_env)]
+            warmed, again = probe
+            missed = not again["cache_hits"] and again["cache_misses"]
+            usable = not (warmed["status"] == "ok" and again["status"] == "ok" and missed)
+            if not usable:
+                reason = (f"a job-like process compiling {again['name']} again after the warm-up missed the cache "
+                          f"({again['cache_misses']} misses, 0 hits): the jobs would miss every entry, so the rest of "
+                          "the warm-up is stopped and they compile cold")
+                log.warning("%s", reason)
+                stop.set()
+        results = [f.result() for f in compiling]
+    done = probe[:1] + [r for r in results if r["status"] != STOPPED]
+    skipped += [{**t, "reason": "the warm-up cannot be hit (see usable)"} for t, r in zip(rest, results)
+                if r["status"] == STOPPED]
     return {"cache_dir": path, "torch": torch.__version__, "workers": workers, "compile_threads": compile_threads,
             "seconds": time.perf_counter() - start, "usable": usable, "reason": reason, "probe": probe,
             "tasks": done, "skipped": skipped}
 
 
-def _in_worker(config: dict, task: dict, env: dict) -> dict:
+def _in_worker(config: dict, task: dict, env: dict, stop: threading.Event | None = None) -> dict:
+    """One task in a fresh process; stopped (status STOPPED) where `stop` is set before it ends."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", __name__], input=json.dumps({"config": config, "task": task}),
-                          capture_output=True, text=True, env=env)
-    lines = proc.stdout.strip().splitlines()
+    if stop is not None and stop.is_set():
+        return {**task, "status": STOPPED, "message": None, "seconds": 0.0}
+    proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    sent = json.dumps({"config": config, "task": task})
+    while True:
+        try:
+            out, err = proc.communicate(sent, timeout=STOP_POLL_S)
+            break
+        except subprocess.TimeoutExpired:   # nothing is lost: the next call goes on reading (and sends no input)
+            sent = None
+            if stop is not None and stop.is_set():
+                proc.kill()
+    if stop is not None and stop.is_set():
+        return {**task, "status": STOPPED, "message": None, "seconds": time.perf_counter() - start}
+    lines = out.strip().splitlines()
     if proc.returncode == 0 and lines:
         result = json.loads(lines[-1])
     else:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        tail = " | ".join(err.strip().splitlines()[-3:])
         result = {**task, "status": "error", "message": f"worker exited with {proc.returncode}: {tail}"[:500],
                   "seconds": time.perf_counter() - start}
     log.info("%(study)s %(name)s %(pair)s %(mode)s %(what)s: %(status)s in %(seconds).1f s %(message)s",
