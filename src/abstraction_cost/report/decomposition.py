@@ -9,9 +9,9 @@ import polars as pl
 from .. import implementations
 from ..derived import decomposition as dec
 from ..derived import roofline as rf
+from ..tables.study_a_sweep import STUDY_TRANSFER
 from . import page, verdicts
 
-STUDY_TRANSFER = "float32-pageable"  # the study's PyTorch input path (sweep_summary.STUDY_TRANSFER)
 ORDER = ["transfer", "python", "dispatch", "launch", "device work", "other", "not profiled"]
 COMPONENTS = ("transfer_ms", "python_ms", "dispatch_ms", "launch_ms", "device_ms", "other_ms")
 HOST_LEVELS = ("python_ms", "dispatch_ms", "launch_ms")

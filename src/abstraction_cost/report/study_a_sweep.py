@@ -15,9 +15,9 @@ import polars as pl
 from .. import implementations
 from ..measure.numerics import NUMERICS
 from ..study_a.sweep.summary import RELU
+from ..tables.study_a_sweep import STUDY_TRANSFER
 from . import page, verdicts
 
-STUDY_TRANSFER = "float32-pageable"
 STUDY_NUMERICS = "fp32"  # the study's (TF32 did not exist on its GPUs)
 # What the charts plot. Memory is the process's own (the allocator peak, exact per cell, which the memory finding
 # reads) and, in a chart of its own beside it, NVML's device-wide figure: all the GPU's processes and the CUDA

@@ -5,6 +5,7 @@ import polars as pl
 from .common import PHASE_MEASURES, STATUS
 
 # The study's numbers (Levental & Orlova, the profiler section), beside the measured rows.
+STUDY_TRANSFER = "float32-pageable"   # the input path of the study's PyTorch (its other implementations: unstated)
 STUDY_H2D = {  # batch 32 at resolution 256: 32 × 3 × 256² float32 = 25.166 MB
     "pytorch": {"bytes": 25_165_824, "ms": 15.17},
     "others": {"bytes": 12_582_912, "ms": 7.55},

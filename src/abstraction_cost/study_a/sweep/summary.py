@@ -8,10 +8,9 @@ import re
 import polars as pl
 
 from ...measure.statistics import paired_speedup
-from ...tables.study_a_sweep import STUDY_H2D, STUDY_RELU
+from ...tables.study_a_sweep import STUDY_H2D, STUDY_RELU, STUDY_TRANSFER
 
 STUDY_RUN_ID = "study:levental-orlova-2021"  # the study's reference rows: no measuring job of this pipeline
-STUDY_TRANSFER = "float32-pageable"          # what the study's PyTorch did (its other implementations: unstated)
 # ReLU kernels: ATen's ReLU is a clamp at 0 (launch_clamp_scalar), ac_cudnn's are relu_kernel and add_relu_kernel
 RELU = re.compile("relu|clamp", re.IGNORECASE)
 
