@@ -1,15 +1,18 @@
 """Multi-GPU scaling: the wall time of one whole pipeline run on 1 GPU against N GPUs of one box.
 
-Each run is `snakemake --cores all` of a config (default config/gpu-smoke.yaml) with gpus.slots = --gpus, in a
-fresh working directory with fresh Inductor and Triton caches (cold caches: data, compile cache, results). The
-C++ programs (native/build, shared by every run) are built before the clock starts, so both runs time the same work;
-with --native-in-run their build directory is removed first and they build inside the clock, as a first run does.
-From the run's environment table it records each timing job's GPU, start and end, checks that no two timing jobs
-overlapped on one GPU, and counts every table's rows by status.
+Each run is `snakemake --cores all` of a config (default config/gpu-smoke.yaml; several files merge in order, as
+Snakemake's --configfile does) with gpus.slots = --gpus, in a fresh working directory with fresh Inductor and Triton
+caches (cold caches: data, compile cache, results). The C++ programs (native/build, shared by every run) are built
+before the clock starts, so both runs time the same work; with --native-in-run their build directory is removed
+first and they build inside the clock, as a first run does. From the run's environment table it records each timing
+job's GPU, start and end, checks that no two timing jobs overlapped on one GPU, and counts every table's rows by
+status.
 
     python benchmarks/multi_gpu_scaling.py --gpus 1 --out one.json
     python benchmarks/multi_gpu_scaling.py --gpus 2 --out two.json
     python benchmarks/multi_gpu_scaling.py --summarise one.json two.json --out scaling.md
+    python benchmarks/multi_gpu_scaling.py --gpus 2 --native-in-run --config config/config.yaml \
+        config/overlays/offline.yaml --out default.json     # the default config whole, without network
 
 Snakemake's own log is kept in the working directory (--workdir) for benchmarks/run_time.py's breakdown.
 """
@@ -71,17 +74,17 @@ def row_status(results: Path) -> dict[str, int]:
     return counts
 
 
-def run(config_path: Path, gpus: int, workdir: Path, cores: str, native_in_run: bool) -> dict:
-    config = yaml.safe_load(config_path.read_text())
-    config["gpus"] = {**config.get("gpus", {}), "slots": gpus}
+def run(config_paths: list[Path], gpus: int, workdir: Path, cores: str, native_in_run: bool) -> dict:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # the slots last: Snakemake merges config files key by key, so gpus.slots joins the files' own gpus settings
+    (workdir / "slots.yaml").write_text(yaml.safe_dump({"gpus": {"slots": gpus}}))
     caches = workdir / "caches"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
            "TRITON_CACHE_DIR": str(caches / "triton")}
-    base = [*SNAKEMAKE, "--cores", cores, "--configfile", str(workdir / "config.yaml"), "-s",
+    base = [*SNAKEMAKE, "--cores", cores, "--configfile", *(str(p.resolve()) for p in config_paths),
+            str(workdir / "slots.yaml"), "-s",
             str(REPO / "Snakefile"), "--workflow-profile", str(REPO / "profiles/default"), "-d", str(workdir)]
     if native_in_run:
         shutil.rmtree(REPO / "native/build", ignore_errors=True)
@@ -93,7 +96,7 @@ def run(config_path: Path, gpus: int, workdir: Path, cores: str, native_in_run: 
     (workdir / "snakemake.log").write_text(done.stdout + done.stderr)
     environment = pl.read_parquet(workdir / "results/environment.parquet") if done.returncode == 0 else None
     jobs = timing_jobs(environment) if environment is not None else []
-    return {"config": str(config_path), "gpus": gpus, "native_in_run": native_in_run,
+    return {"config": " ".join(map(str, config_paths)), "gpus": gpus, "native_in_run": native_in_run,
             "returncode": done.returncode, "wall_s": round(wall, 1),
             "hostname": os.uname().nodename, "gpu_names": sorted({r for r in (environment["gpu_name"].to_list()
                                                                              if environment is not None else [])
@@ -117,7 +120,8 @@ def summarise(runs: list[dict]) -> str:
         for j in r["jobs"]:
             key = "cpu" if j["device"] != "cuda" else f"GPU {j['gpu_index']}"
             per_gpu[key] = per_gpu.get(key, 0) + 1
-        status = ", ".join(f"{k} {v}" for k, v in sorted(r["rows_by_status"].items())) or f"run failed ({r['returncode']})"
+        status = (", ".join(f"{k} {v}" for k, v in sorted(r["rows_by_status"].items()))
+                  or f"run failed ({r['returncode']})")
         lines.append(f"| {r['gpus']} | {r['wall_s']} | {base['wall_s'] / r['wall_s']:.2f} | "
                      f"{', '.join(f'{k}: {v}' for k, v in sorted(per_gpu.items()))} | "
                      f"{len(r['overlaps_on_one_gpu'])} | {status} |")
@@ -137,7 +141,8 @@ def summarise(runs: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpus", type=int, help="gpus.slots for this run")
-    parser.add_argument("--config", type=Path, default=REPO / "config/gpu-smoke.yaml")
+    parser.add_argument("--config", type=Path, nargs="+", default=[REPO / "config/gpu-smoke.yaml"],
+                        help="config files, merged in order (Snakemake's --configfile)")
     parser.add_argument("--workdir", type=Path, help="fresh working directory (default: a temporary one)")
     parser.add_argument("--cores", default="all")
     parser.add_argument("--native-in-run", action="store_true",

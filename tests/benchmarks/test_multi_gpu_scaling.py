@@ -1,8 +1,10 @@
 """benchmarks/multi_gpu_scaling.py's checks on made-up environment rows (the benchmark itself runs on a GPU box)."""
 import importlib.util
+import subprocess
 from pathlib import Path
 
 import polars as pl
+import yaml
 
 from abstraction_cost import tables
 
@@ -57,3 +59,21 @@ def test_summary_states_wall_times_speedup_and_gpus():
     assert "2 GPUs against 1: 1.82x (meets the 1.8x target)" in text
     assert "the C++ programs built inside the clock" in text
     assert "misses the 1.8x target" in scaling.summarise([{**two, "wall_s": 240.0}, one])
+
+
+def test_a_run_passes_every_config_file_in_order_and_the_gpu_slots_last(tmp_path, monkeypatch):
+    """The default config without network is two files (config.yaml, overlays/offline.yaml): both reach Snakemake,
+    merged in order, and gpus.slots comes last so that it joins a file's own gpus settings."""
+    calls = []
+
+    def snakemake(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 1, "", "stopped here")
+
+    monkeypatch.setattr(scaling.subprocess, "run", snakemake)
+    configs = [REPO / "config/config.yaml", REPO / "config/overlays/offline.yaml"]
+    result = scaling.run(configs, 2, tmp_path / "w", "all", native_in_run=False)   # True would remove native/build
+    files = calls[-1][calls[-1].index("--configfile") + 1:calls[-1].index("-s")]
+    assert files[:2] == [str(c) for c in configs]
+    assert yaml.safe_load(Path(files[2]).read_text()) == {"gpus": {"slots": 2}}
+    assert result["returncode"] == 1 and result["config"] == " ".join(map(str, configs))
