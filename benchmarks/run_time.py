@@ -11,7 +11,9 @@ as unfinished.
 
 The critical path (the last log's): from the job that ended last, back through the input each job waited for
 longest (the one made last by a job of the same log), so what limits the run is read from its first step; each
-step's `waited_s` is the time between its last input being made and its start (a GPU slot or cores busy).
+step's `waited_s` is the time between its last input being made and its start (a GPU slot or cores busy). With
+--results a timing step also has `slot_wait_s`, the part of its own time spent waiting for a GPU slot after it
+started (staged, gpu_slots.take): where that is most of a step, the GPUs' load, not the chain, held the run.
 
 Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
 added up) is the slot's held time, split into
@@ -149,12 +151,13 @@ def inputs_made_by(jobs: list[Job]) -> dict[Job, list[Job]]:
     return {j: [maker[f] for f in j.inputs if f in maker and maker[f] is not j] for j in jobs}
 
 
-def critical_path(jobs: dict[tuple[str, int], Job]) -> list[dict]:
+def critical_path(jobs: dict[tuple[str, int], Job], runs: list[dict] | None = None) -> list[dict]:
     """The chain that ended last, first step first: from the job that ended last, back through the job of the
-    same log that made its latest-made input."""
+    same log that made its latest-made input; with the run's measured runs, each timing step's wait for its slot."""
     done = {k: j for k, j in jobs.items() if j.end is not None}
     if not done:
         return []
+    taken = {j: t for j, (_, t, _) in on_slots(list(done.values()), runs, timing_slots(runs)).items()} if runs else {}
     made: dict[Job, list[Job]] = {}
     for log in {k[0] for k in done}:
         made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
@@ -165,7 +168,8 @@ def critical_path(jobs: dict[tuple[str, int], Job]) -> list[dict]:
         ready = before.end if before is not None else None
         chain.append({"rule": job.rule, "job": job.name, "jobid": job.jobid, "start": job.start.isoformat(),
                       "end": job.end.isoformat(), "seconds": job.seconds, "timing": is_timing_rule(job.rule),
-                      "waited_s": max(0.0, (job.start - ready).total_seconds()) if ready is not None else None})
+                      "waited_s": max(0.0, (job.start - ready).total_seconds()) if ready is not None else None,
+                      "slot_wait_s": round(taken[job] - _utc(job.start), 1) if job in taken else None})
         job = before
     return chain[::-1]
 
@@ -305,7 +309,8 @@ def main() -> None:
     for log in args.logs:
         jobs.update(jobs_of(log.read_text(errors="replace").splitlines(), str(log)))
     result = summary(jobs)
-    result["critical_path"] = critical_path(jobs)
+    runs = measured_runs(args.results) if args.results is not None else None
+    result["critical_path"] = critical_path(jobs, runs)
     result["critical_path_s"] = sum(step["seconds"] for step in result["critical_path"])
     print(f"{'rule':32s} {'timing':>6s} {'jobs':>5s} {'ok':>4s} {'failed':>6s} {'open':>5s} {'job s':>8s} "
           f"{'longest':>8s}")
@@ -317,9 +322,11 @@ def main() -> None:
     print(f"critical path ({result['critical_path_s']:.0f} s of jobs, waits not counted):")
     for step in result["critical_path"]:
         waited = "" if step["waited_s"] is None else f" after waiting {step['waited_s']:.0f} s"
+        if step["slot_wait_s"]:
+            waited += f", then {step['slot_wait_s']:.0f} s of it for a GPU slot"
         print(f"  {step['start'][11:]} {step['seconds']:6.0f} s  {step['job']}{waited}")
-    if args.results is not None:
-        result["slots"] = slot_breakdown(jobs, measured_runs(args.results))
+    if runs is not None:
+        result["slots"] = slot_breakdown(jobs, runs)
         result["measuring_share"] = measuring_share(result["slots"])
         print(f"{'slot':24s} {'held s':>7s} {'jobs':>5s} " + " ".join(
             f"{k:>14s}" for k in ("measuring", "start-up", "builds", "other", "idle")))

@@ -223,6 +223,8 @@ def test_run_time_counts_a_staged_jobs_slot_time_from_when_it_took_the_slot(tmp_
     assert slot["held_s"] == 19.0 and slot["jobs"] == 2
     assert _parts(slot) == {"measuring": 14.0, "start_up": 3.0, "builds": 0.0, "other": 2.0, "idle": 0.0}
     assert slot["rules_s"] == {"eval_backend": 19.0}   # 10 s and 9 s on the slot, of 10 s and 15 s of job
+    # the critical path ends with the staged job, 6 of whose 15 s went to waiting for the first job's GPU
+    assert [(step["jobid"], step["slot_wait_s"]) for step in result["critical_path"]] == [(2, 6.0)]
 
 
 def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
