@@ -389,32 +389,43 @@ json.dump({"rule": snakemake.rule, "start": start, "end": time.time()}, open(sna
 """
 
 
+LINE_RULES = """
+rule all:
+    input: expand("out/eval-{{n}}.json", n=range(3)), {long_outputs}
+rule eval_backend:
+    output: "out/eval-{{n}}.json"
+    resources: **timing_job("eval_backend")
+    script: "job.py"
+rule package:
+    output: "out/package"
+    shell: "sleep 3; touch {{output}}"   # the jobs ready without it start first
+rule vision_model:
+    input: {long_input}
+    output: "out/{{pair}}-{{model}}.json"
+    wildcard_constraints: pair="gpu"
+    resources: **timing_job("vision_model")
+    priority: LONG_JOB_PRIORITY
+    script: "job.py"
+"""
+
+
+def timing_order(tmp_path, monkeypatch, long_outputs: str, long_input: str) -> list[str]:
+    """On one fake GPU, three short jobs (eval_backend) and the long ones (vision_model) of `long_outputs`, whose
+    inputs are `long_input` (Snakemake code): the rules in the order they took the GPU."""
+    fake_gpus(monkeypatch, 1)
+    slot_workflow(tmp_path, {"device": "auto"}, script=LINE_SCRIPT,
+                  rules=LINE_RULES.format(long_outputs=long_outputs, long_input=long_input))
+    done = run_snakemake(tmp_path, monkeypatch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [j["rule"] for j in sorted((json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")),
+                                      key=lambda j: j["start"])]
+
+
 def test_a_long_job_ready_after_short_ones_takes_the_gpu_before_the_staged_short_job(tmp_path, monkeypatch):
     """Invariant: a long job (gpu_slots.FIRST_IN_LINE) ready after short ones does not queue behind them all (the
     sweep did, 19-35 s on gpu-smoke's critical path: docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md). Here
     three short jobs are ready at once and a long one after its input; on one GPU it times second."""
-    fake_gpus(monkeypatch, 1)
-    slot_workflow(tmp_path, {"device": "auto"}, script=LINE_SCRIPT, rules=textwrap.dedent("""
-        rule all:
-            input: expand("out/eval-{n}.json", n=range(3)), "out/gpu-vision.json"
-        rule eval_backend:
-            output: "out/eval-{n}.json"
-            resources: **timing_job("eval_backend")
-            script: "job.py"
-        rule package:
-            output: "out/package"
-            shell: "sleep 3; touch {output}"   # the short jobs start timing first
-        rule vision_model:
-            input: "out/package"
-            output: "out/{pair}-vision.json"
-            resources: **timing_job("vision_model")
-            priority: LONG_JOB_PRIORITY
-            script: "job.py"
-    """))
-    done = run_snakemake(tmp_path, monkeypatch)
-    assert done.returncode == 0, done.stderr[-3000:]
-    order = [j["rule"] for j in sorted((json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")),
-                                       key=lambda j: j["start"])]
+    order = timing_order(tmp_path, monkeypatch, '"out/gpu-vision.json"', '"out/package"')
     assert order == ["eval_backend", "vision_model", "eval_backend", "eval_backend"], order
 
 
@@ -423,29 +434,8 @@ def test_a_long_job_ready_while_a_long_one_times_and_short_ones_wait_takes_the_g
     long one times on every GPU and short jobs fill their places still starts and takes the GPU next (with one long
     place the sweep waited 30 s for a short job here: docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md).
     On one GPU: a long job and three short ones ready at once, a second long one after its input."""
-    fake_gpus(monkeypatch, 1)
-    slot_workflow(tmp_path, {"device": "auto"}, script=LINE_SCRIPT, rules=textwrap.dedent("""
-        rule all:
-            input: expand("out/eval-{n}.json", n=range(3)), expand("out/gpu-{m}.json", m=("first", "second"))
-        rule eval_backend:
-            output: "out/eval-{n}.json"
-            resources: **timing_job("eval_backend")
-            script: "job.py"
-        rule package:
-            output: "out/package"
-            shell: "sleep 3; touch {output}"   # the first long job and two short ones start first
-        rule vision_model:
-            input: lambda w: ["out/package"] if w.model == "second" else []
-            output: "out/{pair}-{model}.json"
-            wildcard_constraints: pair="gpu"
-            resources: **timing_job("vision_model")
-            priority: LONG_JOB_PRIORITY
-            script: "job.py"
-    """))
-    done = run_snakemake(tmp_path, monkeypatch)
-    assert done.returncode == 0, done.stderr[-3000:]
-    order = [j["rule"] for j in sorted((json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")),
-                                       key=lambda j: j["start"])]
+    order = timing_order(tmp_path, monkeypatch, 'expand("out/gpu-{m}.json", m=("first", "second"))',
+                         'lambda w: ["out/package"] if w.model == "second" else []')
     assert order[:2] == ["vision_model", "vision_model"], order
 
 
