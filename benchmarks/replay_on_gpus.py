@@ -16,6 +16,12 @@ The model, every part from the run (benchmarks/run_time.py reads the same log an
 The replay on the run's own GPU count is the model's check: it should give about the run's span (first job's start
 to last job's end), which is printed beside it; `scaled_s` multiplies each replay by their ratio (what the model
 leaves out, cores and Snakemake's own choices, taken to cost the same share on fewer GPUs).
+
+A what-if: --scale RULE=FACTOR (several) replays that rule's jobs FACTOR times as long (the check stays the run's
+own, unscaled), so the replays say what a faster build or job would give, before building it (e.g. --scale
+package_aoti=0.5 package_aoti_sweep=0.5: the AOTInductor packages, which gate gpu-smoke's two GPUs, twice as fast).
+
+    python benchmarks/replay_on_gpus.py <log> --results results --gpus 1 2 --scale package_aoti=0.5
 """
 from __future__ import annotations
 
@@ -95,23 +101,44 @@ def replay(jobs: list[Job], lane: dict[Job, tuple[str, float]], gpus: int, hando
     return max(ended.values(), default=0.0)
 
 
+def scales(pairs: list[str], rules: set[str], parser: argparse.ArgumentParser) -> dict[str, float]:
+    """--scale's RULE=FACTOR pairs; a rule the log has no job of, or a factor that is not a positive number, is an
+    error that names it."""
+    scale = {}
+    for pair in pairs:
+        rule, _, factor = pair.partition("=")
+        try:
+            scale[rule] = float(factor)
+        except ValueError:
+            parser.error(f"--scale {pair}: FACTOR must be a number")
+        if rule not in rules:
+            parser.error(f"--scale {pair}: the log has no job of rule {rule!r}")
+        if not scale[rule] > 0:
+            parser.error(f"--scale {pair}: FACTOR must be positive")
+    return scale
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("log", type=Path, help="the run's Snakemake log")
     parser.add_argument("--results", type=Path, required=True, help="the run's results/ folder")
     parser.add_argument("--gpus", type=int, nargs="+", default=[1])
+    parser.add_argument("--scale", nargs="+", default=[], metavar="RULE=FACTOR",
+                        help="a what-if: that rule's jobs FACTOR times as long")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     jobs = [j for j in jobs_of(args.log.read_text(errors="replace").splitlines(), str(args.log)).values()
             if j.end is not None]
     runs = measured_runs(args.results)
     lane, handoff_s, beside = costs(jobs, runs)
+    scale = scales(args.scale, {j.rule for j in jobs}, parser)
+    what_if = {j: (kind, seconds * scale.get(j.rule, 1.0)) for j, (kind, seconds) in lane.items()}
     run_gpus = len([s for s in timing_slots(runs) if s != "cpu"]) or 1
     span = max(_utc(j.end) for j in jobs) - min(_utc(j.start) for j in jobs)
     result = {"estimate": "replayed from the run's own job times (benchmarks/replay_on_gpus.py), not measured",
               "log": args.log.name, "run_gpus": run_gpus, "run_span_s": span, "handoff_s": handoff_s,
-              "cpu_beside": beside, "replay_on_run_gpus_s": replay(jobs, lane, run_gpus, handoff_s, beside),
-              "replays": {str(n): replay(jobs, lane, n, handoff_s, beside) for n in args.gpus}}
+              "cpu_beside": beside, "scale": scale, "replay_on_run_gpus_s": replay(jobs, lane, run_gpus, handoff_s, beside),
+              "replays": {str(n): replay(jobs, what_if, n, handoff_s, beside) for n in args.gpus}}
     check = result["replay_on_run_gpus_s"]
     result["scaled_s"] = {n: seconds * span / check for n, seconds in result["replays"].items()} if check else {}
     print(f"the run: {run_gpus} GPU(s), first job's start to last job's end {span:.0f} s; handoff {handoff_s:.1f} s;"

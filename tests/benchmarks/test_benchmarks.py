@@ -271,7 +271,7 @@ def test_measuring_share_is_the_gpus_share_and_leaves_out_the_cpu_lane_beside_th
     assert run_time.measuring_share(slots[2:]) == pytest.approx(0.1)
 
 
-def _replayed(tmp_path, cpu_start: float, cpu_end: float, concat_start: float) -> dict:
+def _replayed(tmp_path, cpu_start: float, cpu_end: float, concat_start: float, *args: str) -> dict:
     """A build, two eval jobs at once on two GPUs, the CPU pair's vision job, their concatenation."""
     program, jobs = "native/build/ac_libtorch", ["e.parquet", "a.parquet", "c.parquet"]
     return _run_time_of(tmp_path, [
@@ -284,7 +284,7 @@ def _replayed(tmp_path, cpu_start: float, cpu_end: float, concat_start: float) -
          "device": ["cuda", "cuda", "cpu"], "gpu_uuid": ["GPU-a", "GPU-b", None],
          "job": ["implementation=eager,numerics=fp32", "implementation=aoti,numerics=fp32", "pair=cpu,model=resnet50"],
          "start": [11, 11, cpu_start + 1], "end": [19, 19, cpu_end - 1]},
-        script="replay_on_gpus.py", args=("--gpus", "1", "2"))
+        script="replay_on_gpus.py", args=("--gpus", "1", "2", *args))
 
 
 def test_replay_on_one_gpu_queues_the_gpu_jobs_and_keeps_the_cpu_lane_only_where_the_run_had_it(tmp_path):
@@ -300,6 +300,22 @@ def test_replay_on_one_gpu_queues_the_gpu_jobs_and_keeps_the_cpu_lane_only_where
     alone = _replayed(tmp_path / "alone", 20, 35, 35)
     assert not alone["cpu_beside"] and alone["replay_on_run_gpus_s"] == alone["run_span_s"] == 37
     assert alone["replays"]["1"] == 47            # eager 10-20, aoti 20-30, then the CPU job alone 30-45; concat
+
+
+def test_replay_scales_a_rules_jobs_as_a_what_if_and_keeps_the_runs_own_check(tmp_path):
+    """--scale build_native=0.5: the build 5 s, so on two GPUs eager and aoti 5-15 beside the CPU job 5-20, concat
+    20-22; on one GPU concat ends at 27; the check (the run on its own two GPUs) stays the run's 27."""
+    (tmp_path / "half").mkdir()
+    result = _replayed(tmp_path / "half", 10, 25, 25, "--scale", "build_native=0.5")
+    assert result["scale"] == {"build_native": 0.5} and result["replay_on_run_gpus_s"] == 27
+    assert result["replays"] == {"1": 27, "2": 22}
+    for k, (wrong, message) in enumerate((("vision=0.5", "no job of rule 'vision'"),
+                                          ("build_native=fast", "must be a number"),
+                                          ("build_native=0", "must be positive"))):
+        (tmp_path / str(k)).mkdir()
+        with pytest.raises(subprocess.CalledProcessError) as err:
+            _replayed(tmp_path / str(k), 10, 25, 25, "--scale", wrong)
+        assert message in err.value.stderr.decode(), wrong
 
 
 def test_default_estimate_schedules_every_timing_job_family_and_says_it_is_an_estimate(tmp_path):
