@@ -21,11 +21,14 @@ compilation_time_metrics, summed; nested phases overlap), with the compile threa
 --compile-threads says otherwise. --profile N runs each process's builds under cProfile and keeps its N functions of
 most cumulative time: where a phase without a timer of its own goes (the AOTInductor package's 55 s outside
 torch.compile's timers on an H100, docs/results/), at cProfile's own overhead on the Python-bound steps.
+--inductor KEY=VALUE (several) sets an Inductor config key in every process before it builds (VALUE read as JSON,
+else as a string), to try a setting against the same build: e.g. aot_inductor.emit_multi_arch_kernel=false.
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import json
 import os
 import pstats
@@ -48,6 +51,10 @@ def child(args) -> dict:
     from torch._dynamo.utils import compilation_time_metrics, counters
 
     device = torch.device(args.device)
+    inductor = inductor_settings(args.inductor)
+    for key, value in inductor.items():
+        section, _, name = key.rpartition(".")
+        setattr(functools.reduce(getattr, section.split(".") if section else [], torch._inductor.config), name, value)
     builds = []
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
@@ -101,11 +108,25 @@ def child(args) -> dict:
         builds.append({"input": list(x.shape), "first_call_s": time.perf_counter() - started})
     cache = {k: v for k, v in {**counters["inductor"], **counters["aot_autograd"]}.items() if "cache" in k}
     phases = {name: round(sum(times), 3) for name, times in compilation_time_metrics.items()}
-    result = {"builds": builds, "cache": cache, "phases": phases}
+    result = {"builds": builds, "cache": cache, "phases": phases, "inductor": inductor}
     if profiler is not None:
         profiler.disable()
         result["profile"] = top_functions(pstats.Stats(profiler), args.profile)
     return result
+
+
+def inductor_settings(pairs: list[str]) -> dict:
+    """--inductor's KEY=VALUE pairs, VALUE as JSON where it parses (true, 4), else the string."""
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--inductor {pair}: give KEY=VALUE, e.g. aot_inductor.emit_multi_arch_kernel=false")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return settings
 
 
 def top_functions(stats: pstats.Stats, count: int) -> list[dict]:
@@ -125,7 +146,8 @@ def run_process(args, cache: str) -> dict:
            "TORCH_LOGS": "recompiles"}   # why a build after the first: dynamo's guard failures, on stderr
     command = [sys.executable, __file__, "--child", "--cache", cache, "--build", args.build, "--model", args.model,
                "--mode", args.mode, "--backend", args.backend, "--device", args.device, "--batch", str(args.batch),
-               "--resolutions", *map(str, args.resolutions), "--profile", str(args.profile)]
+               "--resolutions", *map(str, args.resolutions), "--profile", str(args.profile),
+               *(f"--inductor={pair}" for pair in args.inductor)]
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -151,6 +173,8 @@ def main(argv=None) -> dict:
     p.add_argument("--compile-threads", type=int, default=1, help="Inductor's compile threads (a timing job: 1)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="keep the N functions of most cumulative time under cProfile (0: no profiler)")
+    p.add_argument("--inductor", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                   help="Inductor config keys to set in every build process (torch._inductor.config)")
     p.add_argument("--cache", help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path)

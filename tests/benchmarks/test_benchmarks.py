@@ -408,11 +408,12 @@ def test_host_cores_benchmark_runs(tmp_path):
 def test_cache_hit_build_times_a_cold_then_warm_processes_builds_by_phase(tmp_path):
     """Fresh processes on one cache: each build's first call, the cache counters and torch.compile's phase timers
     (here dynamo alone, the eager backend, on the CPU: the timers and the process plumbing, not Inductor); with
-    --profile, the build's functions of most cumulative time, dynamo's among them."""
+    --profile, the build's functions of most cumulative time, dynamo's among them; --inductor's settings in each."""
     chb = _benchmark("cache_hit_build")
     out = tmp_path / "chb.json"
     result = chb.main(["--build", "vision", "--model", "squeezenet1_1", "--backend", "eager", "--device", "cpu",
-                       "--batch", "1", "--resolutions", "32", "--runs", "1", "--profile", "30", "--out", str(out)])
+                       "--batch", "1", "--resolutions", "32", "--runs", "1", "--profile", "30",
+                       "--inductor", "fx_graph_cache=false", "aot_inductor.precompile_headers=false", "--out", str(out)])
     assert [p["state"] for p in result["processes"]] == ["cold", "warm"]
     for proc in result["processes"]:
         assert proc["builds"][0]["input"] == [1, 3, 32, 32] and proc["builds"][0]["first_call_s"] > 0
@@ -420,6 +421,7 @@ def test_cache_hit_build_times_a_cold_then_warm_processes_builds_by_phase(tmp_pa
         cumulative = [row["cumulative_s"] for row in proc["profile"]]
         assert len(cumulative) == 30 and cumulative == sorted(cumulative, reverse=True)
         assert any("convert_frame" in row["function"] for row in proc["profile"])
+        assert proc["inductor"] == {"fx_graph_cache": False, "aot_inductor.precompile_headers": False}
     assert json.loads(out.read_text())["settings"]["backend"] == "eager"
     with pytest.raises(SystemExit):
         chb.main(["--build", "sweep", "--backend", "eager"])
