@@ -413,7 +413,8 @@ def test_cache_hit_build_times_a_cold_then_warm_processes_builds_by_phase(tmp_pa
     out = tmp_path / "chb.json"
     result = chb.main(["--build", "vision", "--model", "squeezenet1_1", "--backend", "eager", "--device", "cpu",
                        "--batch", "1", "--resolutions", "32", "--runs", "1", "--profile", "30",
-                       "--inductor", "fx_graph_cache=false", "aot_inductor.precompile_headers=false", "--out", str(out)])
+                       "--inductor", "fx_graph_cache=false", "aot_inductor.precompile_headers=false",
+                       "--out", str(out)])
     assert [p["state"] for p in result["processes"]] == ["cold", "warm"]
     for proc in result["processes"]:
         assert proc["builds"][0]["input"] == [1, 3, 32, 32] and proc["builds"][0]["first_call_s"] > 0
