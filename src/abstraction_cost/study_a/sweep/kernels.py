@@ -28,7 +28,6 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-import polars as pl
 import torch
 
 from ... import tables
