@@ -1,8 +1,7 @@
 """Rules study_b_block_speedups and study_b_resnet50_conv_speedups: medians and bootstrap speedup intervals."""
 from abstraction_cost import tables
-from abstraction_cost.study_b.blocks.experiments import resnet_conv_speedups, speedups
 from abstraction_cost.study_b.blocks.registry import experiment
-from abstraction_cost.study_b.blocks.speedups import Bootstrap
+from abstraction_cost.study_b.blocks.speedups import Bootstrap, resnet_conv_speedups, speedups
 from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)

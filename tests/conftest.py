@@ -15,19 +15,29 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = {"tests/test_pipeline.py": "smoke run, SLURM", "tests/test_slurm.py": "smoke run, SLURM",
           "tests/test_slurm_requests.py": "smoke run, SLURM", "tests/faults/test_crashes.py": "vision warm-up",
           "tests/faults/test_resume.py": "vision warm-up"}
+# The longest chains of fixtures, by --durations on a 2-core CI machine (the smoke run then the SLURM runs: about
+# 1,700 s; the offline default run; the vision warm-up), handed out first: xdist hands out the modules with most
+# tests first, and a long chain started late ends late whatever the other worker has left
+LONGEST_FIRST = ("smoke run, SLURM", "tests/faults/test_offline_default.py", "vision warm-up")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest -n N: each module's tests on one worker, so that its module-scoped fixtures (an offline run, a
-    built program) are made once, and the modules of SHARED together. Not xdist's loadgroup: with pytest 9.2 it
-    ignores xdist_group marks (pytest-dev/pytest-xdist#1386)."""
+    built program) are made once, and the modules of SHARED together; LONGEST_FIRST first. Not xdist's loadgroup:
+    with pytest 9.2 it ignores xdist_group marks (pytest-dev/pytest-xdist#1386)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return SHARED.get(module, module)
+
+        def _assign_work_unit(self, node) -> None:
+            for scope in reversed(LONGEST_FIRST):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return ByModule(config, log)
 

@@ -1,6 +1,6 @@
 """The rule layer as a whole: every rules file reads alone beside common.smk, `snakemake --lint` is clean, every
-shipped config's DAG resolves (a dry run), without importing torch, and docs/architecture.md names every rules
-file."""
+shipped config's DAG resolves (a dry run), without importing torch (nor do the table scripts), and
+docs/architecture.md names every rules file."""
 import re
 import subprocess
 import sys
@@ -102,6 +102,30 @@ def test_the_dag_is_built_without_importing_torch(tmp_path):
     out = run.stdout + run.stderr
     assert run.returncode == 0 and MESSAGE not in out, out[-3000:]
     assert "This was a dry-run" in out and re.search(r"^report\s+1$", run.stdout, re.M), out[-2000:]
+
+
+# The scripts that only read and write tables: none imports torch (3-5 s of a 2-core CI machine's CPU per job)
+TABLE_SCRIPTS = ("compare_backends", "concat_environment", "concat_sweep_kernels", "concat_table", "derived_tables",
+                 "render_report", "study_b_block_speedups", "summarise_training", "sweep_h2d", "sweep_speedups",
+                 "vision_summaries")
+_IMPORTS_OF = """
+import ast, pathlib, sys
+for path in sys.argv[1:]:
+    tree = ast.parse(pathlib.Path(path).read_text())
+    imports = ast.Module([n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[])
+    try:
+        exec(compile(imports, path, "exec"), {})
+    except ImportError as err:
+        print(f"{path}: {err}")
+"""
+
+
+def test_the_table_scripts_import_no_torch(tmp_path):
+    """Each table script's imports (all of them at its top) run with a torch and torchvision that raise on import."""
+    scripts = [str(REPO / "scripts" / f"{name}.py") for name in TABLE_SCRIPTS]
+    run = subprocess.run([sys.executable, "-c", _IMPORTS_OF, *scripts], capture_output=True, text=True,
+                         env=env_without_torch(tmp_path))
+    assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr[-3000:]
 
 
 def test_architecture_names_every_rules_file_and_only_files_that_exist():

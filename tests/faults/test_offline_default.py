@@ -13,7 +13,7 @@ import pytest
 
 from abstraction_cost import tables
 from abstraction_cost.data import prepared
-from abstraction_cost.study_a import transfer
+from abstraction_cost.study_a import inputs_manifest, transfer
 from tests.fixtures import loopback, offline_default
 
 from .conftest import REPO
@@ -119,13 +119,13 @@ def test_the_default_config_is_found_from_any_working_directory(tmp_path, where)
 # ------------------------------------------------------------------------------------- the sweep's inputs
 def test_sweep_rows_of_a_missing_dataset_say_so(tmp_path):
     prepared.write_missing(tmp_path / "voc", "voc2012", "download failed; to retry: x")
-    transfer.write_missing(tmp_path / "inputs", prepared.missing_reason(tmp_path / "voc"))
-    assert json.loads((tmp_path / "inputs" / transfer.MANIFEST).read_text())["status"] == "missing"
+    inputs_manifest.write_missing(tmp_path / "inputs", prepared.missing_reason(tmp_path / "voc"))
+    assert json.loads((tmp_path / "inputs" / inputs_manifest.MANIFEST).read_text())["status"] == "missing"
     with pytest.raises(prepared.MissingDataset, match="voc2012: download failed"):
         transfer.Pool(tmp_path / "inputs")
     rows = pl.DataFrame({"status": ["not_run", "error", "error", "ok"],
                          "message": ["no GPU", "MissingDataset: voc2012: download failed", "SIGSEGV", None]})
-    marked = transfer.with_missing_inputs(rows, tmp_path / "inputs")
+    marked = inputs_manifest.with_missing_inputs(rows, tmp_path / "inputs")
     assert marked["status"].to_list() == ["missing", "missing", "error", "ok"]
     assert marked["message"].to_list() == [
         "voc2012: download failed; to retry: x; and not_run on this machine even with it: no GPU",

@@ -5,7 +5,7 @@ sweep_inputs into DIR/res<R>.u8 (uint8, pool × C × R × R) with DIR/manifest.j
 resolutions). A cell of batch B takes those images repeated in order: time does not depend on pixel values and
 memory depends only on the shape, which is exact. A dataset that could not be obtained gives a manifest of
 status 'missing' and its message only: reading it raises prepared.MissingDataset, and the sweep's tables mark
-the rows it left (with_missing_inputs).
+the rows it left (inputs_manifest.with_missing_inputs).
 
 Transfer modes (how the study's question "PyTorch copies twice the bytes" is put to the test):
     float32-pageable  normalised on the host (untimed, as a data loader would), float32 copied from pageable memory
@@ -17,19 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import torch
 import torch.nn.functional as F
 
 from ..data import prepared
-
-MANIFEST = "manifest.json"
-
+from .inputs_manifest import MANIFEST, read_manifest
 
 def resize(images: np.ndarray, resolution: int) -> np.ndarray:
     """uint8 N×C×H×W -> uint8 N×C×R×R."""
@@ -61,41 +57,6 @@ def write_inputs(prepared_dir: str | os.PathLike, pool: int, resolutions, out_di
         out.rmdir()
     os.replace(tmp, out)
     return manifest
-
-
-def write_missing(out_dir: str | os.PathLike, message: str) -> dict:
-    """Rule sweep_inputs on a dataset that could not be obtained: the manifest says so and why (no images)."""
-    out = Path(out_dir)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    manifest = {"status": "missing", "message": message}
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return manifest
-
-
-def read_manifest(inputs_dir: str | os.PathLike) -> dict:
-    manifest = json.loads((Path(inputs_dir) / MANIFEST).read_text())
-    if manifest.get("status", "ok") != "ok":
-        raise prepared.MissingDataset(manifest["message"])
-    return manifest
-
-
-def with_missing_inputs(df: pl.DataFrame, inputs_dir: str | os.PathLike) -> pl.DataFrame:
-    """A sweep table's rows (sweep, sweep_kernels) when its inputs' dataset is missing: a not_run row says both
-    reasons, a row that failed on reading the inputs (MissingDataset) is 'missing' (prepared.also_missing)."""
-    try:
-        read_manifest(inputs_dir)
-        return df
-    except prepared.MissingDataset as err:
-        missing = str(err)
-    marked = [prepared.also_missing(s, m, missing)
-              if s == "not_run" or (s == "error" and (m or "").startswith(prepared.MissingDataset.__name__))
-              else (s, m) for s, m in zip(df["status"], df["message"])]
-    return df.with_columns(pl.Series("status", [s for s, _ in marked], dtype=pl.String),
-                           pl.Series("message", [m for _, m in marked], dtype=pl.String))
 
 
 class Pool:

@@ -11,8 +11,8 @@ from abstraction_cost import config as config_module, tables
 from abstraction_cost.report import study_b_blocks as report
 from abstraction_cost.study_b.blocks import convolutions as cv
 from abstraction_cost.study_b.blocks.cases import TimingSettings, time_case
-from abstraction_cost.study_b.blocks.experiments import resnet_conv_speedups, run_timing, speedups
-from abstraction_cost.study_b.blocks.speedups import Bootstrap, speedup_rows
+from abstraction_cost.study_b.blocks.experiments import run_timing
+from abstraction_cost.study_b.blocks.speedups import Bootstrap, resnet_conv_speedups, speedup_rows, speedups
 from tests.fixtures.repository import REPO
 
 ROOT = REPO

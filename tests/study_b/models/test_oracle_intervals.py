@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from abstraction_cost import tables
-from abstraction_cost.study_b.models import layers, oracles, summary as vision_summary
+from abstraction_cost.study_b.models import layer_fit, oracles, summary as vision_summary
 from abstraction_cost.study_b.models.oracles import CostModel
 
 CASE = {"model": "mobilenet_v2", "pair": "gpu", "mode": "default", "batch_size": 1, "resolution": 224,
@@ -83,15 +83,15 @@ def test_monotone_fit_is_the_least_squares_fit_under_the_order(seed):
     size = int(rng.integers(1, 25))
     parent = [-1, *(int(rng.integers(0, v)) for v in range(1, size))]
     y = rng.normal(size=size)
-    assert _kkt_holds(y, layers.monotone_fit(y, parent), parent)
+    assert _kkt_holds(y, layer_fit.monotone_fit(y, parent), parent)
 
 
 def test_monotone_fit_pools_a_violating_chain_and_keeps_an_ordered_one():
     chain = [-1, 0, 1, 2]
-    np.testing.assert_allclose(layers.monotone_fit([1.0, 3.0, 2.0, 4.0], chain), [1.0, 2.5, 2.5, 4.0])
-    np.testing.assert_array_equal(layers.monotone_fit([1.0, 2.0, 2.0, 5.0], chain), [1.0, 2.0, 2.0, 5.0])
+    np.testing.assert_allclose(layer_fit.monotone_fit([1.0, 3.0, 2.0, 4.0], chain), [1.0, 2.5, 2.5, 4.0])
+    np.testing.assert_array_equal(layer_fit.monotone_fit([1.0, 2.0, 2.0, 5.0], chain), [1.0, 2.0, 2.0, 5.0])
     with pytest.raises(ValueError, match="parents first"):
-        layers.monotone_fit([1.0, 2.0], [1, -1])
+        layer_fit.monotone_fit([1.0, 2.0], [1, -1])
 
 
 def test_monotone_prefixes_obey_the_order_of_prefix_times():
@@ -100,7 +100,7 @@ def test_monotone_prefixes_obey_the_order_of_prefix_times():
         n = int(rng.integers(1, 12))
         p = np.concatenate([[0.01], 0.01 + np.cumsum(rng.uniform(0.05, 0.3, n))]) + rng.normal(0, 0.2, n + 1)
         m = np.concatenate([[np.nan], p[1:n] + rng.normal(0.15, 0.2, n - 1)])
-        fp, fm = layers.monotone_prefixes(p, m)
+        fp, fm = layer_fit.monotone_prefixes(p, m)
         assert (np.diff(fp) >= 0).all() and (fm[1:] >= fp[1:n]).all() and np.isnan(fm[0])
 
 
@@ -108,11 +108,11 @@ def test_monotone_prefixes_obey_the_order_of_prefix_times():
 
 def test_the_hand_made_rows_reproduce_the_defect():
     """Raw subtraction of prefix medians goes negative on resampled rounds: what the fit has to handle."""
-    s = layers.samples_from_rows(layer_rows(4, 0), "cuda", "triton")
-    idx = layers.round_resamples(4, 400, 0)
-    raw = [np.diff(layers.medians(s.prefix_eager, r)).min() for r in idx]
+    s = layer_fit.samples_from_rows(layer_rows(4, 0), "cuda", "triton")
+    idx = layer_fit.round_resamples(4, 400, 0)
+    raw = [np.diff(layer_fit.medians(s.prefix_eager, r)).min() for r in idx]
     assert min(raw) < 0
-    fitted = [layers.prefix_fit(s, r).model for r in idx]
+    fitted = [layer_fit.prefix_fit(s, r).model for r in idx]
     assert min(min(m.eager.min(), m.compiled.min()) for m in fitted) >= 0
 
 
@@ -129,8 +129,8 @@ def test_the_dynamic_programme_chooses_on_some_rounds_and_is_judged_on_the_other
     it there); predicted_ms is what that choice costs in the model fitted to the odd rounds, which it never saw.
     Selective compilation builds exactly that choice."""
     df = layer_rows(4, 1)
-    s = layers.samples_from_rows(df, "cuda", "triton")
-    choosing, held_out = layers.prefix_fit(s, np.array([0, 2])), layers.prefix_fit(s, np.array([1, 3]))
+    s = layer_fit.samples_from_rows(df, "cuda", "triton")
+    choosing, held_out = layer_fit.prefix_fit(s, np.array([0, 2])), layer_fit.prefix_fit(s, np.array([1, 3]))
     best = oracles.dynamic_programme(choosing.model)
     dp = {r["oracle"]: r for r in vision_summary.oracle_rows(df, 100, 0.95, 0, 20)}["dp"]
     assert dp["choice"] == oracles.choice_string(best.choice) == dp["exhaustive_choice"]
@@ -148,8 +148,8 @@ def test_a_held_out_prediction_promises_no_gain_that_is_not_there():
     own, held = [], []
     for seed in range(30):
         df = layer_rows(6, seed, truth=same, burst=0.0)
-        s = layers.samples_from_rows(df, "cuda", "triton")
-        fit = layers.prefix_fit(s, np.array([0, 2, 4]))
+        s = layer_fit.samples_from_rows(df, "cuda", "triton")
+        fit = layer_fit.prefix_fit(s, np.array([0, 2, 4]))
         own.append(fit.eager_ms / (fit.empty_ms + oracles.dynamic_programme(fit.model).predicted_ms))
         held.append({r["oracle"]: r for r in vision_summary.oracle_rows(df, 50, 0.95, seed, 20)}["dp"][
             "predicted_speedup"])

@@ -22,9 +22,9 @@ from typing import Mapping
 import numpy as np
 import polars as pl
 
+from ... import implementations
 from ...measure import numerics as nx
 from ...measure import statistics
-from .serial import IMPLEMENTATIONS
 
 BASELINE = "eager"
 
@@ -135,7 +135,7 @@ def compare(evals: pl.DataFrame, logits_paths: Mapping[str, str | os.PathLike], 
     out = []
     for name in logits_paths:
         rows = evals.filter(pl.col("implementation") == name)
-        impl = IMPLEMENTATIONS[name]
+        impl = implementations.REGISTRY[name]
         first = rows.row(0, named=True) if rows.height else {}
         status, message = _status(rows)
         row = {"run_id": first.get("run_id"), "implementation": name, "numerics": first.get("numerics"),

@@ -28,7 +28,6 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-import polars as pl
 import torch
 
 from ... import tables
@@ -44,7 +43,7 @@ from ..transfer import Pool, cell_input
 from .cells import SweepSettings, _first_line, kind
 from .native_walk import sweep_command
 from .python_model import PythonModel
-from .summary import RELU, STUDY_TRANSFER, kept, point_resolution
+from .summary import STUDY_TRANSFER, kept, point_resolution
 
 log = logging.getLogger(__name__)
 PROFILED_CALLS = 3
@@ -70,7 +69,7 @@ def kernels_from_trace(trace: dict, top: int, calls: int = 1) -> list[dict]:
 def from_profile(record: dict | None) -> tuple[str | None, list[dict]]:
     """(source, rows) of one implementation from its kernel-point record in the sweep (the first invocation's:
     the cell's status and its profiled pass with kernel_groups): every kernel ranked, so that kernels.top is the
-    concatenation's to apply (top_rows) and a new top reruns no sweep."""
+    concatenation's to apply (summary.top_rows) and a new top reruns no sweep."""
     if record is None:
         return None, [{"status": "not_run", "message": "the sweep has no record of the kernel point"}]
     if record["status"] != "ok":
@@ -88,13 +87,6 @@ def from_profile(record: dict | None) -> tuple[str | None, list[dict]]:
                "every kernel; calls and total_us per call, mean_us per kernel launch")
     groups = profile["kernel_groups"]
     return profile.get("device_source"), kernels_from_groups(groups, len(groups), calls, message)
-
-
-def top_rows(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
-    """The kernel table's rows within kernels.top, and every ReLU kernel below them (summary.kept), and every row
-    without a rank (not_run, error): what rule concat_sweep_kernels keeps of the ranked rows."""
-    return kernels.filter(pl.col("rank").is_null() | (pl.col("rank") <= top)
-                          | pl.col("kernel").str.contains(RELU.pattern))
 
 
 def kernels_from_ncu(groups: dict[tuple[str, str, str], dict], top: int, forwards: int, message: str) -> list[dict]:

@@ -1,6 +1,7 @@
 """What the report sets beside the study's numbers: the host-to-device copy at the study's point (batch 32 at
-the kernel resolution; the study's 25.166 MB is 32 × 3 × 256² float32), the study's ReLU kernel rows, and each
-implementation's speed against eager per cell from the interleaved sweep's paired turns."""
+the kernel resolution; the study's 25.166 MB is 32 × 3 × 256² float32), the study's ReLU kernel rows and the
+measured kernel rows kept beside them (top_rows), and each implementation's speed against eager per cell from the
+interleaved sweep's paired turns. No torch: the sweep's concat and summary jobs import this."""
 from __future__ import annotations
 
 import re
@@ -19,6 +20,13 @@ def kept(ranked: list, top: int, name) -> list[tuple[int, object]]:
     """(rank, item) of the `top` first of `ranked` and, below them, every ReLU kernel: the study's kernel finding
     compares ReLU launches, which are rarely among the top ones. name(item) is the item's kernel name."""
     return [(i + 1, item) for i, item in enumerate(ranked) if i < top or RELU.search(name(item))]
+
+
+def top_rows(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
+    """The kernel table's rows within kernels.top, and every ReLU kernel below them (kept), and every row
+    without a rank (not_run, error): what rule concat_sweep_kernels keeps of the ranked rows."""
+    return kernels.filter(pl.col("rank").is_null() | (pl.col("rank") <= top)
+                          | pl.col("kernel").str.contains(RELU.pattern))
 
 
 def point_resolution(resolutions, wanted: int) -> int:

@@ -1,23 +1,19 @@
 """The building-block experiments' jobs: which cases each times (CASES; its tables and config section are
 registry.py's).
 
-Rule scripts call run_timing (one job = one experiment × pair × compile mode), compile_cases (that job's graphs,
-for the compile-cache warm-up), speedups (one whole timing table to its speedup table) and resnet_conv_speedups
-(the isolated and in-model ResNet-50 tables joined).
+Rule scripts call run_timing (one job = one experiment × pair × compile mode) and compile_cases (that job's graphs,
+for the compile-cache warm-up); the speedup tables are speedups.py's, which imports no torch.
 """
 from __future__ import annotations
 
 from typing import Callable, Iterator
 
-import polars as pl
 import torch
 
-from ...tables import study_b_blocks as schemas
 from ..configurations import pair_configurations, prepare
 from . import conv_blocks, convolutions, matmul
 from .cases import Builder, TimingSettings, pair_device, time_case
 from .registry import experiment, job_not_run_reason
-from .speedups import Bootstrap, compare, speedup_rows
 
 CaseSource = Callable[[dict, str, TimingSettings], Iterator[tuple[dict, Builder, str]]]
 
@@ -65,39 +61,3 @@ def compile_cases(name: str, config: dict, pair: str, mode: str) -> int:
             prepare(fn, compiled, mode, inputs[0], device)
             n += 1
         return n
-
-
-def speedups(name: str, timings: pl.DataFrame, bootstrap: Bootstrap) -> list[dict]:
-    exp = experiment(name)
-    if exp.speedup_table is None:
-        raise ValueError(f"experiment {name!r} has no speedup table of its own; see resnet_conv_speedups")
-    rows = speedup_rows(timings, list(exp.keys), bootstrap)
-    return matmul.with_numpy(rows, timings, bootstrap) if name == "matmul" else rows
-
-
-def resnet_conv_speedups(isolated: pl.DataFrame, in_model: pl.DataFrame, bootstrap: Bootstrap) -> list[dict]:
-    """Per distinct convolution, pair and mode: the isolated speedup beside the in-model (profiler) speedup.
-
-    run_id is the in-model job's; isolated_run_id the isolated job's (null where it was not timed).
-    """
-    conv_keys = list(schemas.RESNET_CONV_KEYS)
-    occurrences = {r["conv_id"]: r["layer"] for r in
-                   in_model.group_by("conv_id").agg(pl.col("layer").n_unique()).iter_rows(named=True)}
-    groups = in_model.select([*conv_keys, "pair", "mode"]).unique(maintain_order=True)
-    rows = []
-    for group in groups.iter_rows(named=True):
-        row = {**group, "occurrences": occurrences[group["conv_id"]]}
-        for prefix, table in (("isolated", isolated), ("in_model", in_model)):
-            part = table.filter(*(pl.col(k) == v for k, v in group.items()))
-            run_id = part["run_id"][0] if part.height else None
-            row["run_id" if prefix == "in_model" else "isolated_run_id"] = run_id
-            if part.height == 0:
-                cmp = {"status": "not_run", "message": "not timed in isolation: beyond config key "
-                       "'study_b.blocks.resnet50_convs.limit'"}
-            else:
-                cmp = compare(part.filter(~pl.col("compiled")), part.filter(pl.col("compiled")), bootstrap)
-            row.update({f"{prefix}_{k}": cmp.get(k) for k in
-                        ("status", "message", "eager_median_ms", "compiled_median_ms", "speedup", "speedup_low",
-                         "speedup_high", "speedup_includes_one")})
-        rows.append(row)
-    return rows

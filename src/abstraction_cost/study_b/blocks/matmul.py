@@ -12,12 +12,10 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 import numpy as np
-import polars as pl
 import torch
 
 from ..configurations import CONFIGURATIONS, Configuration
 from .cases import Builder, TimingSettings
-from .speedups import Bootstrap, compare
 
 DTYPE = torch.float32
 
@@ -48,25 +46,3 @@ def builder(n: int, settings: TimingSettings, seed: int) -> Builder:
 def cases(config: dict, pair: str, settings: TimingSettings) -> Iterator[tuple[dict, Builder, str]]:
     for n in config["study_b"]["blocks"]["matmul"]["sizes"][pair]:
         yield {"n": n, "dtype": "float32"}, builder(n, settings, config["seed"]), f"matmul n={n}"
-
-
-NUMPY_COLUMNS = ("numpy_median_ms", "numpy_speedup", "numpy_speedup_low", "numpy_speedup_high")
-
-
-def with_numpy(rows: list[dict], timings: pl.DataFrame, bootstrap: Bootstrap) -> list[dict]:
-    """The matmul speedup rows with NumPy's median and its speedup over eager (eager median / NumPy median: above 1
-    = NumPy faster, with the bootstrap interval), where the case's numpy rows were timed; null elsewhere (the GPU
-    pair, a case not run)."""
-    out = []
-    for row in rows:
-        part = timings.filter((pl.col("n") == row["n"]) & (pl.col("dtype") == row["dtype"])
-                              & (pl.col("pair") == row["pair"]) & (pl.col("mode") == row["mode"]))
-        numpy_rows = part.filter(pl.col("configuration") == "numpy")
-        extra = dict.fromkeys(NUMPY_COLUMNS)
-        if numpy_rows.height:
-            cmp = compare(part.filter(pl.col("configuration") == "interp"), numpy_rows, bootstrap)
-            if cmp["status"] == "ok":
-                extra = {"numpy_median_ms": cmp["compiled_median_ms"], "numpy_speedup": cmp["speedup"],
-                         "numpy_speedup_low": cmp["speedup_low"], "numpy_speedup_high": cmp["speedup_high"]}
-        out.append({**row, **extra})
-    return out

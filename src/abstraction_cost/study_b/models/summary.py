@@ -5,7 +5,7 @@
 - vision_timing_summary: median and interval per timing variant (Fig. 5.7).
 - vision_layer_summary: per block, by timers and by subtraction, eager and compiled times and speedups (Fig.
   5.8, 5.10, 5.11), with switch costs. Subtraction differences the prefix medians after fitting them so that no
-  block takes negative time (layers.monotone_prefixes, oracles.py). Intervals resample whole rounds (a round's
+  block takes negative time (layer_fit.monotone_prefixes, oracles.py). Intervals resample whole rounds (a round's
   probes were measured together, so a round is the unit of independent drift), percentile bootstrap.
 - vision_oracles: best of two runs (timers: Table 5.1; subtraction), the dynamic programme with switch costs and
   its exhaustive check. Each oracle chooses its plan once, from all rounds, and predicts that plan's time by its
@@ -23,7 +23,7 @@ import polars as pl
 
 from ...measure import statistics
 from .. import configurations as cfgs
-from . import layers as layer_data
+from . import layer_fit as layer_data
 from . import oracles
 
 CASE = ["model", "pair", "mode", "batch_size", "resolution", "numerics", "memory_format"]
