@@ -178,7 +178,7 @@ else:
 
 rule concat_sweep:
     input:
-        inputs=f"{SWEEP_DIR}/inputs",  # a missing dataset marks the rows (transfer.with_missing_inputs)
+        inputs=f"{SWEEP_DIR}/inputs",  # a missing dataset marks the rows (inputs_manifest.with_missing_inputs)
         **SWEEP_JOB_OUTPUTS,
     output:
         table=TABLES["sweep"],
