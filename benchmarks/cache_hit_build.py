@@ -19,8 +19,9 @@ each build's first call, why dynamo compiled again (its guard failures), Inducto
 and misses, and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.
 compilation_time_metrics, summed; nested phases overlap), with the compile threads a timing job has (1) unless
 --compile-threads says otherwise. --profile N runs each process's builds under cProfile and keeps its N functions of
-most cumulative time: where a phase without a timer of its own goes (the AOTInductor package's 55 s outside
-torch.compile's timers on an H100, docs/results/), at cProfile's own overhead on the Python-bound steps.
+most cumulative time: where a phase without a timer of its own goes (torch.compile's timers leave part of the
+AOTInductor package's AotCodeCompiler.compile uncovered: docs/results/), at cProfile's own overhead on the
+Python-bound steps.
 --inductor KEY=VALUE (several) sets an Inductor config key in every process before it builds (VALUE read as JSON,
 else as a string), to try a setting against the same build: e.g. aot_inductor.emit_multi_arch_kernel=false.
 """

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from ..data import prepared
 from .inputs_manifest import MANIFEST, read_manifest
 
+
 def resize(images: np.ndarray, resolution: int) -> np.ndarray:
     """uint8 N×C×H×W -> uint8 N×C×R×R."""
     x = torch.from_numpy(np.ascontiguousarray(images)).float()

@@ -172,7 +172,8 @@ def _warm(config: dict, cache_dir: str, threads: int, todo: list[dict], skipped:
 def _in_worker(config: dict, task: dict, env: dict, stop: threading.Event | None = None) -> dict:
     """One task in a fresh process; stopped (status STOPPED) where `stop` is set before it ends."""
     start = time.perf_counter()
-    if stop is not None and stop.is_set():
+    stopped = lambda: stop is not None and stop.is_set()  # noqa: E731
+    if stopped():
         return {**task, "status": STOPPED, "message": None, "seconds": 0.0}
     proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
@@ -183,9 +184,9 @@ def _in_worker(config: dict, task: dict, env: dict, stop: threading.Event | None
             break
         except subprocess.TimeoutExpired:   # nothing is lost: the next call goes on reading (and sends no input)
             sent = None
-            if stop is not None and stop.is_set():
+            if stopped():
                 proc.kill()
-    if stop is not None and stop.is_set():
+    if stopped():
         return {**task, "status": STOPPED, "message": None, "seconds": time.perf_counter() - start}
     lines = out.strip().splitlines()
     if proc.returncode == 0 and lines:

@@ -45,12 +45,13 @@ from ...measure import device as devices
 from ...measure.run import Run, measured_run
 from ...programs import native
 from .. import cudnn
+from ..inputs_manifest import read_manifest
 from ..sweep.cells import Cell, Protocol, SweepSettings
 from ..sweep.conductor import Store, conduct, python_worker_command
 from ..sweep.interleaved import profile_rows
 from ..sweep.native_walk import sweep_command
 from ..sweep.store import CellStore, cells_dir
-from ..transfer import read_manifest, write_inputs
+from ..transfer import write_inputs
 from . import store as eval_store
 from .serial import IMPLEMENTATIONS, EvalSettings, _artifact, _method, job_config, not_run_reason
 

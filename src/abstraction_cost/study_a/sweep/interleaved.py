@@ -17,6 +17,7 @@ from ...measure import device as devices
 from ...measure import numerics as nx
 from ...measure.run import Run, measured_run
 from ...programs import native
+from ...tables.study_a_sweep import STUDY_TRANSFER
 from .. import aoti_dynamic
 from ..transfer import Pool
 from . import kernels as sweep_kernels, shards as sweep_shards
@@ -27,7 +28,6 @@ from .kernel_point import point_cell
 from .native_walk import sweep_command
 from .serial import _named
 from .store import CellStore, cells_dir, job_key
-from .summary import STUDY_TRANSFER
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,9 @@ interleaved sweep's profiled pass gives them. The workflow reads it while it bui
 it imports no torch."""
 from __future__ import annotations
 
+from ...tables.study_a_sweep import STUDY_TRANSFER
 from .cells import Cell, SweepSettings
-from .summary import STUDY_TRANSFER, point_resolution
+from .summary import point_resolution
 
 
 def point_cell(settings: SweepSettings, cells: list[Cell]) -> Cell | None:

@@ -38,12 +38,13 @@ from ...measure import profiled
 from ...measure.run import measured_run
 from ...measure.timing import synchronize
 from ...programs import ncu
+from ...tables.study_a_sweep import STUDY_TRANSFER
 from .. import aoti_dynamic
 from ..transfer import Pool, cell_input
 from .cells import SweepSettings, _first_line, kind
 from .native_walk import sweep_command
 from .python_model import PythonModel
-from .summary import STUDY_TRANSFER, kept, point_resolution
+from .summary import kept, point_resolution
 
 log = logging.getLogger(__name__)
 PROFILED_CALLS = 3
