@@ -13,7 +13,9 @@ The critical path (the last log's): from the job that ended last, back through t
 longest (the one made last by a job of the same log), so what limits the run is read from its first step; each
 step's `waited_s` is the time between its last input being made and its start (a GPU slot or cores busy). With
 --results a timing step also has `slot_wait_s`, the part of its own time spent waiting for a GPU slot after it
-started (staged, gpu_slots.take): where that is most of a step, the GPUs' load, not the chain, held the run.
+started (staged, gpu_slots.take). `bound` says what held the run: the chain (its path waited less than it ran),
+the GPUs' load (it waited more, and every GPU slot was busy at least BUSY_BOUND of the run: a faster run needs
+less GPU work, not another order), or places and cores (it waited more while a GPU slot stood idle).
 
 Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
 added up) is the slot's held time, split into
@@ -59,6 +61,7 @@ BUILD_RULES = ("build_native", "build_native_cudnn", "compile_cache", "package_a
                "script_torchscript")
 # A sweep job whose build_s is its own in-job compile time (aoti's is its package's, another job's).
 IN_JOB_BUILDS = "compiled-"
+BUSY_BOUND = 0.9   # a GPU slot busy (not idle) this share of the run left no room for a waiting job
 SLOP_S = 1.0   # the log's stamps are whole seconds: a measured run may start up to this before its job's stamp
 
 
@@ -151,13 +154,14 @@ def inputs_made_by(jobs: list[Job]) -> dict[Job, list[Job]]:
     return {j: [maker[f] for f in j.inputs if f in maker and maker[f] is not j] for j in jobs}
 
 
-def critical_path(jobs: dict[tuple[str, int], Job], runs: list[dict] | None = None) -> list[dict]:
+def critical_path(jobs: dict[tuple[str, int], Job], placed: dict | None = None) -> list[dict]:
     """The chain that ended last, first step first: from the job that ended last, back through the job of the
-    same log that made its latest-made input; with the run's measured runs, each timing step's wait for its slot."""
+    same log that made its latest-made input; with the timing jobs' places (on_slots), each timing step's wait for
+    its slot."""
     done = {k: j for k, j in jobs.items() if j.end is not None}
     if not done:
         return []
-    taken = {j: t for j, (_, t, _) in on_slots(list(done.values()), runs, timing_slots(runs)).items()} if runs else {}
+    taken = {j: t for j, (_, t, _) in (placed or {}).items()}
     made: dict[Job, list[Job]] = {}
     for log in {k[0] for k in done}:
         made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
@@ -254,9 +258,10 @@ def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, t
     return found
 
 
-def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[dict]:
+def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: dict) -> list[dict]:
     """Each slot's held time (the logs' spans) split into measuring, start-up, builds, other and idle, and its
-    timing jobs' time on it by rule (rules_s: a staged job's from its lock, so not its job seconds)."""
+    timing jobs' time on it by rule (rules_s: a staged job's from its lock, so not its job seconds); `placed`:
+    on_slots of the finished jobs."""
     done = [j for j in jobs.values() if j.end is not None]
     logs = {k[0] for k in jobs}
     spans = [(min(_utc(j.start) for k, j in jobs.items() if k[0] == log and j.end is not None),
@@ -267,7 +272,7 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict]) -> list[d
     per = {s: {"slot": s, "held_s": held, "jobs": 0, "measuring_s": 0.0, "start_up_s": 0.0, "builds_s": 0.0,
                "other_s": 0.0, "idle_s": 0.0, "rules_s": {}} for s in slots}
     occupied: dict[str, list[tuple[float, float]]] = {s: [] for s in slots}
-    for job, (slot, start, mine) in on_slots(done, runs, slots).items():
+    for job, (slot, start, mine) in placed.items():
         end = _utc(job.end)
         s = per[slot]
         inside = _clip([(r["start"], r["end"]) for r in mine], start, end)
@@ -299,6 +304,29 @@ def measuring_share(slots: list[dict]) -> float | None:
     return sum(s["measuring_s"] for s in gpus) / held if held else None
 
 
+def what_bounds(path: list[dict], slots: list[dict]) -> dict:
+    """Whether the GPUs' load or the critical path's chain held the run. The path's waits (for its inputs' makers'
+    successors to be scheduled, and inside a job for a slot) are the GPUs' load where the GPU slots were busy; where
+    they were not, a place or the cores held the path while a GPU stood idle."""
+    gpus = [s for s in slots if s["slot"] != "cpu"] or slots
+    busy = min(1.0 - s["idle_s"] / s["held_s"] for s in gpus) if gpus and all(s["held_s"] for s in gpus) else None
+    ran = sum(step["seconds"] for step in path)
+    waited = sum((step["waited_s"] or 0.0) + (step["slot_wait_s"] or 0.0) for step in path)
+    if waited <= ran:
+        by = "chain"
+    elif busy is not None and busy >= BUSY_BOUND:
+        by = "gpu_load"
+    else:
+        by = "places"
+    return {"by": by, "path_ran_s": ran, "path_waited_s": waited,
+            "gpu_busy_pct": None if busy is None else round(100 * busy, 1)}
+
+
+BOUND_TEXT = {"chain": "its critical path's chain of jobs (they waited less than they ran)",
+              "gpu_load": "the GPUs' load (its critical path waited more than it ran, while every GPU slot was busy)",
+              "places": "places or cores (its critical path waited more than it ran, while a GPU slot stood idle)"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logs", nargs="+", type=Path, help="Snakemake logs, in the order the runs happened")
@@ -310,7 +338,8 @@ def main() -> None:
         jobs.update(jobs_of(log.read_text(errors="replace").splitlines(), str(log)))
     result = summary(jobs)
     runs = measured_runs(args.results) if args.results is not None else None
-    result["critical_path"] = critical_path(jobs, runs)
+    placed = on_slots([j for j in jobs.values() if j.end is not None], runs, timing_slots(runs)) if runs else {}
+    result["critical_path"] = critical_path(jobs, placed)
     result["critical_path_s"] = sum(step["seconds"] for step in result["critical_path"])
     print(f"{'rule':32s} {'timing':>6s} {'jobs':>5s} {'ok':>4s} {'failed':>6s} {'open':>5s} {'job s':>8s} "
           f"{'longest':>8s}")
@@ -326,8 +355,9 @@ def main() -> None:
             waited += f", then {step['slot_wait_s']:.0f} s of it for a GPU slot"
         print(f"  {step['start'][11:]} {step['seconds']:6.0f} s  {step['job']}{waited}")
     if runs is not None:
-        result["slots"] = slot_breakdown(jobs, runs)
+        result["slots"] = slot_breakdown(jobs, runs, placed)
         result["measuring_share"] = measuring_share(result["slots"])
+        result["bound"] = what_bounds(result["critical_path"], result["slots"])
         print(f"{'slot':24s} {'held s':>7s} {'jobs':>5s} " + " ".join(
             f"{k:>14s}" for k in ("measuring", "start-up", "builds", "other", "idle")))
         for s in result["slots"]:
@@ -340,6 +370,10 @@ def main() -> None:
         if result["measuring_share"] is not None:
             gpus = any(s["slot"] != "cpu" for s in result["slots"])
             print(f"measuring: {100 * result['measuring_share']:.0f}% of the held {'GPU ' if gpus else ''}slots' time")
+        bound = result["bound"]
+        busy = "" if bound["gpu_busy_pct"] is None else f"; the least busy slot {bound['gpu_busy_pct']:.0f}% busy"
+        print(f"bound by {BOUND_TEXT[bound['by']]}: the path ran {bound['path_ran_s']:.0f} s and waited "
+              f"{bound['path_waited_s']:.0f} s{busy}")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
 

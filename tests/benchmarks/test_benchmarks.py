@@ -209,6 +209,21 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
     assert result["critical_path_s"] == 30.0
 
 
+@pytest.mark.parametrize("second_gpu, bound", [("GPU-a", "gpu_load"), ("GPU-b", "places")])
+def test_run_time_says_whether_the_gpus_load_or_a_place_held_a_waiting_path(tmp_path, second_gpu, bound):
+    """The last job's input is made at 2 s but it starts at 30 s, after a 28 s job: where that job held the same
+    GPU, the GPU's load held the path; where it ran on another GPU, this one stood idle while the path waited."""
+    result = _run_time_of(tmp_path, [(1, "build_native", "", 0, 2, "", "program"),
+                                     (2, "eval_backend", "implementation=eager", 2, 30, "", "e"),
+                                     (3, "eval_backend", "implementation=libtorch", 30, 35, "program", "l")],
+                          {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
+                           "gpu_uuid": [second_gpu, "GPU-a"], "start": [3, 31], "end": [29, 34],
+                           "job": ["implementation=eager,numerics=fp32", "implementation=libtorch,numerics=fp32"]})
+    assert [(step["jobid"], step["waited_s"]) for step in result["critical_path"]] == [(1, None), (3, 28.0)]
+    assert result["bound"]["by"] == bound and result["bound"]["path_ran_s"] == 7.0
+    assert result["bound"]["gpu_busy_pct"] == (100.0 if bound == "gpu_load" else 20.0)
+
+
 def test_run_time_counts_a_staged_jobs_slot_time_from_when_it_took_the_slot(tmp_path):
     """The second job starts (staged) while the first times, and takes the GPU when the first ends: its imports
     before that are not the slot's start-up, and the slot's parts still add up to its held time."""
