@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 from ... import faults as fault_hooks, implementations
+from ...measure import invocation_protocol
 from ...measure.numerics import NUMERICS
 from ...measure.statistics import median_interval
 
@@ -156,25 +157,17 @@ PROTOCOL_DEFAULTS = {"mode": "interleaved", "invocations": 3, "max_invocations":
                      "profile_calls": 5}
 
 
-@dataclass(frozen=True)
-class Protocol:
-    """study_a.sweep.protocol (config/README.md says how its defaults were chosen)."""
+@dataclass(frozen=True, kw_only=True)
+class Protocol(invocation_protocol.InvocationProtocol):
+    """study_a.sweep.protocol (config/README.md says how its defaults were chosen): the shared invocation protocol's
+    keys, the mode, and the largest cell (batch × pixels) whose implementations take turns beside each other."""
     mode: str
-    invocations: int
-    max_invocations: int
-    precision: float
-    blocks: int
-    block_ms: float
-    warmup_max: int
     interleave_max_pixels: int
-    profile_calls: int = 0  # the profiled pass's calls per cell, in the first invocation after its turns; 0: none
 
     @classmethod
     def from_config(cls, sweep: dict) -> "Protocol":
-        p = {**PROTOCOL_DEFAULTS, **(sweep.get("protocol") or {})}
-        return cls(p["mode"], p["invocations"], max(p["max_invocations"], p["invocations"]), float(p["precision"]),
-                   p["blocks"], float(p["block_ms"]), p["warmup_max"], p["interleave_max_pixels"],
-                   p["profile_calls"])
+        p = invocation_protocol.settings(PROTOCOL_DEFAULTS, sweep.get("protocol"))
+        return cls(**{**p, "precision": float(p["precision"]), "block_ms": float(p["block_ms"])})
 
     def together(self, cell: Cell) -> bool:
         return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels
@@ -188,24 +181,9 @@ class Protocol:
 
 
 def _check_protocol(p: dict) -> None:
-    """study_a.sweep.protocol: counts positive integers, block_ms a positive number."""
-    for key, value in p.items():
-        name = f"config key 'study_a.sweep.protocol.{key}'"
-        if key == "mode":
-            if value not in PROTOCOL_MODES:
-                raise SweepConfigError(f"{name}: {value!r} is not one of {list(PROTOCOL_MODES)}")
-        elif key in ("block_ms", "precision"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                what = "number of milliseconds" if key == "block_ms" else "relative half width (0.05: ±5%)"
-                raise SweepConfigError(f"{name}: {value!r} is not a positive {what}")
-        elif key in ("invocations", "max_invocations", "blocks", "interleave_max_pixels", "warmup_max",
-                     "profile_calls"):
-            least = 0 if key in ("warmup_max", "profile_calls") else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise SweepConfigError(f"{name}: {value!r} is not an integer >= {least}")
-        else:
-            raise SweepConfigError(f"{name}: unknown key; known: mode, invocations, max_invocations, precision, "
-                                   "blocks, block_ms, warmup_max, interleave_max_pixels, profile_calls")
+    """study_a.sweep.protocol: the shared keys by their rules, the mode one of PROTOCOL_MODES."""
+    own = {"mode": invocation_protocol.one_of(PROTOCOL_MODES), "interleave_max_pixels": invocation_protocol.count(1)}
+    invocation_protocol.check(p, "study_a.sweep.protocol", own, SweepConfigError)
 
 
 def walk(batches, resolutions, transfers) -> list[Cell]:

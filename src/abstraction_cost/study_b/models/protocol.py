@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...measure import affinity, profiled, steps
+from ...measure import affinity, invocation_protocol, profiled, steps
 from ...measure.statistics import median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
 from . import vision as vm
@@ -54,34 +54,18 @@ PROFILE_COLUMNS = ("profiled_calls", "host_issue_ms", "host_cpu_ms", "wall_ms", 
 MAX_CALLS_PER_BLOCK = 2000
 
 
-@dataclass(frozen=True)
-class Protocol:
-    """study_b.models.protocol (config/README.md: its keys and defaults)."""
-    invocations: int
-    max_invocations: int
-    precision: float
-    blocks: int
-    block_ms: float
+@dataclass(frozen=True, kw_only=True)
+class Protocol(invocation_protocol.InvocationProtocol):
+    """study_b.models.protocol (config/README.md: its keys and defaults): the shared invocation protocol's keys and
+    the least calls a variant has over an invocation's blocks."""
     min_calls: int
-    warmup_max: int
-    profile_calls: int = 0   # the profiled pass's calls per variant, in the first invocation after its turns; 0: none
 
     @classmethod
     def from_config(cls, section: dict) -> "Protocol":
-        p = {**PROTOCOL_DEFAULTS, **(section.get("protocol") or {})}
-        for key, value in p.items():
-            if key not in PROTOCOL_DEFAULTS:
-                raise ValueError(f"config key study_b.models.protocol.{key}: unknown key; known: "
-                                 f"{sorted(PROTOCOL_DEFAULTS)}")
-            if key == "profile_calls":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise ValueError(f"config key {PROFILE_KEY}: {value!r} is not a non-negative integer")
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"config key study_b.models.protocol.{key}: {value!r} is not a positive number")
-        return cls(int(p["invocations"]), max(int(p["max_invocations"]), int(p["invocations"])),
-                   float(p["precision"]), int(p["blocks"]), float(p["block_ms"]), int(p["min_calls"]),
-                   int(p["warmup_max"]), p["profile_calls"])
+        given = section.get("protocol") or {}
+        invocation_protocol.check(given, "study_b.models.protocol", {"min_calls": invocation_protocol.count(1)})
+        p = invocation_protocol.settings(PROTOCOL_DEFAULTS, given)
+        return cls(**{**p, "precision": float(p["precision"]), "block_ms": float(p["block_ms"])})
 
     def calls_per_block(self, call_ms: float) -> int:
         """Calls filling about block_ms, and over the blocks at least min_calls."""
