@@ -53,9 +53,9 @@ def eager_backend(monkeypatch):
     monkeypatch.setattr(vm, "BACKEND", "eager")
 
 
-def test_smoke_config_runs_two_models_on_the_cpu_pair():
+def test_smoke_config_runs_a_model_on_the_cpu_pair():
     section = config_module.load(ROOT / "config" / "smoke.yaml")["study_b"]["models"]
-    assert len(section["models"]["cpu"]) >= 2 and not section["require_gpu"]
+    assert section["models"]["cpu"] and not section["require_gpu"]
     for name in ("gpu-smoke", "config", "paper"):
         config_module.load(ROOT / "config" / f"{name}.yaml")   # every config validates
 
