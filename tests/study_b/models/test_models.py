@@ -134,7 +134,7 @@ def test_the_warm_up_probes_and_stops_itself_where_a_job_would_miss(tmp_path, mo
 
     monkeypatch.setattr(compile_cache, "_in_worker", worker)
     manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=4,
-                                  job={"study": "models", "name": "alexnet", "pair": "cpu"})
+                                  job={"study": "models", "name": "squeezenet1_1", "pair": "cpu"})
     assert calls == ["2", "1"]            # a warm-up worker (sharing the threads with the rest), then a job-like one
     assert manifest["usable"] is False and "missed the cache" in manifest["reason"]
     assert len(manifest["tasks"]) == 1
@@ -157,7 +157,7 @@ def test_the_rest_of_a_warm_up_compiles_beside_its_probe(tmp_path, monkeypatch):
 
     monkeypatch.setattr(compile_cache, "_in_worker", worker)
     manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=4,
-                                  job={"study": "models", "name": "alexnet", "pair": "cpu"})
+                                  job={"study": "models", "name": "squeezenet1_1", "pair": "cpu"})
     assert manifest["usable"] is True and len(manifest["tasks"]) == 2 and not manifest["skipped"]
 
 
@@ -190,8 +190,8 @@ def test_a_warm_up_of_one_timing_job_compiles_only_that_jobs_graphs(tmp_path, mo
     assert manifest["usable"] is None and [t["name"] for t in manifest["tasks"]] == ["matmul"]
     calls.clear()
     manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=2,
-                                  job={"study": "models", "name": "alexnet", "pair": "cpu"})
-    assert sorted({c[1] for c in calls}) == ["alexnet"] and len(calls) == 3   # two tasks: the probe's two, one
+                                  job={"study": "models", "name": "squeezenet1_1", "pair": "cpu"})
+    assert sorted({c[1] for c in calls}) == ["squeezenet1_1"] and len(calls) == 3   # two tasks: the probe's two, one
     assert manifest["usable"] is True
 
 
@@ -262,7 +262,7 @@ def test_require_gpu_makes_the_cpu_pair_not_run_without_a_gpu(monkeypatch):
 
 def test_cuda_graph_mode_on_the_cpu_is_not_run():
     config = smoke_config()
-    case = vm.case_from_config(config, "alexnet", "cpu", "reduce-overhead")
+    case = vm.case_from_config(config, "squeezenet1_1", "cpu", "reduce-overhead")
     assert "CUDA graphs" in vm.not_run_reason(case, config)
 
 
