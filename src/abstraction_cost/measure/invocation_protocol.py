@@ -46,9 +46,11 @@ def check(given: dict, section: str, own: dict[str, Rule], error: type[Exception
 
 
 def settings(defaults: dict, given: dict | None) -> dict:
-    """The protocol's values: the study's defaults under the config's; max_invocations never below invocations."""
+    """The protocol's values: the study's defaults under the config's; max_invocations never below invocations, the
+    numbers (precision, block_ms) floats however the config wrote them."""
     p = {**defaults, **(given or {})}
-    return {**p, "max_invocations": max(p["max_invocations"], p["invocations"])}
+    return {**p, "max_invocations": max(p["max_invocations"], p["invocations"]), "precision": float(p["precision"]),
+            "block_ms": float(p["block_ms"])}
 
 
 @dataclass(frozen=True, kw_only=True)

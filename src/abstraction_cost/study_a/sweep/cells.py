@@ -166,8 +166,7 @@ class Protocol(invocation_protocol.InvocationProtocol):
 
     @classmethod
     def from_config(cls, sweep: dict) -> "Protocol":
-        p = invocation_protocol.settings(PROTOCOL_DEFAULTS, sweep.get("protocol"))
-        return cls(**{**p, "precision": float(p["precision"]), "block_ms": float(p["block_ms"])})
+        return cls(**invocation_protocol.settings(PROTOCOL_DEFAULTS, sweep.get("protocol")))
 
     def together(self, cell: Cell) -> bool:
         return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels

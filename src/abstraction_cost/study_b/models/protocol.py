@@ -64,8 +64,7 @@ class Protocol(invocation_protocol.InvocationProtocol):
     def from_config(cls, section: dict) -> "Protocol":
         given = section.get("protocol") or {}
         invocation_protocol.check(given, "study_b.models.protocol", {"min_calls": invocation_protocol.count(1)})
-        p = invocation_protocol.settings(PROTOCOL_DEFAULTS, given)
-        return cls(**{**p, "precision": float(p["precision"]), "block_ms": float(p["block_ms"])})
+        return cls(**invocation_protocol.settings(PROTOCOL_DEFAULTS, given))
 
     def calls_per_block(self, call_ms: float) -> int:
         """Calls filling about block_ms, and over the blocks at least min_calls."""
