@@ -27,15 +27,20 @@ SUMMARIES = {"concat_training", "concat_backend_eval", "compare_backends", "conc
              "roofline"}
 
 
-def dry_run(config: dict, workdir: Path, gpus: int = GPUS) -> list[dict]:
-    """Each job of a local dry run on CORES cores and `gpus` (fake) GPUs: rule, inputs, outputs, wildcards,
-    threads, priority, resources."""
+# Snakemake, seeing `cpus` CPUs (os.sched_getaffinity, which measure/affinity.py splits among the GPU slots)
+SNAKEMAKE_ON = ("import os, sys; cpus = set(range(int(sys.argv.pop(1)))); os.sched_getaffinity = lambda pid: cpus; "
+                "from snakemake.cli import main; main()")
+
+
+def dry_run(config: dict, workdir: Path, gpus: int = GPUS, cpus: int = CORES) -> list[dict]:
+    """Each job of a local dry run on CORES cores of a box of `cpus` CPUs and `gpus` GPUs (both fake): rule,
+    inputs, outputs, wildcards, threads, priority, resources."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     # the box's GPUs are the fake ones: a CUDA_VISIBLE_DEVICES from outside (or left by an in-process test) would
     # narrow them
     env = {**{k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}, gpu_slots.FAKE_GPUS_ENV: str(gpus)}
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+    run = subprocess.run([sys.executable, "-c", SNAKEMAKE_ON, str(cpus), "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
                           "--workflow-profile", "none", "--configfile", str(workdir / "config.yaml"),
                           "--cores", str(CORES)], capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
@@ -94,10 +99,19 @@ def test_study_a_timing_jobs_can_run_while_the_compile_warm_ups_do(gpu_dag):
     for job in study_a:
         assert not any(u["rule"] in WARM_UPS for u in upstream(gpu_dag, job)), job["output"]
         assert amount(job, "gpu") == 1 and amount(job, "timing") == 1 and amount(job, "compile") == 0
-    # a Study A timing job timing and one staged per GPU and a warm-up fit the cores at once (the totals of gpu and
-    # timing are gpu_slots.timing_total(GPUS), of which a warm-up takes none)
-    most = max(j["threads"] for j in study_a)
-    assert gpu_slots.timing_total(GPUS) * most + max(w["threads"] for w in warm_ups) <= CORES
+
+
+def test_a_gpu_timing_job_claims_none_of_the_cores_the_builds_share_where_its_slot_has_its_own(gpu_dag, tmp_path):
+    """On a box whose CPUs measure/affinity.py splits (16: 4 per GPU slot, 8 for the rest), every GPU timing job
+    asks for no thread of --cores, so builds and warm-ups filling --cores never hold a ready one back while its GPU
+    stands idle; where the CPUs are too few to split, each asks for one, as it then shares them."""
+    timing = [j for j in gpu_dag if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING]
+    assert timing and all(amount(j, "gpu") == 1 for j in timing)
+    assert all(j["threads"] == 0 for j in timing), {j["rule"]: j["threads"] for j in timing}
+    assert all(j["threads"] >= 1 for j in gpu_dag if j["rule"] in WARM_UPS | {"package_aoti", "build_native"})
+    config = yaml.safe_load((REPO / "config" / "gpu-smoke.yaml").read_text())
+    few = [j for j in dry_run(config, tmp_path, cpus=2) if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING]
+    assert few and all(j["threads"] == 1 for j in few)
 
 
 def test_only_a_warm_ups_own_timing_job_waits_for_it(gpu_dag):
@@ -143,6 +157,8 @@ def test_warm_ups_and_summaries_go_first_and_long_jobs_before_other_timing_jobs(
     first = {r for r in STUDY_A_TIMING | STUDY_B_TIMING if by_rule.get(r) == {max(timing)}}
     assert first == set(gpu_slots.FIRST_IN_LINE)   # the rules the GPU slots' line lets go first
     assert max(timing) > min(by_rule["train_eager"])
+    # a long job's warm-up before a short one's: on one H100 the block warm-ups held mobilenet_v2's back by a minute
+    assert min(by_rule["compile_cache_model"]) > max(by_rule["compile_cache_blocks"])
 
 
 def test_a_long_job_has_a_place_the_short_ones_cannot_take(gpu_dag):
@@ -163,6 +179,7 @@ def test_no_compile_warm_up_runs_beside_a_cpu_timing_job(cpu_dag):
     assert cpu_timing and warm_ups
     for job in cpu_timing:  # every unit of `compile`: a warm-up's one does not fit beside it
         assert amount(job, "compile") == CORES and amount(job, "timing") == gpu_slots.timing_total(GPUS)
+        assert job["threads"] == 1
 
 
 def test_on_a_box_without_a_gpu_jobs_that_can_only_say_not_run_take_no_timing_slot(tmp_path):

@@ -86,6 +86,16 @@ def test_which_timing_jobs_are_on_the_gpu():
         gpu_slots.on_gpu("report", {}, {"device": "auto"}, 1)
 
 
+def test_gpu_slots_have_cores_of_their_own_only_where_affinity_splits_the_box():
+    """What gpu_slots.smk's timing_threads reads: with cores of its own a GPU timing job claims none of --cores."""
+    assert gpu_slots.slots_have_own_cores(1, False, cpus=range(16))
+    assert gpu_slots.slots_have_own_cores(2, True, cpus=range(32))
+    assert not gpu_slots.slots_have_own_cores(1, False, cpus=range(3))   # too few for a slot and the rest
+    assert not gpu_slots.slots_have_own_cores(8, False, cpus=range(16))  # one core per slot
+    assert not gpu_slots.slots_have_own_cores(0, False, cpus=range(16))
+    assert not gpu_slots.slots_have_own_cores(None, False, cpus=range(16))  # a cluster's login node
+
+
 def test_every_timing_rule_names_its_comparison():
     assert set(gpu_slots.COMPARISON_WILDCARDS) == {*gpu_slots.DEVICE_RULES, *gpu_slots.PAIR_RULES}
     eager = gpu_slots.comparison_key("train_eager", {"dataset": "digits", "init": "zero-gamma", "seed": 0})

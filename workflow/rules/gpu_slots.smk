@@ -41,10 +41,11 @@ else:
 # Priorities, highest first among the jobs ready to run: tables and summaries (seconds, so the report is made as
 # soon as its inputs exist), what timing jobs read (datasets, weights, C++ builds, AOTInductor packages: before the
 # warm-ups, which would otherwise hold every free core for minutes while the GPUs wait for Study A's inputs), a
-# compile warm-up (a few threads; its timing job waits for it), the longest timing jobs (the sweep's and Study B's
-# vision models: so no long job starts last), then every other job (0).
+# compile warm-up (a few threads; its timing job waits for it), a long job's before a short one's, the longest
+# timing jobs (the sweep's and Study B's vision models: so no long job starts last), then every other job (0).
 SUMMARY_PRIORITY = 60
 INPUT_PRIORITY = 55
+LONG_WARM_UP_PRIORITY = 51
 WARM_UP_PRIORITY = 50
 LONG_JOB_PRIORITY = 40
 WARM_UP_THREADS = 2
@@ -94,6 +95,22 @@ def timing_job(rule):
         cpu_slot=lambda wildcards: int(on_cpu(wildcards) and CPU_BESIDE),
         slurm_extra=lambda wildcards: "--exclusive" if on_cpu(wildcards) else "",
     )
+
+
+# Whether a GPU slot's timing job has cores no other job uses (measure/affinity.py); not on a cluster, where a
+# job's threads are its allocation's CPUs (--cpus-per-task).
+SLOTS_HAVE_OWN_CORES = not ON_CLUSTER and gpu_slots.slots_have_own_cores(GPU_SLOTS, CPU_BESIDE)
+
+
+def timing_threads(rule):
+    """A timing rule's threads: none of --cores where it times on a GPU slot with cores of its own, since --cores
+    then counts only what the other jobs share; otherwise one. Counting one each let the builds and warm-ups that
+    start a run claim every core while the GPU stood idle with its next job ready (measured on one H100:
+    docs/results/2026-11-27-h100-gpu-smoke-twice.md)."""
+    def threads(wildcards):
+        return 0 if SLOTS_HAVE_OWN_CORES and gpu_slots.on_gpu(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS) else 1
+
+    return threads
 
 
 def cluster_gpu(needed):

@@ -53,6 +53,7 @@ rule train_libtorch:
         "logs/study_a/train-libtorch-{dataset}-{init}-{seed}.log",
     params:
         config=reads(*MEASURED, "study_a.training", but=("study_a.training.backends", "study_a.training.datasets", "study_a.training.inits", "study_a.training.repeats")),
+    threads: timing_threads("train_libtorch")
     resources:
         **timing_job("train_libtorch"),
     script:
@@ -72,6 +73,7 @@ rule train_cudnn:
         "logs/study_a/train-cudnn-{dataset}-{init}-{seed}.log",
     params:
         config=reads(*MEASURED, "study_a.training", "study_a.cudnn", but=("study_a.training.backends", "study_a.training.datasets", "study_a.training.inits", "study_a.training.repeats")),
+    threads: timing_threads("train_cudnn")
     resources:
         **timing_job("train_cudnn"),
     script:

@@ -16,6 +16,7 @@ rule train_eager:
         "logs/study_a/train-eager-{dataset}-{init}-{seed}.log",
     params:
         config=reads(*MEASURED, "study_a.training", but=("study_a.training.backends", "study_a.training.datasets", "study_a.training.inits", "study_a.training.repeats")),
+    threads: timing_threads("train_eager")
     resources:
         **timing_job("train_eager"),
     script:

@@ -69,6 +69,7 @@ rule eval_backend:
         implementations=BACKENDS["implementations"],
         config=reads(*MEASURED, "study_a.backends", "study_a.cudnn",
                      but=("study_a.backends.numerics", "study_a.backends.logit_tolerance")),
+    threads: timing_threads("eval_backend")
     resources:
         **timing_job("eval_backend"),
     script:

@@ -86,6 +86,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             shards=len(SWEEP_SHARDS),  # another split gives a shard other cells
             # the kernel point, whose profiled pass gives the kernel table's rows (every kernel ranked)
             kernels=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_numerics) if KERNELS_FROM_SWEEP else None,
+        threads: timing_threads("sweep")
         resources:
             **timing_job("sweep"),
         priority: LONG_JOB_PRIORITY
@@ -162,6 +163,7 @@ else:
         params:
             numerics=SWEEP.numerics,
             grid=SWEEP_GRID,
+        threads: timing_threads("sweep")
         resources:
             **timing_job("sweep"),
         priority: LONG_JOB_PRIORITY
@@ -221,6 +223,7 @@ rule sweep_kernels_job:
                           "study_a.sweep.resolutions", "study_a.sweep.transfers", "study_a.sweep.pool",
                           "study_a.sweep.cell_budget_s", "study_a.sweep.kernels.numerics",
                           "study_a.sweep.protocol")),
+    threads: timing_threads("sweep_kernels_job")
     resources:
         **timing_job("sweep_kernels_job"),
     script:

@@ -24,6 +24,7 @@ rule study_b_block_timing:
     params:
         cache_dir=STUDY_B_CACHE_DIR,
         config=lambda w: block_config(w.experiment),
+    threads: timing_threads("study_b_block_timing")
     resources:
         **timing_job("study_b_block_timing"),
     script:

@@ -37,7 +37,7 @@ rule compile_cache_model:
         config=VISION_CONFIG,  # the vision_model job's
         torch_version=TORCH_VERSION,
     threads: WARM_UP_THREADS
-    priority: WARM_UP_PRIORITY
+    priority: LONG_WARM_UP_PRIORITY  # its vision_model job is one of a run's longest
     resources:
         **warm_up_job(),
     script:

@@ -20,6 +20,7 @@ rule vision_model:
     params:
         cache_dir=STUDY_B_CACHE_DIR,
         config=VISION_CONFIG,
+    threads: timing_threads("vision_model")
     resources:
         **timing_job("vision_model"),
     priority: LONG_JOB_PRIORITY

@@ -214,6 +214,13 @@ def cpu_beside(config: Mapping, n_slots: int | None) -> bool:
     return bool(config.get("gpus", {}).get("cpu_beside", False)) and bool(n_slots) and config["device"] != "cpu"
 
 
+def slots_have_own_cores(n_slots: int | None, cpu_slot: bool, cpus=None) -> bool:
+    """Whether each GPU slot's timing job times on cores that no other job of the run uses: affinity.plan splits
+    this box's CPUs (`cpus`, else this process's) for `n_slots` slots, as every job of the run will."""
+    return bool(n_slots) and affinity.plan(os.sched_getaffinity(0) if cpus is None else cpus, n_slots,
+                                           cpu_slot=cpu_slot) is not None
+
+
 def comparison_key(rule: str, wildcards: Mapping) -> str:
     group, names = COMPARISON_WILDCARDS[rule]
     return ":".join([group, *(str(wildcards[n]) for n in names)])
