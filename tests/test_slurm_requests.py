@@ -50,9 +50,12 @@ def jobs_of(dry_run: str) -> list[dict]:
     local = declared_localrules()
     for line in dry_run.splitlines():
         if m := re.match(r"^(?:local)?rule (\w+):$", line):
-            jobs.append({"rule": m.group(1), "local": m.group(1) in local, "wildcards": {}, "resources": {}})
+            jobs.append({"rule": m.group(1), "local": m.group(1) in local, "wildcards": {}, "resources": {},
+                         "threads": 1})
         elif jobs and (m := re.match(r"^    (wildcards|resources): (.*)$", line)):
             jobs[-1][m.group(1)] = dict(item.split("=", 1) for item in m.group(2).split(", ") if "=" in item)
+        elif jobs and (m := re.match(r"^    threads: (\d+)$", line)):
+            jobs[-1]["threads"] = int(m.group(1))
     return jobs
 
 
@@ -86,6 +89,7 @@ def test_a_gpu_configs_timing_jobs_each_ask_slurm_for_one_gpu(dry_runs):
         on_gpu = job["rule"] in gpu_slots.DEVICE_RULES or job["wildcards"]["pair"] == "gpu"
         assert job["resources"].get("gpu") == ("1" if on_gpu else "0"), job
         assert ("--exclusive" in job["resources"].get("slurm_extra", "")) == (not on_gpu), job
+        assert job["threads"] >= 1, job   # its --cpus-per-task: no local slot's own cores on a cluster
 
 
 def test_a_cpu_config_asks_slurm_for_no_gpu_anywhere(dry_runs):
