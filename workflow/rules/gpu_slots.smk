@@ -71,13 +71,18 @@ def measures_nothing(rule, wildcards):
     return gpu_slots.measures_nothing(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS)
 
 
+def on_gpu_slot(rule, wildcards):
+    """Whether a job of timing rule `rule` times on a GPU (slot)."""
+    return gpu_slots.on_gpu(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS)
+
+
 def timing_job(rule):
     """A timing rule's resources: on the GPU one GPU slot; on the CPU every timing slot and every compile unit
     (locally; with gpus.cpu_beside the CPU slot instead) or a whole node (SLURM); nothing where the job can only
     write not_run rows (no GPU here and its rows need one: gpu_slots.measures_nothing). `rule` must be in
     gpu_slots.DEVICE_RULES or PAIR_RULES, which say what its device is."""
     def gpu(wildcards):
-        return int(gpu_slots.on_gpu(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS))
+        return int(on_gpu_slot(rule, wildcards))
 
     def on_cpu(wildcards):
         """Times on the CPU."""
@@ -97,18 +102,17 @@ def timing_job(rule):
     )
 
 
-# Whether a GPU slot's timing job has cores no other job uses (measure/affinity.py); not on a cluster, where a
-# job's threads are its allocation's CPUs (--cpus-per-task).
-SLOTS_HAVE_OWN_CORES = not ON_CLUSTER and gpu_slots.slots_have_own_cores(GPU_SLOTS, CPU_BESIDE)
+# Whether a GPU slot's timing job has cores no other job uses (measure/affinity.py); never on a cluster (GPU_SLOTS
+# None), where a job's threads are its allocation's CPUs (--cpus-per-task).
+SLOTS_HAVE_OWN_CORES = gpu_slots.slots_have_own_cores(GPU_SLOTS, CPU_BESIDE)
 
 
 def timing_threads(rule):
     """A timing rule's threads: none of --cores where it times on a GPU slot with cores of its own, since --cores
-    then counts only what the other jobs share; otherwise one. Counting one each let the builds and warm-ups that
-    start a run claim every core while the GPU stood idle with its next job ready (measured on one H100:
-    docs/results/2026-11-27-h100-gpu-smoke-twice.md)."""
+    then counts only what the other jobs share; otherwise one. Invariant: builds and warm-ups filling --cores never
+    keep a ready GPU timing job from its idle GPU."""
     def threads(wildcards):
-        return 0 if SLOTS_HAVE_OWN_CORES and gpu_slots.on_gpu(rule, wildcards, DEVICE_CONFIG, GPU_SLOTS) else 1
+        return 0 if SLOTS_HAVE_OWN_CORES and on_gpu_slot(rule, wildcards) else 1
 
     return threads
 
