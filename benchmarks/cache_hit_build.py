@@ -16,7 +16,7 @@ sweep's size-oblivious shapes), `vision` Study B's whole model (vision.compile_u
 sweep's AOTInductor package (rule package_aoti_sweep: aoti_dynamic.package over --batch and the --resolutions' range;
 its rule gives Inductor 4 compile threads: --compile-threads says how many more would save). Per process:
 each build's first call, why dynamo compiled again (its guard failures), Inductor's and AOTAutograd's cache hits
-and misses, and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.
+and misses, AOTAutograd's traces (one per build, unless dynamo traced a frame twice: compile_attempt_1), and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.
 compilation_time_metrics, summed; nested phases overlap), with the compile threads a timing job has (1) unless
 --compile-threads says otherwise. --profile N runs each process's builds under cProfile and keeps its N functions of
 most cumulative time: where a phase without a timer of its own goes (torch.compile's timers leave part of the
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 # the phases worth reading first; the result keeps every timer
 PHASES = ("bytecode_tracing", "create_aot_dispatcher_function", "fx_codegen_and_compile",
           "PyCodeCache.load_by_key_path", "async_compile.wait", "build_guards", "OutputGraph.call_user_compiler",
-          "_compile.compile_inner")
+          "_compile.compile_inner", "compile_attempt_0", "compile_attempt_1")
 
 
 def child(args) -> dict:
@@ -109,7 +109,9 @@ def child(args) -> dict:
         builds.append({"input": list(x.shape), "first_call_s": time.perf_counter() - started})
     cache = {k: v for k, v in {**counters["inductor"], **counters["aot_autograd"]}.items() if "cache" in k}
     phases = {name: round(sum(times), 3) for name, times in compilation_time_metrics.items()}
-    result = {"builds": builds, "cache": cache, "phases": phases, "inductor": inductor}
+    # AOTAutograd's traces: more than the builds where dynamo traced a frame again (compile_attempt_1 and on)
+    result = {"builds": builds, "cache": cache, "phases": phases, "inductor": inductor,
+              "aot_autograd_traces": counters["aot_autograd"]["total"]}
     if profiler is not None:
         profiler.disable()
         result["profile"] = top_functions(pstats.Stats(profiler), args.profile)
@@ -198,7 +200,8 @@ def main(argv=None) -> dict:
     for proc in processes:
         firsts = ", ".join(f"{b['first_call_s']:.1f} s" for b in proc["builds"])
         phases = ", ".join(f"{name} {proc['phases'][name]:.1f}" for name in PHASES if name in proc["phases"])
-        print(f"{proc['state']}: process {proc['process_s']:.1f} s, builds {firsts}; cache {proc['cache']}")
+        print(f"{proc['state']}: process {proc['process_s']:.1f} s, builds {firsts}; AOTAutograd traces "
+              f"{proc['aot_autograd_traces']}; cache {proc['cache']}")
         print(f"    {phases}")
         for line in proc["recompiles"]:
             print(f"    recompile: {line}")

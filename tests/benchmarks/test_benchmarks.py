@@ -434,6 +434,7 @@ def test_cache_hit_build_times_a_cold_then_warm_processes_builds_by_phase(tmp_pa
     for proc in result["processes"]:
         assert proc["builds"][0]["input"] == [1, 3, 32, 32] and proc["builds"][0]["first_call_s"] > 0
         assert proc["phases"]["bytecode_tracing"] > 0 and proc["recompiles"] == []   # one shape, one build
+        assert proc["aot_autograd_traces"] == 0   # the eager backend: dynamo alone
         cumulative = [row["cumulative_s"] for row in proc["profile"]]
         assert len(cumulative) == 30 and cumulative == sorted(cumulative, reverse=True)
         assert any("convert_frame" in row["function"] for row in proc["profile"])

@@ -219,10 +219,13 @@ def test_dynamic_compile_is_one_build_for_the_job_each_shape_first_call_timed_an
     assert sweep_cells.build_kind("compiled-default", "dynamic") == "dynamic"
 
 
-def test_dynamic_compile_does_not_recompile_where_a_feature_map_grows_past_1x1(pool_dir, tmp_path, monkeypatch):
+def test_dynamic_compile_traces_once_and_does_not_recompile_where_a_feature_map_grows_past_1x1(pool_dir, tmp_path,
+                                                                                              monkeypatch):
     """At 8 px ResNet-50's feature maps from layer2 on are 1 × 1; dynamo would specialise that size and compile the
     network again at 16 px. The dynamic build reasons size-obliviously, so the job's first shape is its only
-    compile (through aot_eager: dynamo's guards without Inductor's minutes on the CPU)."""
+    compile (through aot_eager: dynamo's guards without Inductor's minutes on the CPU). And it traces once: with
+    batch norm's eps and momentum symbolic, AOTAutograd would fail on them after a whole trace and dynamo would
+    trace the network again (two AOTAutograd traces for one graph)."""
     from torch._dynamo.utils import counters
     from abstraction_cost.models import resnet, weights_file
     weights = tmp_path / "w.weights"
@@ -238,6 +241,7 @@ def test_dynamic_compile_does_not_recompile_where_a_feature_map_grows_past_1x1(p
                                     _run())
     assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
     assert counters["stats"]["unique_graphs"] == 1
+    assert counters["aot_autograd"]["total"] == 1
     torch._dynamo.reset()
 
 

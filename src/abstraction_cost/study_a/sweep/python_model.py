@@ -85,10 +85,17 @@ class PythonModel:
         dynamo does not specialise a size that is 1 at the first shape (ResNet-50's last feature map at 8-32 px)
         into a guard that recompiles the network at the next resolution. Inductor's own guards remain (a
         resolution range from the convolution's memory-format choice at a 1 x 1 feature map, and 32-bit
-        indexing), so a grid still gets a few builds per numerics (measured: docs/results/, the default sweep)."""
+        indexing), so a grid still gets a few builds per numerics (measured: docs/results/, the default sweep).
+        It also specialises float attributes (batch norm's eps and momentum) as it traces: left symbolic,
+        AOTAutograd's pass that makes them tensors fails on them after the whole first trace and dynamo traces
+        again with them specialised, the same graph one whole trace later (measured: docs/results/, the sweep's
+        dynamic build traced once)."""
         if self.compile_shapes != "dynamic":
             return contextlib.nullcontext()
-        return fx_config.patch(backed_size_oblivious=True)
+        shapes = contextlib.ExitStack()
+        shapes.enter_context(fx_config.patch(backed_size_oblivious=True))
+        shapes.enter_context(torch._dynamo.config.patch(specialize_float=True))
+        return shapes
 
     def needs_reference(self, shape: torch.Size) -> bool:
         """Whether a cell of input `shape` brings a compiled build whose output check is due."""
