@@ -16,8 +16,9 @@ sweep's size-oblivious shapes), `vision` Study B's whole model (vision.compile_u
 sweep's AOTInductor package (rule package_aoti_sweep: aoti_dynamic.package over --batch and the --resolutions' range;
 its rule gives Inductor 4 compile threads: --compile-threads says how many more would save). Per process:
 each build's first call, why dynamo compiled again (its guard failures), Inductor's and AOTAutograd's cache hits
-and misses, AOTAutograd's traces (one per build, unless dynamo traced a frame twice: compile_attempt_1), and the seconds torch.compile's own timers put on each phase (torch._dynamo.utils.
-compilation_time_metrics, summed; nested phases overlap), with the compile threads a timing job has (1) unless
+and misses, AOTAutograd's traces (one per build, unless dynamo traced a frame twice: compile_attempt_1), and the
+seconds torch.compile's own timers put on each phase (torch._dynamo.utils.compilation_time_metrics, summed; nested
+phases overlap), with the compile threads a timing job has (1) unless
 --compile-threads says otherwise. --profile N runs each process's builds under cProfile and keeps its N functions of
 most cumulative time: where a phase without a timer of its own goes (torch.compile's timers leave part of the
 AOTInductor package's AotCodeCompiler.compile uncovered: docs/results/), at cProfile's own overhead on the

@@ -42,7 +42,8 @@ def dry_run(config: dict, workdir: Path, gpus: int = GPUS, cpus: int = CORES) ->
     env = {**{k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}, gpu_slots.FAKE_GPUS_ENV: str(gpus)}
     run = subprocess.run([sys.executable, "-c", SNAKEMAKE_ON, str(cpus), "-n", "-s", str(REPO / "Snakefile"),
                           "-d", str(workdir), "--workflow-profile", "none",
-                          "--configfile", str(workdir / "config.yaml"), "--cores", str(CORES)], capture_output=True, text=True, timeout=600, env=env)
+                          "--configfile", str(workdir / "config.yaml"), "--cores", str(CORES)],
+                         capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     jobs = []
     for line in run.stdout.splitlines():

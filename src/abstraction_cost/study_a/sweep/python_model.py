@@ -80,6 +80,7 @@ class PythonModel:
         self._built_for = example.shape
         return self.build_s
 
+    @contextlib.contextmanager
     def _shapes(self):
         """Where dynamo may compile: a dynamic build reasons size-obliviously, as aoti_dynamic's export does, so
         dynamo does not specialise a size that is 1 at the first shape (ResNet-50's last feature map at 8-32 px)
@@ -91,11 +92,10 @@ class PythonModel:
         again with them specialised, the same graph one whole trace later (measured: docs/results/, the sweep's
         dynamic build traced once)."""
         if self.compile_shapes != "dynamic":
-            return contextlib.nullcontext()
-        shapes = contextlib.ExitStack()
-        shapes.enter_context(fx_config.patch(backed_size_oblivious=True))
-        shapes.enter_context(torch._dynamo.config.patch(specialize_float=True))
-        return shapes
+            yield
+            return
+        with fx_config.patch(backed_size_oblivious=True), torch._dynamo.config.patch(specialize_float=True):
+            yield
 
     def needs_reference(self, shape: torch.Size) -> bool:
         """Whether a cell of input `shape` brings a compiled build whose output check is due."""
