@@ -16,13 +16,17 @@ arguments) and pickles memory formats as they do (cache_key.py: else each proces
 so their graphs hit this cache and a job's compile is a warm one. Segments of selective compilation depend on
 the oracles' choice and are compiled by their job.
 
-Whether the jobs can hit the warm-up's entries is measured, not assumed: where a warm-up has more than one
-task, the cheapest one is compiled by a warm-up worker and then again by a process set up as a timing job is (one
+Whether the jobs can hit the warm-up's entries is measured, not assumed: where a warm-up has at least three tasks,
+the cheapest one is compiled by a warm-up worker and then again by a process set up as a timing job is (one
 compile thread, the job's thread count), while the other tasks compile beside it (the probe ran first and alone
 until the warm-ups of gpu-smoke's two vision models took 80-100 s, the sum of their tasks, which gated those vision
 jobs: docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md). If the probe's second compile misses the cache (the
 same graph got another key in the job), the tasks still compiling are stopped, since they would cost minutes and
 save nothing; the manifest says so (`usable`, `probe`, `skipped`) and the jobs compile cold, in process as always.
+With two tasks there is no probe: its verdict would come when the one task beside it is about done, so it would
+save little, while its second process (a fresh interpreter and a warm compile, 16-25 s for gpu-smoke's vision
+models) would end the warm-up, and delay its job, by as much
+(docs/results/2026-11-27-h100x2-gpu-smoke-gate.md).
 
 A warm-up with a task that autotunes (a max-autotune mode on the GPU pair: Inductor benchmarks candidate kernels
 on the GPU) holds a GPU slot's lock throughout and points its tasks at that GPU (gpu_slots.gpu_held), so that its
@@ -60,6 +64,7 @@ log = logging.getLogger(__name__)
 AUTOTUNE_MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
 STOPPED = "stopped"   # a task stopped because the probe found the warm-up's entries unusable
 STOP_POLL_S = 0.5
+MIN_PROBED_TASKS = 3   # a warm-up with fewer tasks is not probed (see above)
 
 # Longest compiles first (longest-processing-time scheduling); ranks from cold-cache compile times on a GPU.
 _COST_RANK = {"densenet121": 0, "googlenet": 1, "resnet50": 2, "resnet50_in_model": 2, "mobilenet_v2": 3,
@@ -132,9 +137,9 @@ def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) ->
 
 
 def _warm(config: dict, cache_dir: str, threads: int, todo: list[dict], skipped: list[dict], visible: dict) -> dict:
-    # usable: whether a job-like process hits the warm-up's entries; None where not probed (one task: the probe
-    # saves the rest of a warm-up, and there is no rest)
-    probed = todo[-1] if len(todo) > 1 else None
+    # usable: whether a job-like process hits the warm-up's entries; None where not probed (fewer than three tasks:
+    # the probe saves the rest of a warm-up only where the rest is more than the one task compiling beside it)
+    probed = todo[-1] if len(todo) >= MIN_PROBED_TASKS else None
     rest = todo[:-1] if probed else todo
     workers = max(1, min(len(rest), threads // 2))
     compile_threads = max(1, threads // (workers + bool(probed)))   # the probe's worker shares the threads

@@ -37,6 +37,10 @@ from tests.fixtures.repository import REPO
 ROOT = REPO
 
 
+PROBED = {"memory_formats": ["contiguous", "channels_last"]}   # a model's warm-up of four tasks: two settings, each
+                                                               # compiled whole and by blocks
+
+
 def smoke_config(**models_overrides):
     config = copy.deepcopy(config_module.load(ROOT / "config" / "smoke.yaml"))
     config["study_b"]["models"].update(models_overrides)
@@ -133,12 +137,13 @@ def test_the_warm_up_probes_and_stops_itself_where_a_job_would_miss(tmp_path, mo
         return {**task, "status": "ok", "message": None, "seconds": 0.1, "cache_hits": 0, "cache_misses": 3}
 
     monkeypatch.setattr(compile_cache, "_in_worker", worker)
-    manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=4,
+    manifest = compile_cache.warm(smoke_config(**PROBED), str(tmp_path / "cache"), threads=4,
                                   job={"study": "models", "name": "squeezenet1_1", "pair": "cpu"})
-    assert calls == ["2", "1"]            # a warm-up worker (sharing the threads with the rest), then a job-like one
+    assert calls == ["1", "1"]   # a warm-up worker (sharing the threads with the rest's two), then a job-like one
     assert manifest["usable"] is False and "missed the cache" in manifest["reason"]
     assert len(manifest["tasks"]) == 1
-    assert [t["what"] for t in manifest["skipped"] if "cannot be hit" in t["reason"]] == ["whole"]
+    assert sorted(t["what"] for t in manifest["skipped"] if "cannot be hit" in t["reason"]) == ["blocks", "whole",
+                                                                                                 "whole"]
 
 
 def test_the_rest_of_a_warm_up_compiles_beside_its_probe(tmp_path, monkeypatch):
@@ -156,9 +161,9 @@ def test_the_rest_of_a_warm_up_compiles_beside_its_probe(tmp_path, monkeypatch):
         return {**task, "status": "ok", "message": None, "seconds": 0.1, "cache_hits": 1, "cache_misses": 0}
 
     monkeypatch.setattr(compile_cache, "_in_worker", worker)
-    manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=4,
+    manifest = compile_cache.warm(smoke_config(**PROBED), str(tmp_path / "cache"), threads=4,
                                   job={"study": "models", "name": "squeezenet1_1", "pair": "cpu"})
-    assert manifest["usable"] is True and len(manifest["tasks"]) == 2 and not manifest["skipped"]
+    assert manifest["usable"] is True and len(manifest["tasks"]) == 4 and not manifest["skipped"]
 
 
 def test_a_stopped_worker_process_is_killed_and_says_so(tmp_path, monkeypatch):
@@ -191,8 +196,12 @@ def test_a_warm_up_of_one_timing_job_compiles_only_that_jobs_graphs(tmp_path, mo
     calls.clear()
     manifest = compile_cache.warm(smoke_config(), str(tmp_path / "cache"), threads=2,
                                   job={"study": "models", "name": "squeezenet1_1", "pair": "cpu"})
-    assert sorted({c[1] for c in calls}) == ["squeezenet1_1"] and len(calls) == 3   # two tasks: the probe's two, one
-    assert manifest["usable"] is True
+    assert sorted({c[1] for c in calls}) == ["squeezenet1_1"] and len(calls) == 2   # two tasks: each once, no probe
+    assert manifest["usable"] is None
+    calls.clear()
+    manifest = compile_cache.warm(smoke_config(**PROBED), str(tmp_path / "cache"), threads=2,
+                                  job={"study": "models", "name": "squeezenet1_1", "pair": "cpu"})
+    assert len(calls) == 5 and manifest["usable"] is True   # four tasks: the probe's two, the other three
 
 
 def test_compile_cache_tasks_cover_every_setting(monkeypatch):
