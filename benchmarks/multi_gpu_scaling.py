@@ -5,8 +5,8 @@ Snakemake's --configfile does) with gpus.slots = --gpus, in a fresh working dire
 caches (cold caches: data, compile cache, results). The C++ programs (native/build, shared by every run) are built
 before the clock starts, so both runs time the same work; with --native-in-run their build directory is removed
 first and they build inside the clock, as a first run does. From the run's environment table it records each timing
-job's GPU, start and end, checks that no two timing jobs overlapped on one GPU, and counts every table's rows by
-status.
+job's GPU, start and end, checks that no two timing jobs overlapped on one GPU, counts every table's rows by
+status, and records the host's speed in the timing jobs (two runs' wall times compare only beside it).
 
     python benchmarks/multi_gpu_scaling.py --gpus 1 --out one.json
     python benchmarks/multi_gpu_scaling.py --gpus 2 --out two.json
@@ -35,6 +35,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]  # no console script where wheels went in by `pip --target`
 TARGET_SPEEDUP = 1.8  # issue 28: two GPUs against one on config/gpu-smoke.yaml
+HOST_TOLERANCE = 0.25  # the host's two speeds are 2x apart (docs/measurement.md); within this, one state
 
 
 def _when(iso: str) -> float:
@@ -58,6 +59,19 @@ def overlaps_on_one_gpu(jobs: list[dict]) -> list[tuple[str, str]]:
             if a["gpu_uuid"] == b["gpu_uuid"] and a["start"] < b["end"] and b["start"] < a["end"]:
                 found.append((f"{a['rule']}[{a['job']}]", f"{b['rule']}[{b['job']}]"))
     return found
+
+
+def host_speed(environment: pl.DataFrame) -> dict[str, float | None]:
+    """The host's speed in the run's timing jobs (measure/host_speed.py: µs per dispatched op, GB/s of a pageable
+    copy), medians over their starts and ends: a run on a slower host is slower in its host-bound work, so two
+    runs' wall times compare only beside it."""
+    def median(name: str) -> float | None:
+        if f"{name}_start" not in environment.columns:
+            return None
+        value = pl.concat([environment[f"{name}_start"], environment[f"{name}_end"]]).drop_nulls().median()
+        return None if value is None else round(value, 3)
+
+    return {"host_op_us": median("host_op_us"), "host_copy_gbps": median("host_copy_gbps")}
 
 
 def row_status(results: Path) -> dict[str, int]:
@@ -102,6 +116,7 @@ def run(config_paths: list[Path], gpus: int, workdir: Path, cores: str, native_i
                                                                              if environment is not None else [])
                                                                   if r}),
             "jobs": jobs, "overlaps_on_one_gpu": overlaps_on_one_gpu(jobs),
+            "host": host_speed(environment) if environment is not None else {},
             "rows_by_status": row_status(workdir / "results") if done.returncode == 0 else {},
             "log_tail": (done.stdout + done.stderr)[-3000:] if done.returncode else ""}
 
@@ -113,8 +128,9 @@ def summarise(runs: list[dict]) -> str:
     lines = [f"Config `{base['config']}` on {base['hostname']} ({', '.join(base['gpu_names']) or 'no GPU'}), "
              "cold caches, `snakemake --cores all`"
              f"{', the C++ programs built inside the clock' if base.get('native_in_run') else ''}.", "",
-             "| GPUs | wall (s) | speedup | timing jobs per GPU | overlaps on one GPU | rows by status |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| GPUs | wall (s) | speedup | timing jobs per GPU | overlaps on one GPU | rows by status "
+             "| host: µs per op, copy GB/s |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
         per_gpu: dict[str, int] = {}
         for j in r["jobs"]:
@@ -122,13 +138,16 @@ def summarise(runs: list[dict]) -> str:
             per_gpu[key] = per_gpu.get(key, 0) + 1
         status = (", ".join(f"{k} {v}" for k, v in sorted(r["rows_by_status"].items()))
                   or f"run failed ({r['returncode']})")
+        host = r.get("host") or {}   # runs recorded before the host's speed was: "-"
         lines.append(f"| {r['gpus']} | {r['wall_s']} | {base['wall_s'] / r['wall_s']:.2f} | "
                      f"{', '.join(f'{k}: {v}' for k, v in sorted(per_gpu.items()))} | "
-                     f"{len(r['overlaps_on_one_gpu'])} | {status} |")
+                     f"{len(r['overlaps_on_one_gpu'])} | {status} | "
+                     f"{host.get('host_op_us') or '-'}, {host.get('host_copy_gbps') or '-'} |")
     best = runs[-1]
     speedup = base["wall_s"] / best["wall_s"]
     lines += ["", f"{best['gpus']} GPUs against {base['gpus']}: {speedup:.2f}x "
-              f"({'meets' if speedup >= TARGET_SPEEDUP else 'misses'} the {TARGET_SPEEDUP}x target).", "",
+              f"({'meets' if speedup >= TARGET_SPEEDUP else 'misses'} the {TARGET_SPEEDUP}x target).",
+              *_host_caveat(base, best), "",
               "Timing jobs (start and end relative to the run's first job, seconds):", ""]
     for r in runs:
         t0 = min((j["start"] for j in r["jobs"]), default=0.0)
@@ -136,6 +155,16 @@ def summarise(runs: list[dict]) -> str:
             f"{j['rule']}[{j['job']}] on {'cpu' if j['device'] != 'cuda' else 'GPU ' + str(j['gpu_index'])} "
             f"{j['start'] - t0:.0f}-{j['end'] - t0:.0f}" for j in r["jobs"]))
     return "\n".join(lines) + "\n"
+
+
+def _host_caveat(base: dict, best: dict) -> list[str]:
+    """A line where the two runs' hosts differed by more than HOST_TOLERANCE in µs per op: their ratio then
+    measures the host too."""
+    a, b = ((r.get("host") or {}).get("host_op_us") for r in (base, best))
+    if not a or not b or abs(b / a - 1) <= HOST_TOLERANCE:
+        return []
+    return [f"The host was {b / a:.2f}x as slow per dispatched op in the {best['gpus']}-GPU run ({b} against {a} µs):"
+            " its host-bound work, and so the ratio, measure the host too."]
 
 
 def main() -> None:

@@ -54,11 +54,28 @@ def test_summary_states_wall_times_speedup_and_gpus():
            "rows_by_status": {"ok": 10}, "native_in_run": True}
     two = {**one, "gpus": 2, "wall_s": 220.0, "jobs": jobs([(0, 0, 9), (1, 0, 9)])}
     text = scaling.summarise([two, one])
-    assert "| 1 | 400.0 | 1.00 | GPU 0: 2 | 0 | ok 10 |" in text
-    assert "| 2 | 220.0 | 1.82 | GPU 0: 1, GPU 1: 1 | 0 | ok 10 |" in text
+    assert "| 1 | 400.0 | 1.00 | GPU 0: 2 | 0 | ok 10 | -, - |" in text   # a run recorded without the host's speed
+    assert "| 2 | 220.0 | 1.82 | GPU 0: 1, GPU 1: 1 | 0 | ok 10 | -, - |" in text
     assert "2 GPUs against 1: 1.82x (meets the 1.8x target)" in text
-    assert "the C++ programs built inside the clock" in text
+    assert "the C++ programs built inside the clock" in text and "as slow per dispatched op" not in text
     assert "misses the 1.8x target" in scaling.summarise([{**two, "wall_s": 240.0}, one])
+
+
+def test_the_hosts_speed_is_stated_and_a_slower_host_named_beside_the_ratio():
+    """Two runs' wall times compare only where their hosts ran alike: the host's speed per run (medians of the
+    timing jobs' probes at start and end), and a line where it differed."""
+    env = environment_rows(["a", "b"]).with_columns(
+        host_op_us_start=pl.Series([1.0, 3.0]), host_op_us_end=pl.Series([2.0, None], dtype=pl.Float64),
+        host_copy_gbps_start=pl.Series([10.0, 30.0]), host_copy_gbps_end=pl.Series([20.0, 40.0]))
+    assert scaling.host_speed(env) == {"host_op_us": 2.0, "host_copy_gbps": 25.0}   # nulls left out
+    one = {"config": "c", "gpus": 1, "wall_s": 400.0, "hostname": "box", "returncode": 0, "gpu_names": [],
+           "jobs": [], "overlaps_on_one_gpu": [], "rows_by_status": {"ok": 1}, "host": {"host_op_us": 1.5,
+                                                                                          "host_copy_gbps": 48.0}}
+    two = {**one, "gpus": 2, "wall_s": 300.0, "host": {"host_op_us": 2.9, "host_copy_gbps": 8.4}}
+    text = scaling.summarise([one, two])
+    assert "| 1 | 400.0 | 1.00 |  | 0 | ok 1 | 1.5, 48.0 |" in text
+    assert "The host was 1.93x as slow per dispatched op in the 2-GPU run (2.9 against 1.5 µs)" in text
+    assert "as slow per dispatched op" not in scaling.summarise([one, {**two, "host": {"host_op_us": 1.6}}])
 
 
 def test_a_run_passes_every_config_file_in_order_and_the_gpu_slots_last(tmp_path, monkeypatch):
