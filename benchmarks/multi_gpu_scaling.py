@@ -62,16 +62,26 @@ def overlaps_on_one_gpu(jobs: list[dict]) -> list[tuple[str, str]]:
 
 
 def host_speed(environment: pl.DataFrame) -> dict[str, float | None]:
-    """The host's speed in the run's timing jobs (measure/host_speed.py: µs per dispatched op, GB/s of a pageable
-    copy), medians over their starts and ends: a run on a slower host is slower in its host-bound work, so two
-    runs' wall times compare only beside it."""
-    def median(name: str) -> float | None:
-        if f"{name}_start" not in environment.columns:
-            return None
-        value = pl.concat([environment[f"{name}_start"], environment[f"{name}_end"]]).drop_nulls().median()
-        return None if value is None else round(value, 3)
+    """The host's speed over the run's timing (measure/host_speed.py: µs per dispatched op, GB/s of a pageable
+    copy): the median of the timing jobs' probes at start and end, each weighted by half its job's duration, so that
+    the long jobs' host counts as long as they ran (a VM's host switches between two speeds: docs/measurement.md).
+    A run on a slower host is slower in its host-bound work, so two runs' wall times compare only beside it."""
+    timed = environment.filter(pl.col("started_at").is_not_null() & pl.col("ended_at").is_not_null())
+    seconds = [_when(e) - _when(s) for s, e in zip(timed["started_at"], timed["ended_at"])]
 
-    return {"host_op_us": median("host_op_us"), "host_copy_gbps": median("host_copy_gbps")}
+    def weighted_median(name: str) -> float | None:
+        if f"{name}_start" not in timed.columns:
+            return None
+        pairs = sorted((v, w) for col in ("start", "end") for v, w in zip(timed[f"{name}_{col}"], seconds)
+                       if v is not None)
+        total, seen = sum(w for _, w in pairs), 0.0
+        for value, weight in pairs:
+            seen += weight
+            if seen >= total / 2:
+                return round(value, 3)
+        return None
+
+    return {"host_op_us": weighted_median("host_op_us"), "host_copy_gbps": weighted_median("host_copy_gbps")}
 
 
 def row_status(results: Path) -> dict[str, int]:

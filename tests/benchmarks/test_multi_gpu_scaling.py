@@ -62,12 +62,15 @@ def test_summary_states_wall_times_speedup_and_gpus():
 
 
 def test_the_hosts_speed_is_stated_and_a_slower_host_named_beside_the_ratio():
-    """Two runs' wall times compare only where their hosts ran alike: the host's speed per run (medians of the
-    timing jobs' probes at start and end), and a line where it differed."""
-    env = environment_rows(["a", "b"]).with_columns(
-        host_op_us_start=pl.Series([1.0, 3.0]), host_op_us_end=pl.Series([2.0, None], dtype=pl.Float64),
-        host_copy_gbps_start=pl.Series([10.0, 30.0]), host_copy_gbps_end=pl.Series([20.0, 40.0]))
-    assert scaling.host_speed(env) == {"host_op_us": 2.0, "host_copy_gbps": 25.0}   # nulls left out
+    """Two runs' wall times compare only where their hosts ran alike: the host's speed per run (the timing jobs'
+    probes at start and end, weighted by their jobs' durations), and a line where it differed."""
+    env = environment_rows(["long", "short", "shorter"]).with_columns(
+        started_at=pl.Series(["2026-01-01T00:00:00+00:00"] * 3),
+        ended_at=pl.Series(["2026-01-01T00:01:40+00:00", "2026-01-01T00:00:30+00:00", "2026-01-01T00:00:20+00:00"]),
+        host_op_us_start=pl.Series([1.4, 2.9, 2.9]), host_op_us_end=pl.Series([1.5, 3.0, None], dtype=pl.Float64),
+        host_copy_gbps_start=pl.Series([40.0, 5.0, 5.0]), host_copy_gbps_end=pl.Series([50.0, 5.0, 5.0]))
+    # the long job's host counts for 100 s, the short ones' for 50 (a plain median of the probes would say 2.9)
+    assert scaling.host_speed(env) == {"host_op_us": 1.5, "host_copy_gbps": 40.0}
     one = {"config": "c", "gpus": 1, "wall_s": 400.0, "hostname": "box", "returncode": 0, "gpu_names": [],
            "jobs": [], "overlaps_on_one_gpu": [], "rows_by_status": {"ok": 1}, "host": {"host_op_us": 1.5,
                                                                                           "host_copy_gbps": 48.0}}
