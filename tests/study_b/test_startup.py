@@ -1,6 +1,6 @@
 """Start-up of a Study B block-timing job (scripts/study_b_block_timing.py): its modules do not import torchvision
-(~1.4 s here, torch._dynamo with it), so a job that only writes not_run rows does not pay for it; torchvision is
-imported where a model is built."""
+(1.4-2.8 s on the machines measured, torch._dynamo with it), so a job that only writes not_run rows does not pay
+for it; torchvision is imported where a model is built."""
 from __future__ import annotations
 
 import ast

@@ -36,7 +36,7 @@ def build(name: str, seed: int, num_classes: int = 1000) -> nn.Module:
     """The torchvision model `name` with random weights drawn from `seed`, in eval mode."""
     if name not in MODELS:
         raise UnknownModel(f"unknown vision model {name!r}; known: {list(MODELS)}")
-    import torchvision  # here, not at the top: torchvision imports torch._dynamo (~2.8 s), a cost to every importer
+    import torchvision  # here, not at the top: it imports torch._dynamo (1.4-2.8 s)
     torch.manual_seed(seed)
     if name == "googlenet":
         model = torchvision.models.googlenet(weights=None, num_classes=num_classes, aux_logits=False,

@@ -123,7 +123,7 @@ def model_conv_layers(model: nn.Module, batch: int, resolution: int) -> list[Con
 
 
 def resnet50_layers(batch: int, resolution: int) -> list[ConvLayer]:
-    from torchvision.models import resnet50  # here, not at the top: torchvision imports torch._dynamo (~2.8 s)
+    from torchvision.models import resnet50  # here, not at the top: it imports torch._dynamo (1.4-2.8 s)
     return model_conv_layers(resnet50(weights=None).eval(), batch, resolution)
 
 
@@ -190,7 +190,7 @@ def in_model_case(config: dict, pair: str, device: torch.device) -> tuple[nn.Mod
     """torchvision's ResNet-50 (seeded, eval mode) and the input the in-model profile passes it."""
     r = config["study_b"]["blocks"]["resnet50_convs"]
     resolution = r["resolution"][pair]
-    from torchvision.models import resnet50  # here, not at the top: torchvision imports torch._dynamo (~2.8 s)
+    from torchvision.models import resnet50  # here, not at the top: it imports torch._dynamo (1.4-2.8 s)
     torch.manual_seed(config["seed"])
     model = resnet50(weights=None).to(device).eval()
     return model, torch.randn(r["batch"], 3, resolution, resolution, device=device)
