@@ -23,10 +23,10 @@ until the warm-ups of gpu-smoke's two vision models took 80-100 s, the sum of th
 jobs: docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md). If the probe's second compile misses the cache (the
 same graph got another key in the job), the tasks still compiling are stopped, since they would cost minutes and
 save nothing; the manifest says so (`usable`, `probe`, `skipped`) and the jobs compile cold, in process as always.
-With two tasks there is no probe: its verdict would come when the one task beside it is about done, so it would
-save little, while its second process (a fresh interpreter and a warm compile, 16-25 s for gpu-smoke's vision
-models) would end the warm-up, and delay its job, by as much
-(docs/results/2026-11-27-h100x2-gpu-smoke-gate.md).
+With two tasks there is no probe. Invariant: a warm-up ends when its last task does, never later for a check
+that cannot save work: with one task beside the probe its verdict comes when that task is about done, while the
+probe's second process (a fresh interpreter and a warm compile) would end the warm-up, and delay its job, later
+still (measured for gpu-smoke's vision models in docs/results/).
 
 A warm-up with a task that autotunes (a max-autotune mode on the GPU pair: Inductor benchmarks candidate kernels
 on the GPU) holds a GPU slot's lock throughout and points its tasks at that GPU (gpu_slots.gpu_held), so that its
