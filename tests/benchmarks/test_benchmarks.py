@@ -420,6 +420,18 @@ def test_host_cores_benchmark_runs(tmp_path):
     assert all(s["max_over_min"] >= 1 for s in result["processes"].values())
 
 
+def test_turn_cpu_benchmark_runs_both_arms_interleaved_and_probes_only_the_candidates(tmp_path):
+    out = tmp_path / "turn_cpu.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "turn_cpu.py"), "--seconds", "0.5", "--turn-ms", "5",
+                    "--out", str(out)], check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    arms = [r["arm"] for r in result["rows"]]
+    assert arms[:4] == ["fixed", "probed", "probed", "fixed"]   # ABBA
+    assert result["arms"]["fixed"]["turns"] == result["arms"]["probed"]["turns"] > 0
+    assert {r["cpu"] for r in result["rows"] if r["arm"] == "probed"} <= set(result["candidates"])
+    assert all(r["cpu"] == result["fixed_cpu"] for r in result["rows"] if r["arm"] == "fixed")
+
+
 def test_cache_hit_build_times_a_cold_then_warm_processes_builds_by_phase(tmp_path):
     """Fresh processes on one cache: each build's first call, the cache counters and torch.compile's phase timers
     (here dynamo alone, the eager backend, on the CPU: the timers and the process plumbing, not Inductor); with

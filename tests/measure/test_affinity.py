@@ -150,8 +150,9 @@ def test_the_environment_row_says_why_nothing_was_pinned(monkeypatch):
 
 
 def test_a_timing_jobs_workers_take_their_turns_on_one_cpu_and_the_job_stays_off_it(monkeypatch):
-    """Two sleeping workers' main threads go to the last CPU of the job's cores for the block, every thread of the
-    job to the rest; after it all are back on the job's cores. A job not pinned to a timing slot moves nothing."""
+    """Two sleeping workers' main threads go to one CPU of the job's cores for the block (not CPU 0), every thread
+    of the job to the rest; after it all are back on the job's cores. A job not pinned to a timing slot, or with
+    no workers, moves nothing."""
     import subprocess
     import sys
     cores = frozenset(os.sched_getaffinity(0))
@@ -160,11 +161,14 @@ def test_a_timing_jobs_workers_take_their_turns_on_one_cpu_and_the_job_stays_off
     workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)]
     try:
         monkeypatch.setattr(affinity, "_pinned", "not pinned: 2 cores for 1 timing slot(s)")
-        with affinity.turns_on_one_cpu([w.pid for w in workers]) as cpu:
-            assert cpu is None and all(os.sched_getaffinity(w.pid) == cores for w in workers)
+        with affinity.turns_on_one_cpu([w.pid for w in workers]) as turns:
+            assert turns.pick() is None and all(os.sched_getaffinity(w.pid) == cores for w in workers)
         monkeypatch.setattr(affinity, "_pinned", "timing slot 0: 0-1")
-        with affinity.turns_on_one_cpu([w.pid for w in workers] + [2**22 + 1]) as cpu:   # one has ended
-            assert cpu == max(cores) and cpu != 0
+        with affinity.turns_on_one_cpu([]) as turns:
+            assert turns.pick() is None and os.sched_getaffinity(0) == cores
+        with affinity.turns_on_one_cpu([w.pid for w in workers] + [2**22 + 1]) as turns:   # one has ended
+            cpu = turns.pick()
+            assert cpu in cores and cpu != 0
             assert all(os.sched_getaffinity(w.pid) == {cpu} for w in workers)
             assert all(os.sched_getaffinity(int(t)) == cores - {cpu} for t in os.listdir("/proc/self/task"))
         assert all(os.sched_getaffinity(w.pid) == cores for w in workers)
@@ -173,3 +177,42 @@ def test_a_timing_jobs_workers_take_their_turns_on_one_cpu_and_the_job_stays_off
         for w in workers:
             w.kill()
             w.wait()
+
+
+def test_cpu_0_is_no_candidate_while_the_job_has_another():
+    assert affinity.Turns([], frozenset({0, 5, 3})).candidates == [3, 5]
+    assert affinity.Turns([], frozenset({0})).candidates == [0]
+
+
+def test_each_turn_goes_to_the_cpu_its_probe_found_fastest(monkeypatch):
+    """The probe runs on every candidate CPU and the workers follow the fastest at each pick: here the host's
+    state changes between two turns. (Every core is a candidate here, CPU 0 too, so that two cores suffice.)"""
+    import subprocess
+    import sys
+    cores = frozenset(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPUs")
+    monkeypatch.setattr(affinity.Turns, "candidates", property(lambda self: sorted(self.cores)))
+    state = {"slow": max(cores)}
+    probed = []
+
+    def probe() -> float:   # µs per op where the probing thread runs: the slow CPU twice the others
+        (cpu,) = os.sched_getaffinity(0)
+        probed.append(cpu)
+        return 2.0 if cpu == state["slow"] else 1.0
+
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        monkeypatch.setattr(affinity, "_pinned", "timing slot 0")
+        with affinity.turns_on_one_cpu([worker.pid], probe=probe) as turns:
+            assert sorted(probed) == sorted(cores)
+            first = turns.cpu
+            assert first != max(cores) and os.sched_getaffinity(worker.pid) == {first}
+            assert all(os.sched_getaffinity(int(t)) == cores - {first} for t in os.listdir("/proc/self/task"))
+            state["slow"] = first
+            assert turns.pick() != first and os.sched_getaffinity(worker.pid) == {turns.cpu}
+            assert turns.picked == {first: 1, turns.cpu: 1}
+        assert os.sched_getaffinity(worker.pid) == cores
+    finally:
+        worker.kill()
+        worker.wait()

@@ -14,27 +14,33 @@ GPU slot's share, is that job's, and the other jobs get the cores between.
     plan(cpus, slots=2, cpu_slot=True)                  # ... other={16..23}, cpu={24..31}
     pin_other()   ...   pin_timing(slot_index)          # a staged timing job, then the one with its slot
     pin_cpu(slots)                                      # a CPU timing job beside the GPU slots
-    with turns_on_one_cpu(worker_pids): ...             # a timing job's workers take their turns on one CPU
+    with turns_on_one_cpu(worker_pids) as turns:       # a timing job's workers take their turns on one CPU,
+        turns.pick()  ...                               # before each turn the fastest of the slot's at the moment
 
 A timing job's workers (one process per implementation or variant) take turns, and a turn's pair is fair only if
-both sides meet the same host. On a VM a CPU runs at one of two speeds, 2x apart, switching within seconds and
+both sides meet the same host. On a VM a CPU runs at one of two speeds, 2x apart, switching every second or so and
 differently per CPU (benchmarks/host_cores.py), so workers left to the scheduler time on different CPUs in
 different states. For its turns and warm-ups the job therefore puts every worker's main thread (the one that
-issues the work) on one CPU of its slot, and its own threads on the others.
+issues the work) on one CPU of its slot, and its own threads on the others. Before each turn it probes the slot's
+CPUs (a few milliseconds) and moves the workers to the fastest: a state lasts longer than a turn, so a turn meets
+the slow state less often than on a fixed CPU (benchmarks/turn_cpu.py), and a host-bound cell's median depends less
+on the states its run happened to meet.
 """
 from __future__ import annotations
 
 import logging
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
 MIN_CORES = 2        # the fewest logical CPUs a timing slot or the rest of the run may have
 SHARE_TIMING = 0.5   # at most this share of the physical cores goes to the timing slots together
 SYSFS_CPU = Path("/sys/devices/system/cpu")
+PROBE_OPS = 300      # one block of the host probe's op per candidate CPU before a turn: about 0.5 ms each
 
 _pinned: str = "not pinned"
 _cores: frozenset[int] | None = None   # where _set put this job
@@ -116,29 +122,69 @@ def pin_timing(slot_index: int, slots: int, cpu_slot: bool = False) -> None:
     _set(split.timing[slot_index], f"timing slot {slot_index}")
 
 
+def _probe_op_us() -> float:
+    from abstraction_cost.measure import host_speed   # imports torch, which jobs that time nothing need not
+    return host_speed.op_us(PROBE_OPS, 1)
+
+
+@dataclass
+class Turns:
+    """Where a timing job's workers take their turns: `pick()` probes each candidate CPU with this process's main
+    thread (`probe`: µs per op where it runs), puts the workers' main threads on the fastest and every thread of
+    this process on the job's other cores, and returns that CPU; None where nothing moves."""
+    pids: list[int]
+    cores: frozenset[int] = frozenset()
+    probe: Callable[[], float] = _probe_op_us
+    cpu: int | None = None
+    picked: dict[int, int] = field(default_factory=dict)   # how many turns each CPU took
+
+    @property
+    def candidates(self) -> list[int]:
+        """The job's cores but CPU 0, where a machine's housekeeping and interrupts tend to land, while there is
+        another."""
+        return sorted(self.cores - {0} or self.cores)
+
+    def pick(self) -> int | None:
+        if not self.cores:
+            return None
+        candidates = self.candidates
+        if len(candidates) > 1:
+            speeds = {}
+            for cpu in candidates:
+                os.sched_setaffinity(0, {cpu})
+                speeds[cpu] = self.probe()
+            self.cpu = min(speeds, key=speeds.get)
+        else:
+            self.cpu = candidates[0]
+        self.pids = [pid for pid in self.pids if _try_set(pid, {self.cpu})]
+        for tid in (int(t) for t in os.listdir("/proc/self/task")):
+            _try_set(tid, self.cores - {self.cpu})
+        self.picked[self.cpu] = self.picked.get(self.cpu, 0) + 1
+        return self.cpu
+
+
 @contextmanager
-def turns_on_one_cpu(pids):
-    """Within the block, each of `pids`' main thread on the last CPU of this timing job's cores (CPU 0, where a
-    machine's housekeeping and interrupts tend to land, is never chosen while there is another) and every thread of
-    this process on the rest; all back to the job's cores after. Nothing moves where the job is not pinned to a
-    timing slot (a CPU timing job's workers use every core) or has a single CPU. Yields the CPU, or None."""
+def turns_on_one_cpu(pids, probe: Callable[[], float] = _probe_op_us):
+    """Within the block, each of `pids`' main thread on one CPU of this timing job's cores, picked on entry and
+    again by each `pick()` (the fastest at the moment), and every thread of this process on the rest; all back to
+    the job's cores after. Nothing moves where there are no `pids`, the job is not pinned to a timing slot (a CPU
+    timing job's workers use every core) or has a single CPU. Yields the Turns."""
     global _turns_logged
     cores = frozenset(os.sched_getaffinity(0))
-    if not _pinned.startswith("timing slot") or len(cores) < 2:
-        yield None
+    if not pids or not _pinned.startswith("timing slot") or len(cores) < 2:
+        yield Turns(list(pids))
         return
-    cpu = max(cores)
-    moved = [pid for pid in pids if _try_set(pid, {cpu})]
-    own = [int(t) for t in os.listdir("/proc/self/task")]
-    for tid in own:
-        _try_set(tid, cores - {cpu})
-    if not _turns_logged:   # once per job: the CPU is the same every time
-        log.info("turns on CPU %d (%d workers); this job's threads on %s", cpu, len(moved), _ranges(cores - {cpu}))
+    turns = Turns(list(pids), cores, probe)
+    turns.pick()
+    if not _turns_logged:   # once per job: the candidates are the same every time
+        log.info("turns on the fastest of CPUs %s, probed before each turn (%d workers); this job's threads on the "
+                 "rest", _ranges(turns.candidates), len(turns.pids))
         _turns_logged = True
+    own = [int(t) for t in os.listdir("/proc/self/task")]
     try:
-        yield cpu
+        yield turns
     finally:   # threads started meanwhile (a worker started again after a death) inherited the rest: back too
-        for tid in set(own + moved) | {int(t) for t in os.listdir("/proc/self/task")}:
+        for tid in set(own + list(pids)) | {int(t) for t in os.listdir("/proc/self/task")}:
             _try_set(tid, cores)
 
 

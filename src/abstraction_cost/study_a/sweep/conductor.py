@@ -23,7 +23,6 @@ told its ooms (--oom-at) so the skip rule holds.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import sys
@@ -257,9 +256,9 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                 phases.worker("loading", impl, (record.get("prepare_s") or 0.0) + (record.get("build_s") or 0.0))
         phases.add("loading", time.perf_counter() - loading)
     # the warm-ups and turns of workers that loaded the cell above on one CPU of the slot, so that a turn's pair
-    # meets the same host (a lone worker loads in its warm-up, with every core of the slot)
+    # meets the same host, re-picked before each turn (a lone worker loads in its warm-up, with every core of the slot)
     pids = [workers[i].proc.pid for i in group if workers.get(i) is not None] if loaded else []
-    with affinity.turns_on_one_cpu(pids) if pids else contextlib.nullcontext():
+    with affinity.turns_on_one_cpu(pids) as cpus:
         for impl in group:
             preparing = time.perf_counter()
             try:
@@ -277,6 +276,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                  for impl, r in ready.items()}
         turns = time.perf_counter()
         for turn in range(protocol.blocks):
+            cpus.pick()
             order = list(ready)
             order = order[turn % len(order):] + order[:turn % len(order)] if order else []
             for impl in order:

@@ -141,9 +141,11 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
             prepared = time.perf_counter()
             slots = [k for k, r in records.items() if r["status"] == "ok" and k[0] in alive]
             calls = {k: protocol.calls_per_block(records[k]["call_ms"]) for k in slots}
-            # the turns with every worker on one CPU of the slot, so that a turn's pair meets the same host
-            with affinity.turns_on_one_cpu([w.proc.pid for w in alive.values()]):
+            # the turns with every worker on one CPU of the slot, the fastest at each turn's start, so that a turn's
+            # pair meets the same host
+            with affinity.turns_on_one_cpu([w.proc.pid for w in alive.values()]) as cpus:
                 for turn in range(protocol.blocks):
+                    cpus.pick()
                     shift = turn % len(slots) if slots else 0
                     for key, variant in slots[shift:] + slots[:shift]:
                         record = records[(key, variant)]
