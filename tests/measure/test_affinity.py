@@ -186,7 +186,8 @@ def test_cpu_0_is_no_candidate_while_the_job_has_another():
 
 def test_each_turn_goes_to_the_cpu_its_probe_found_fastest(monkeypatch):
     """The probe runs on every candidate CPU and the workers follow the fastest at each pick: here the host's
-    state changes between two turns. (Every core is a candidate here, CPU 0 too, so that two cores suffice.)"""
+    state changes between two turns; the environment row gives the picked CPUs' probes. (Every core is a candidate
+    here, CPU 0 too, so that two cores suffice.)"""
     import subprocess
     import sys
     cores = frozenset(os.sched_getaffinity(0))
@@ -204,6 +205,8 @@ def test_each_turn_goes_to_the_cpu_its_probe_found_fastest(monkeypatch):
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         monkeypatch.setattr(affinity, "_pinned", "timing slot 0")
+        monkeypatch.setattr(affinity, "_turn_probes", [])
+        assert affinity.environment_columns("end")["turn_host_op_us"] is None
         with affinity.turns_on_one_cpu([worker.pid], probe=probe) as turns:
             assert sorted(probed) == sorted(cores)
             first = turns.cpu
@@ -213,6 +216,9 @@ def test_each_turn_goes_to_the_cpu_its_probe_found_fastest(monkeypatch):
             assert turns.pick() != first and os.sched_getaffinity(worker.pid) == {turns.cpu}
             assert turns.picked == {first: 1, turns.cpu: 1}
         assert os.sched_getaffinity(worker.pid) == cores
+        # the environment row's end: the picked CPUs' probes, the fast state at both turns
+        end = affinity.environment_columns("end")
+        assert end["probed_turns"] == 2 and end["turn_host_op_us"] == 1.0
     finally:
         worker.kill()
         worker.wait()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ PROBE_OPS = 300      # one block of the host probe's op per candidate CPU before
 _pinned: str = "not pinned"
 _cores: frozenset[int] | None = None   # where _set put this job
 _turns_logged = False
+_turn_probes: list[float] = []   # the picked CPU's probe (µs per op) at each of this job's probed turns
 _INITIAL = frozenset(os.sched_getaffinity(0))  # the job's cores before any pinning: every split starts from them
 
 
@@ -154,6 +156,7 @@ class Turns:
                 os.sched_setaffinity(0, {cpu})
                 speeds[cpu] = self.probe()
             self.cpu = min(speeds, key=speeds.get)
+            _turn_probes.append(speeds[self.cpu])
         else:
             self.cpu = candidates[0]
         self.pids = [pid for pid in self.pids if _try_set(pid, {self.cpu})]
@@ -246,9 +249,14 @@ def _governor() -> str | None:
 
 
 def environment_columns(when: str) -> dict:
-    """The job's affinity, load average and CPU governor for its environment row; `when`: start or end."""
+    """The job's affinity, load average and CPU governor for its environment row; `when`: start or end. At the
+    end also its probed turns: how many, and the median of the picked CPUs' probes (null where none), the host's
+    speed where the turns' work was issued, beside the start's and end's probes of the job's whole cores."""
     columns = {f"load_avg_{when}": os.getloadavg()[0]}
     if when == "start":
         columns.update(cpu_affinity=f"{_pinned}; cores {_ranges(os.sched_getaffinity(0))}",
                        cpu_governor=_governor())
+    else:
+        columns.update(probed_turns=len(_turn_probes),
+                       turn_host_op_us=statistics.median(_turn_probes) if _turn_probes else None)
     return columns

@@ -33,6 +33,8 @@ SCHEMAS = {
         "host_op_us_end": pl.Float64,
         "host_copy_gbps_start": pl.Float64, # a 64 MiB pageable host copy, GB/s
         "host_copy_gbps_end": pl.Float64,
+        "probed_turns": pl.Int64,          # turns whose CPU was picked by a probe (measure/affinity.Turns)
+        "turn_host_op_us": pl.Float64,     # the picked CPUs' probes, median: the host the turns met
         "tf32_matmul": pl.Boolean,
         "tf32_cudnn": pl.Boolean,
         "cudnn_benchmark": pl.Boolean,
