@@ -167,6 +167,7 @@ def test_a_timing_jobs_workers_take_their_turns_on_one_cpu_and_the_job_stays_off
         with affinity.turns_on_one_cpu([]) as turns:
             assert turns.pick() is None and os.sched_getaffinity(0) == cores
         with affinity.turns_on_one_cpu([w.pid for w in workers] + [2**22 + 1]) as turns:   # one has ended
+            assert turns.cpu == max(cores) and all(os.sched_getaffinity(w.pid) == {turns.cpu} for w in workers)
             cpu = turns.pick()
             assert cpu in cores and cpu != 0
             assert all(os.sched_getaffinity(w.pid) == {cpu} for w in workers)
@@ -208,8 +209,9 @@ def test_each_turn_goes_to_the_cpu_its_probe_found_fastest(monkeypatch):
         monkeypatch.setattr(affinity, "_turn_probes", [])
         assert affinity.environment_columns("end")["turn_host_op_us"] is None
         with affinity.turns_on_one_cpu([worker.pid], probe=probe) as turns:
+            assert not probed and turns.cpu == max(cores)   # entry: the last candidate, for warm-ups
+            first = turns.pick()
             assert sorted(probed) == sorted(cores)
-            first = turns.cpu
             assert first != max(cores) and os.sched_getaffinity(worker.pid) == {first}
             assert all(os.sched_getaffinity(int(t)) == cores - {first} for t in os.listdir("/proc/self/task"))
             state["slow"] = first

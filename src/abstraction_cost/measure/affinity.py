@@ -132,13 +132,13 @@ def _probe_op_us() -> float:
 @dataclass
 class Turns:
     """Where a timing job's workers take their turns: `pick()` probes each candidate CPU with this process's main
-    thread (`probe`: µs per op where it runs), puts the workers' main threads on the fastest and every thread of
-    this process on the job's other cores, and returns that CPU; None where nothing moves."""
+    thread (`probe`: µs per op where it runs), puts the workers' main threads on the fastest (`move`) and every
+    thread of this process on the job's other cores, and returns that CPU; None where nothing moves."""
     pids: list[int]
     cores: frozenset[int] = frozenset()
     probe: Callable[[], float] = _probe_op_us
     cpu: int | None = None
-    picked: dict[int, int] = field(default_factory=dict)   # how many turns each CPU took
+    picked: dict[int, int] = field(default_factory=dict)   # how many probed picks each CPU won
 
     @property
     def candidates(self) -> list[int]:
@@ -150,35 +150,39 @@ class Turns:
         if not self.cores:
             return None
         candidates = self.candidates
-        if len(candidates) > 1:
-            speeds = {}
-            for cpu in candidates:
-                os.sched_setaffinity(0, {cpu})
-                speeds[cpu] = self.probe()
-            self.cpu = min(speeds, key=speeds.get)
-            _turn_probes.append(speeds[self.cpu])
-        else:
-            self.cpu = candidates[0]
-        self.pids = [pid for pid in self.pids if _try_set(pid, {self.cpu})]
+        if len(candidates) == 1:
+            return self.move(candidates[0])
+        speeds = {}
+        for cpu in candidates:
+            os.sched_setaffinity(0, {cpu})
+            speeds[cpu] = self.probe()
+        fastest = min(speeds, key=speeds.get)
+        _turn_probes.append(speeds[fastest])
+        self.picked[fastest] = self.picked.get(fastest, 0) + 1
+        return self.move(fastest)
+
+    def move(self, cpu: int) -> int:
+        self.cpu = cpu
+        self.pids = [pid for pid in self.pids if _try_set(pid, {cpu})]
         for tid in (int(t) for t in os.listdir("/proc/self/task")):
-            _try_set(tid, self.cores - {self.cpu})
-        self.picked[self.cpu] = self.picked.get(self.cpu, 0) + 1
-        return self.cpu
+            _try_set(tid, self.cores - {cpu})
+        return cpu
 
 
 @contextmanager
 def turns_on_one_cpu(pids, probe: Callable[[], float] = _probe_op_us):
-    """Within the block, each of `pids`' main thread on one CPU of this timing job's cores, picked on entry and
-    again by each `pick()` (the fastest at the moment), and every thread of this process on the rest; all back to
-    the job's cores after. Nothing moves where there are no `pids`, the job is not pinned to a timing slot (a CPU
-    timing job's workers use every core) or has a single CPU. Yields the Turns."""
+    """Within the block, each of `pids`' main thread on one CPU of this timing job's cores, the last candidate on
+    entry (for warm-ups) and the fastest at the moment from each `pick()` (before each turn), and every thread of
+    this process on the rest; all back to the job's cores after. Nothing moves where there are no `pids`, the job
+    is not pinned to a timing slot (a CPU timing job's workers use every core) or has a single CPU. Yields the
+    Turns."""
     global _turns_logged
     cores = frozenset(os.sched_getaffinity(0))
     if not pids or not _pinned.startswith("timing slot") or len(cores) < 2:
         yield Turns(list(pids))
         return
     turns = Turns(list(pids), cores, probe)
-    turns.pick()
+    turns.move(turns.candidates[-1])
     if not _turns_logged:   # once per job: the candidates are the same every time
         log.info("turns on the fastest of CPUs %s, probed before each turn (%d workers); this job's threads on the "
                  "rest", _ranges(turns.candidates), len(turns.pids))
