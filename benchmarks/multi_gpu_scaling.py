@@ -64,15 +64,17 @@ def overlaps_on_one_gpu(jobs: list[dict]) -> list[tuple[str, str]]:
 def host_speed(environment: pl.DataFrame) -> dict[str, float | None]:
     """The host's speed over the run's timing (measure/host_speed.py: µs per dispatched op, GB/s of a pageable
     copy): the median of the timing jobs' probes at start and end, each weighted by half its job's duration, so that
-    the long jobs' host counts as long as they ran (a VM's host switches between two speeds: docs/measurement.md).
-    A run on a slower host is slower in its host-bound work, so two runs' wall times compare only beside it."""
+    the long jobs' host counts as long as they ran (a VM's host switches between two speeds: docs/measurement.md);
+    and turn_host_op_us, the picked CPUs' probes before the jobs' turns (measure/affinity.Turns), each job's median
+    weighted by its whole duration. A run on a slower host is slower in its host-bound work, so two runs' wall times
+    compare only beside it."""
     timed = environment.filter(pl.col("started_at").is_not_null() & pl.col("ended_at").is_not_null())
     seconds = [_when(e) - _when(s) for s, e in zip(timed["started_at"], timed["ended_at"])]
 
-    def weighted_median(name: str) -> float | None:
-        if f"{name}_start" not in timed.columns:
+    def weighted_median(columns: dict[str, float]) -> float | None:   # column -> the share of a job's duration
+        if not all(c in timed.columns for c in columns):
             return None
-        pairs = sorted((v, w) for col in ("start", "end") for v, w in zip(timed[f"{name}_{col}"], seconds)
+        pairs = sorted((v, w * share) for c, share in columns.items() for v, w in zip(timed[c], seconds)
                        if v is not None)
         total, seen = sum(w for _, w in pairs), 0.0
         for value, weight in pairs:
@@ -81,7 +83,10 @@ def host_speed(environment: pl.DataFrame) -> dict[str, float | None]:
                 return round(value, 3)
         return None
 
-    return {"host_op_us": weighted_median("host_op_us"), "host_copy_gbps": weighted_median("host_copy_gbps")}
+    ends = lambda name: {f"{name}_start": 0.5, f"{name}_end": 0.5}  # noqa: E731
+    return {"host_op_us": weighted_median(ends("host_op_us")),
+            "host_copy_gbps": weighted_median(ends("host_copy_gbps")),
+            "turn_host_op_us": weighted_median({"turn_host_op_us": 1.0})}
 
 
 def row_status(results: Path) -> dict[str, int]:
@@ -139,7 +144,7 @@ def summarise(runs: list[dict]) -> str:
              "cold caches, `snakemake --cores all`"
              f"{', the C++ programs built inside the clock' if base.get('native_in_run') else ''}.", "",
              "| GPUs | wall (s) | speedup | timing jobs per GPU | overlaps on one GPU | rows by status "
-             "| host: µs per op, copy GB/s |",
+             "| host: µs per op, copy GB/s, turns' µs per op |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
         per_gpu: dict[str, int] = {}
@@ -152,7 +157,8 @@ def summarise(runs: list[dict]) -> str:
         lines.append(f"| {r['gpus']} | {r['wall_s']} | {base['wall_s'] / r['wall_s']:.2f} | "
                      f"{', '.join(f'{k}: {v}' for k, v in sorted(per_gpu.items()))} | "
                      f"{len(r['overlaps_on_one_gpu'])} | {status} | "
-                     f"{host.get('host_op_us') or '-'}, {host.get('host_copy_gbps') or '-'} |")
+                     f"{host.get('host_op_us') or '-'}, {host.get('host_copy_gbps') or '-'}, "
+                     f"{host.get('turn_host_op_us') or '-'} |")
     best = runs[-1]
     speedup = base["wall_s"] / best["wall_s"]
     lines += ["", f"{best['gpus']} GPUs against {base['gpus']}: {speedup:.2f}x "

@@ -144,14 +144,15 @@ def environment(run: Path) -> dict:
 
 def host_speed(run: Path) -> dict:
     """The host's speed in the run's sweep jobs (measure/host_speed.py: µs per dispatched op, GB/s of a pageable
-    copy; medians over the jobs' starts and ends), where its environment rows have them: a run on a slower host
-    is slower in the host-bound cells alone."""
+    copy; medians over the jobs' starts and ends; turn_host_op_us, over the picked CPUs' probes before the turns),
+    where its environment rows have them: a run on a slower host is slower in the host-bound cells alone."""
     path = run / "sweep.env.parquet"
     env = pl.read_parquet(path) if path.exists() else None
     if env is None or "host_op_us_start" not in env.columns:
         return {}
     both = lambda name: pl.concat([env[f"{name}_start"], env[f"{name}_end"]]).median()  # noqa: E731
-    return {"host_op_us": both("host_op_us"), "host_copy_gbps": both("host_copy_gbps")}
+    turns = env["turn_host_op_us"].median() if "turn_host_op_us" in env.columns else None
+    return {"host_op_us": both("host_op_us"), "host_copy_gbps": both("host_copy_gbps"), "turn_host_op_us": turns}
 
 
 def compare_runs(dirs: list[Path], chosen: dict) -> dict:
@@ -206,7 +207,9 @@ def main(argv=None) -> dict:
         later = result["host_speed"][str(d)]
         if first.get("host_op_us") and later.get("host_op_us"):
             print(f"host run{k} / run1: {later['host_op_us'] / first['host_op_us']:.2f}× the time per dispatched op, "
-                  f"{later['host_copy_gbps'] / first['host_copy_gbps']:.2f}× the pageable copy bandwidth")
+                  f"{later['host_copy_gbps'] / first['host_copy_gbps']:.2f}× the pageable copy bandwidth"
+                  + (f", {later['turn_host_op_us'] / first['turn_host_op_us']:.2f}× in the turns"
+                     if first.get("turn_host_op_us") and later.get("turn_host_op_us") else ""))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     return result

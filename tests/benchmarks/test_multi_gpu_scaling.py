@@ -54,8 +54,8 @@ def test_summary_states_wall_times_speedup_and_gpus():
            "rows_by_status": {"ok": 10}, "native_in_run": True}
     two = {**one, "gpus": 2, "wall_s": 220.0, "jobs": jobs([(0, 0, 9), (1, 0, 9)])}
     text = scaling.summarise([two, one])
-    assert "| 1 | 400.0 | 1.00 | GPU 0: 2 | 0 | ok 10 | -, - |" in text   # a run recorded without the host's speed
-    assert "| 2 | 220.0 | 1.82 | GPU 0: 1, GPU 1: 1 | 0 | ok 10 | -, - |" in text
+    assert "| 1 | 400.0 | 1.00 | GPU 0: 2 | 0 | ok 10 | -, -, - |" in text   # a run recorded without the host's speed
+    assert "| 2 | 220.0 | 1.82 | GPU 0: 1, GPU 1: 1 | 0 | ok 10 | -, -, - |" in text
     assert "2 GPUs against 1: 1.82x (meets the 1.8x target)" in text
     assert "the C++ programs built inside the clock" in text and "as slow per dispatched op" not in text
     assert "misses the 1.8x target" in scaling.summarise([{**two, "wall_s": 240.0}, one])
@@ -70,13 +70,16 @@ def test_the_hosts_speed_is_stated_and_a_slower_host_named_beside_the_ratio():
         host_op_us_start=pl.Series([1.4, 2.9, 2.9]), host_op_us_end=pl.Series([1.5, 3.0, None], dtype=pl.Float64),
         host_copy_gbps_start=pl.Series([40.0, 5.0, 5.0]), host_copy_gbps_end=pl.Series([50.0, 5.0, 5.0]))
     # the long job's host counts for 100 s, the short ones' for 50 (a plain median of the probes would say 2.9)
-    assert scaling.host_speed(env) == {"host_op_us": 1.5, "host_copy_gbps": 40.0}
+    assert scaling.host_speed(env) == {"host_op_us": 1.5, "host_copy_gbps": 40.0, "turn_host_op_us": None}
+    # the turns' probes (a job without turns: null), each job's weighted by its whole duration
+    turns = env.with_columns(turn_host_op_us=pl.Series([None, 1.3, 2.8], dtype=pl.Float64))
+    assert scaling.host_speed(turns)["turn_host_op_us"] == 1.3   # 30 s of turns at 1.3 against 20 s at 2.8
     one = {"config": "c", "gpus": 1, "wall_s": 400.0, "hostname": "box", "returncode": 0, "gpu_names": [],
            "jobs": [], "overlaps_on_one_gpu": [], "rows_by_status": {"ok": 1}, "host": {"host_op_us": 1.5,
                                                                                           "host_copy_gbps": 48.0}}
     two = {**one, "gpus": 2, "wall_s": 300.0, "host": {"host_op_us": 2.9, "host_copy_gbps": 8.4}}
     text = scaling.summarise([one, two])
-    assert "| 1 | 400.0 | 1.00 |  | 0 | ok 1 | 1.5, 48.0 |" in text
+    assert "| 1 | 400.0 | 1.00 |  | 0 | ok 1 | 1.5, 48.0, - |" in text
     assert "The host was 1.93x as slow per dispatched op in the 2-GPU run (2.9 against 1.5 µs)" in text
     assert "as slow per dispatched op" not in scaling.summarise([one, {**two, "host": {"host_op_us": 1.6}}])
 
