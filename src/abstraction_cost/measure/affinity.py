@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 MIN_CORES = 2        # the fewest logical CPUs a timing slot or the rest of the run may have
 SHARE_TIMING = 0.5   # at most this share of the physical cores goes to the timing slots together
 SYSFS_CPU = Path("/sys/devices/system/cpu")
-PROBE_OPS = 300      # one block of the host probe's op per candidate CPU before a turn: about 0.5 ms each
+PROBE_OPS = 300      # one block of the host probe's op per candidate CPU before a turn: under a millisecond each
 
 _pinned: str = "not pinned"
 _cores: frozenset[int] | None = None   # where _set put this job
