@@ -30,20 +30,6 @@ from abstraction_cost.measure import affinity, host_speed
 OPS_PER_BLOCK = 200   # a turn's blocks: small, so that --turn-ms sets the turn's length
 
 
-def on(cpu: int) -> None:
-    os.sched_setaffinity(0, {cpu})
-
-
-def probe(cores: list[int], ops: int) -> tuple[int, float]:
-    """The fastest of `cores` by one short block of the op on each, and its time (µs per op)."""
-    times = {}
-    for cpu in cores:
-        on(cpu)
-        times[cpu] = host_speed.op_us(ops, 1)
-    best = min(times, key=times.get)
-    return best, times[best]
-
-
 def turn(blocks: int) -> float:
     return host_speed.op_us(OPS_PER_BLOCK, blocks)
 
@@ -73,11 +59,11 @@ def main(argv=None) -> dict:
             probe_s, predicted = None, None
             if arm == "probed":
                 t0 = time.perf_counter()
-                cpu, predicted = probe(candidates, args.probe_ops)
+                cpu, predicted = affinity.fastest_cpu(candidates, lambda: host_speed.op_us(args.probe_ops, 1))
                 probe_s = time.perf_counter() - t0
             else:
                 cpu = fixed
-            on(cpu)
+            os.sched_setaffinity(0, {cpu})
             rows.append({"pair": k, "arm": arm, "cpu": cpu, "op_us": turn(blocks), "probe_s": probe_s,
                          "probe_us": predicted})
         k += 1
@@ -86,9 +72,11 @@ def main(argv=None) -> dict:
     slow_from = 1.5 * statistics.median(fastest)
     probed = [r for r in rows if r["arm"] == "probed"]
     result = {
-        "cores": cores, "candidates": candidates, "fixed_cpu": fixed, "turn_blocks": blocks, "ops_per_block": OPS_PER_BLOCK,
+        "cores": cores, "candidates": candidates, "fixed_cpu": fixed, "turn_blocks": blocks,
+        "ops_per_block": OPS_PER_BLOCK,
         "probe_ops": args.probe_ops, "wall_s": time.time() - started, "slow_from_us": slow_from,
-        "arms": {arm: summary([r["op_us"] for r in rows if r["arm"] == arm], slow_from) for arm in ("fixed", "probed")},
+        "arms": {arm: summary([r["op_us"] for r in rows if r["arm"] == arm], slow_from)
+                 for arm in ("fixed", "probed")},
         "probe_ms_median": statistics.median(r["probe_s"] for r in probed) * 1e3,
         "turn_over_probe_median": statistics.median(r["op_us"] / r["probe_us"] for r in probed),
         "probed_cpus": {c: sum(r["cpu"] == c for r in probed) for c in candidates},

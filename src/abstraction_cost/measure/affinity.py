@@ -32,7 +32,7 @@ import logging
 import os
 import statistics
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -129,6 +129,17 @@ def _probe_op_us() -> float:
     return host_speed.op_us(PROBE_OPS, 1)
 
 
+def fastest_cpu(candidates, probe: Callable[[], float]) -> tuple[int, float]:
+    """The candidate where `probe` (µs per op where the calling thread runs) is fastest, and its time; the calling
+    thread is left on the last candidate probed."""
+    speeds = {}
+    for cpu in candidates:
+        os.sched_setaffinity(0, {cpu})
+        speeds[cpu] = probe()
+    best = min(speeds, key=speeds.get)
+    return best, speeds[best]
+
+
 @dataclass
 class Turns:
     """Where a timing job's workers take their turns: `pick()` probes each candidate CPU with this process's main
@@ -138,7 +149,6 @@ class Turns:
     cores: frozenset[int] = frozenset()
     probe: Callable[[], float] = _probe_op_us
     cpu: int | None = None
-    picked: dict[int, int] = field(default_factory=dict)   # how many probed picks each CPU won
 
     @property
     def candidates(self) -> list[int]:
@@ -152,13 +162,8 @@ class Turns:
         candidates = self.candidates
         if len(candidates) == 1:
             return self.move(candidates[0])
-        speeds = {}
-        for cpu in candidates:
-            os.sched_setaffinity(0, {cpu})
-            speeds[cpu] = self.probe()
-        fastest = min(speeds, key=speeds.get)
-        _turn_probes.append(speeds[fastest])
-        self.picked[fastest] = self.picked.get(fastest, 0) + 1
+        fastest, op_us = fastest_cpu(candidates, self.probe)
+        _turn_probes.append(op_us)
         return self.move(fastest)
 
     def move(self, cpu: int) -> int:
