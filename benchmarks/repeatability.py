@@ -131,6 +131,23 @@ def variance_components(blocks: pl.DataFrame) -> dict:
             "by_cell": per_cell.to_dicts()}
 
 
+def turns_against_probes(blocks: pl.DataFrame) -> dict | None:
+    """Do slow turns follow slow probes? Per (numerics, implementation, cell), the rank correlation of each turn's
+    time with its CPU's probe just before it (sweep_blocks' host_op_us); summarised by the median over cells. None
+    where the turns were not probed (no timing slot, or a run before the column)."""
+    if "host_op_us" not in blocks.columns:
+        return None
+    probed = blocks.drop_nulls("host_op_us")
+    if probed.is_empty():
+        return None
+    keys = ["numerics", "implementation", "cell"]
+    per_cell = probed.group_by(keys).agg(
+        spearman=pl.corr("time_ms", "host_op_us", method="spearman"), turns=pl.len(),
+        probe_us_median=pl.col("host_op_us").median(), probe_us_max=pl.col("host_op_us").max()).sort(keys)
+    return {"cells": per_cell.height, "spearman_median": per_cell["spearman"].median(),
+            "by_cell": per_cell.to_dicts()}
+
+
 def environment(run: Path) -> dict:
     """The first run's device, versions and date, from its sweep's or vision jobs' environment rows where it has
     them."""
@@ -197,6 +214,8 @@ def main(argv=None) -> dict:
               "tables": compare_runs(dirs, chosen),
               "variance_components": {str(d): variance_components(pl.read_parquet(d / "sweep_blocks.parquet"))
                                       for d in dirs if (d / "sweep_blocks.parquet").exists()},
+              "turns_against_probes": {str(d): turns_against_probes(pl.read_parquet(d / "sweep_blocks.parquet"))
+                                       for d in dirs if (d / "sweep_blocks.parquet").exists()},
               "host_speed": {str(d): host_speed(d) for d in dirs}}
     for name in chosen:
         for key, summary in result["tables"][name].items():

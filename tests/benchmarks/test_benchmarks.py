@@ -141,6 +141,29 @@ def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
     speeds = list(data["host_speed"].values())
     assert len(speeds) == 2 and all(s["host_op_us"] > 0 and s["host_copy_gbps"] > 0 for s in speeds)
     assert data["device"] == "cpu" and "host run2 / run1" in result.stdout
+    # a 2-core machine pins no timing slot, so no turn was placed or probed
+    assert list(data["turns_against_probes"].values()) == [None, None]
+
+
+def test_repeatability_sets_each_turns_time_against_its_probe():
+    import importlib.util
+
+    import polars as pl
+    spec = importlib.util.spec_from_file_location("repeatability", REPO / "benchmarks" / "repeatability.py")
+    repeatability = sys.modules["repeatability"] = importlib.util.module_from_spec(spec)   # its dataclass needs it
+    spec.loader.exec_module(repeatability)
+    probes = [1.4, 2.8, 1.5, 2.6, 1.6, 3.0]
+    blocks = pl.DataFrame({"numerics": "fp32", "implementation": ["eager"] * 6 + ["cudnn"] * 6,
+                           "cell": 0, "invocation": 0, "turn": list(range(6)) * 2, "calls": 8,
+                           "time_ms": [p * 2.5 for p in probes] + [20.0, 20.1, 19.9, 20.0, 20.2, 19.8],
+                           "cpu": 3, "host_op_us": probes * 2})
+    found = repeatability.turns_against_probes(blocks)
+    by = {c["implementation"]: c for c in found["by_cell"]}
+    assert by["eager"]["spearman"] == 1.0 and abs(by["cudnn"]["spearman"]) < 0.5   # host-bound follows its probe
+    assert by["eager"]["turns"] == 6 and by["eager"]["probe_us_max"] == 3.0
+    unprobed = blocks.with_columns(host_op_us=pl.lit(None, pl.Float64))
+    assert repeatability.turns_against_probes(unprobed) is None
+    assert repeatability.turns_against_probes(blocks.drop("cpu", "host_op_us")) is None
 
 
 def _log_stamp(epoch: float) -> str:

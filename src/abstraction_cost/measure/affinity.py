@@ -144,11 +144,13 @@ def fastest_cpu(candidates, probe: Callable[[], float]) -> tuple[int, float]:
 class Turns:
     """Where a timing job's workers take their turns: `pick()` probes each candidate CPU with this process's main
     thread (`probe`: µs per op where it runs), puts the workers' main threads on the fastest (`move`) and every
-    thread of this process on the job's other cores, and returns that CPU; None where nothing moves."""
+    thread of this process on the job's other cores, and returns that CPU; None where nothing moves. `cpu` and
+    `op_us` are where the turn goes and that CPU's probe (None where it was not probed)."""
     pids: list[int]
     cores: frozenset[int] = frozenset()
     probe: Callable[[], float] = _probe_op_us
     cpu: int | None = None
+    op_us: float | None = None
 
     @property
     def candidates(self) -> list[int]:
@@ -162,8 +164,8 @@ class Turns:
         candidates = self.candidates
         if len(candidates) == 1:
             return self.move(candidates[0])
-        fastest, op_us = fastest_cpu(candidates, self.probe)
-        _turn_probes.append(op_us)
+        fastest, self.op_us = fastest_cpu(candidates, self.probe)
+        _turn_probes.append(self.op_us)
         return self.move(fastest)
 
     def move(self, cpu: int) -> int:

@@ -76,6 +76,9 @@ SCHEMAS = {
         "turn": pl.Int64,
         "calls": pl.Int64,
         "time_ms": pl.Float64,                # the turn's median per batch
+        "cpu": pl.Int64,                      # the CPU its workers' main threads took the turn on (null: unplaced)
+        "host_op_us": pl.Float64,             # that CPU's host probe just before the turn, µs per dispatched op
+                                              # (measure/affinity.Turns; null where not probed)
     },
     # Where one call's time goes, per (numerics, implementation, cell) of the interleaved sweep: the profiled pass
     # after the cell's timed turns of its first invocation (measure/profiled.py; the timed calls stay unprofiled).

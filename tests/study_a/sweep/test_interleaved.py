@@ -106,6 +106,35 @@ def test_every_worker_loads_a_cell_at_once_then_warms_up_alone_before_any_is_tim
     assert [len(r["blocks"]) for r in records] == [3] * 6 and records[0]["turns"] == [0, 1, 2]
 
 
+def test_each_turns_row_names_the_cpu_it_was_taken_on_and_that_cpus_probe(fake, monkeypatch):
+    """The turns' host, per turn: whatever the pick before a turn chose is the CPU and probe of every
+    implementation's block in that turn (sweep_blocks' cpu, host_op_us), so a slow turn can be set against its
+    probe."""
+    from contextlib import contextmanager
+    from abstraction_cost.measure import affinity
+    picks = iter([(3, 1.5), (5, 2.5), (3, 1.4)] * 2)
+
+    class Picked:
+        cpu = op_us = None
+
+        def pick(self):
+            self.cpu, self.op_us = next(picks)
+            return self.cpu
+
+    @contextmanager
+    def placed(pids):
+        yield Picked()
+    monkeypatch.setattr(affinity, "turns_on_one_cpu", placed)
+    cells = walk([1, 2], [8], ["float32-pageable"])
+    records = conduct(["a", "b"], fake.command_for(), cells, _settings(), _protocol(blocks=3),
+                      Store(None, ["a", "b"], len(cells)))
+    rows = sweep_conductor.block_rows([r for r in records if r["implementation"] == "a"])
+    assert [(r["cell"], r["turn"], r["cpu"], r["host_op_us"]) for r in rows] == [
+        (0, 0, 3, 1.5), (0, 1, 5, 2.5), (0, 2, 3, 1.4), (1, 0, 3, 1.5), (1, 1, 5, 2.5), (1, 2, 3, 1.4)]
+    unplaced = sweep_conductor.block_rows([{"status": "ok", "cell": 0, "turns": [0], "blocks": [[1.0]]}])
+    assert unplaced[0]["cpu"] is None and unplaced[0]["host_op_us"] is None
+
+
 def test_the_invocation_log_names_the_slowest_loaders_by_their_own_load_times(fake, caplog):
     cells = walk([1, 2], [8], ["float32-pageable"])
     with caplog.at_level("INFO", logger=sweep_conductor.__name__):

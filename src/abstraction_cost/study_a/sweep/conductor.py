@@ -271,7 +271,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             if record["kind"] == "cell":
                 final(impl, record)
             else:
-                ready[impl] = {**record, "blocks": [], "turns": []}
+                ready[impl] = {**record, "blocks": [], "turns": [], "hosts": []}
         calls = {impl: protocol.calls_per_block(r["call_ms"], settings.repeats, settings.cell_budget_s)
                  for impl, r in ready.items()}
         turns = time.perf_counter()
@@ -294,6 +294,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                     continue
                 ready[impl]["blocks"].append(record["times_ms"])
                 ready[impl]["turns"].append(turn)
+                ready[impl]["hosts"].append([cpus.cpu, cpus.op_us])   # a list: kept records go through JSON
         ending = time.perf_counter()
         phases.add("turns", ending - turns)
     for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
@@ -305,6 +306,7 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
             died(impl, err)
             continue
         store.keep(inv, impl, {**record, "blocks": prepared["blocks"], "turns": prepared["turns"],
+                               "hosts": prepared["hosts"],
                                "steady": prepared["steady"], "warmup_calls": prepared["warmup_calls"],
                                "build_s": record.get("build_s", prepared.get("build_s")), "invocation": inv})
     phases.add("ends", time.perf_counter() - ending)
@@ -345,14 +347,17 @@ def cell_row(records: list[dict], batch: int, resamples: int = 2_000) -> dict:
 
 
 def block_rows(records: list[dict]) -> list[dict]:
-    """The `sweep_blocks` table's rows of one implementation: each turn's median, for paired comparisons."""
+    """The `sweep_blocks` table's rows of one implementation: each turn's median, for paired comparisons, and the
+    CPU its workers took it on with that CPU's probe before it (null where the turns were not placed)."""
     out = []
     for r in records:
         if r["status"] != "ok":
             continue
-        for turn, times in zip(r.get("turns") or [], r.get("blocks") or []):
+        turns = r.get("turns") or []
+        hosts = r.get("hosts") or [[None, None]] * len(turns)
+        for turn, times, (cpu, op_us) in zip(turns, r.get("blocks") or [], hosts):
             out.append({"cell": r["cell"], "invocation": r.get("invocation", 0), "turn": turn, "calls": len(times),
-                        "time_ms": median(times)})
+                        "time_ms": median(times), "cpu": cpu, "host_op_us": op_us})
     return out
 
 
