@@ -4,6 +4,7 @@ processes each), then sets each cell's median of the last run against the first'
     python benchmarks/repeatability.py --configfile config/gpu-smoke.yaml --tables sweep backend_comparison \
         --out benchmarks/results/<date>_<gpu>_repeatability_gpu_smoke.json
     python benchmarks/repeatability.py --from-runs runs/1 runs/2 --tables sweep --out result.json
+    python benchmarks/repeatability.py --from-runs runs/1 --tables sweep --out result.json   # one run's own
 
 The first run measures whatever is not yet measured (and builds what the tables need); every later run forces
 the tables' measuring rules again. Per table and cell the result holds the ratio run k / run 1 of the medians,
@@ -188,7 +189,8 @@ def main(argv=None) -> dict:
     p.add_argument("--configfile", help="the config whose measuring rules run (not with --from-runs)")
     p.add_argument("--tables", nargs="+", default=["sweep"], choices=sorted(MEASURED))
     p.add_argument("--runs", type=int, default=2)
-    p.add_argument("--from-runs", nargs="+", type=Path, help="compare these saved runs instead of running")
+    p.add_argument("--from-runs", nargs="+", type=Path,
+                   help="compare these saved runs instead of running (one: its variance and probes alone)")
     p.add_argument("--workdir", default=".", help="the pipeline's working directory (default: here)")
     p.add_argument("--cores", default="all")
     p.add_argument("--out", required=True, help="the result, JSON")
@@ -196,9 +198,7 @@ def main(argv=None) -> dict:
     chosen = {name: MEASURED[name] for name in args.tables}
     runs = []
     if args.from_runs:
-        if len(args.from_runs) < 2:
-            p.error("--from-runs: need at least 2 runs to compare")
-        dirs = args.from_runs
+        dirs = args.from_runs   # one run gives its own variance, probes and host speed, and nothing to compare
     else:
         if args.configfile is None or args.runs < 2:
             p.error("need --configfile and --runs of at least 2 (or --from-runs)")

@@ -143,6 +143,12 @@ def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
     assert data["device"] == "cpu" and "host run2 / run1" in result.stdout
     # a 2-core machine pins no timing slot, so no turn was placed or probed
     assert list(data["turns_against_probes"].values()) == [None, None]
+    # one saved run: its own variance and host, nothing to compare
+    alone = tmp_path / "alone.json"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "repeatability.py"), "--from-runs",
+                    data["dirs"][0], "--out", str(alone)], check=True, capture_output=True)
+    one = json.loads(alone.read_text())
+    assert one["tables"] == {"sweep": {}} and list(one["variance_components"]) == [data["dirs"][0]]
 
 
 def test_repeatability_sets_each_turns_time_against_its_probe():
