@@ -210,12 +210,12 @@ def main(argv=None) -> dict:
             wall = run_once(workdir, args.configfile, chosen, [] if fresh else forced, args.cores, saved)
             runs.append({"run": k + 1, "wall_s": wall, "forced": [] if fresh else forced})
             print(f"run {k + 1}: {wall:.0f} s", flush=True)
+    turns = {str(d): pl.read_parquet(d / "sweep_blocks.parquet") for d in dirs
+             if (d / "sweep_blocks.parquet").exists()}
     result = {"config": args.configfile, **environment(dirs[0]), "runs": runs, "dirs": [str(d) for d in dirs],
               "tables": compare_runs(dirs, chosen),
-              "variance_components": {str(d): variance_components(pl.read_parquet(d / "sweep_blocks.parquet"))
-                                      for d in dirs if (d / "sweep_blocks.parquet").exists()},
-              "turns_against_probes": {str(d): turns_against_probes(pl.read_parquet(d / "sweep_blocks.parquet"))
-                                       for d in dirs if (d / "sweep_blocks.parquet").exists()},
+              "variance_components": {d: variance_components(blocks) for d, blocks in turns.items()},
+              "turns_against_probes": {d: turns_against_probes(blocks) for d, blocks in turns.items()},
               "host_speed": {str(d): host_speed(d) for d in dirs}}
     for name in chosen:
         for key, summary in result["tables"][name].items():
