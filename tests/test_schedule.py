@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from abstraction_cost.measure import gpu_slots
+from abstraction_cost.study_b import compile_cache
 
 REPO = Path(__file__).resolve().parents[1]
 CORES = 16
@@ -129,6 +130,20 @@ def test_only_a_warm_ups_own_timing_job_waits_for_it(gpu_dag):
             waited[path] = waited.get(path, 0) + 1
     warm_outputs = [p for j in gpu_dag if j["rule"] in WARM_UPS for p in j["output"]]
     assert warm_outputs and all(waited.get(p) == 1 for p in warm_outputs)
+
+
+def test_a_vision_models_warm_up_compiles_each_task_in_a_worker_of_its_own(gpu_dag):
+    """A vision job is one of a run's longest and waits for its warm-up: the warm-up's threads give each of its
+    tasks (the model whole, its blocks) a worker, so it lasts as long as the longer task, not as both in turn."""
+    config = yaml.safe_load((REPO / "config" / "gpu-smoke.yaml").read_text())
+    todo, skipped = compile_cache.tasks(config)  # a GPU box's tasks (here, without a GPU, all skipped)
+    warm_ups = [j for j in gpu_dag if j["rule"] == "compile_cache_model"]
+    assert warm_ups
+    for warm in warm_ups:
+        job = {"study": "models", "name": warm["wildcards"]["model"], "pair": warm["wildcards"]["pair"]}
+        n = len(compile_cache.of_job([*todo, *skipped], job))
+        workers, compile_threads, probes = compile_cache.worker_plan(n, warm["threads"])
+        assert n >= 2 and workers + probes == n and compile_threads >= 1, (job, n, warm["threads"])
 
 
 def test_what_timing_jobs_read_is_made_before_any_warm_up_takes_the_cores(gpu_dag):

@@ -36,7 +36,7 @@ rule compile_cache_model:
         job=lambda w: {"study": "models", "name": w.model, "pair": w.pair},
         config=VISION_CONFIG,  # the vision_model job's
         torch_version=TORCH_VERSION,
-    threads: WARM_UP_THREADS
+    threads: MODEL_WARM_UP_THREADS
     priority: LONG_WARM_UP_PRIORITY  # its vision_model job is one of a run's longest
     resources:
         **warm_up_job(),

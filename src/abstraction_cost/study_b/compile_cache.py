@@ -119,6 +119,14 @@ def autotunes(task: dict) -> bool:
     return task["pair"] == "gpu" and task["mode"] in AUTOTUNE_MODES
 
 
+def worker_plan(n_tasks: int, threads: int) -> tuple[int, int, bool]:
+    """How a warm-up of n_tasks spends `threads`: (worker processes, Triton compile threads each, whether its last
+    task is the probe's), a worker per two threads; the probe's worker shares the threads."""
+    probes = n_tasks >= MIN_PROBED_TASKS
+    workers = max(1, min(n_tasks - probes, threads // 2))
+    return workers, max(1, threads // (workers + probes)), probes
+
+
 def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) -> dict:
     """Compile every task (of one timing job: of_job) into `cache_dir` with up to threads // 2 worker
     processes, unless the probe shows that the jobs cannot hit the entries; the manifest to write. A warm-up with
@@ -139,10 +147,9 @@ def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) ->
 def _warm(config: dict, cache_dir: str, threads: int, todo: list[dict], skipped: list[dict], visible: dict) -> dict:
     # usable: whether a job-like process hits the warm-up's entries; None where not probed (fewer than three tasks:
     # the probe saves the rest of a warm-up only where the rest is more than the one task compiling beside it)
-    probed = todo[-1] if len(todo) >= MIN_PROBED_TASKS else None
+    workers, compile_threads, probes = worker_plan(len(todo), threads)
+    probed = todo[-1] if probes else None
     rest = todo[:-1] if probed else todo
-    workers = max(1, min(len(rest), threads // 2))
-    compile_threads = max(1, threads // (workers + bool(probed)))   # the probe's worker shares the threads
     start = time.perf_counter()
     path = os.path.abspath(cache_dir)
     os.makedirs(path, exist_ok=True)
