@@ -381,6 +381,41 @@ def test_with_cpu_beside_a_cpu_timing_job_starts_on_the_cpu_slot_and_every_job_s
     assert not gpu_slots.cpu_beside(beside, 0) and not gpu_slots.cpu_beside({"device": "auto"}, 2)
 
 
+THREADS_SCRIPT = """
+import json, os, subprocess, sys
+told = {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+from abstraction_cost.measure import gpu_slots
+gpu_slots.stage(snakemake)
+torch_threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+json.dump({"told": told, "omp": os.environ["OMP_NUM_THREADS"], "torch_threads": int(torch_threads)},
+          open(snakemake.output[0], "w"))
+"""
+
+THREADS_RULES = """
+rule vision_model:
+    output: "out/{pair}-{model}.json"
+    threads: {threads}
+    resources: **timing_job("vision_model")
+    script: "job.py"
+"""
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_timing_job_that_claims_no_thread_runs_torch_on_one(tmp_path, monkeypatch, threads):
+    """Snakemake sets OMP_NUM_THREADS and the like from a job's threads: a GPU timing job with cores of its own
+    claims none (threads 0), and torch reads 0 as unset and starts an intra-op pool as wide as the machine.
+    stage() makes it one thread, as a job that claims one runs; a count a job claims stays its own."""
+    fake_gpus(monkeypatch, 1)
+    slot_workflow(tmp_path, {"device": "auto"}, rules=THREADS_RULES.replace("{threads}", str(threads)),
+                  script=THREADS_SCRIPT)
+    done = run_snakemake(tmp_path, monkeypatch, "out/gpu-m.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads((tmp_path / "out" / "gpu-m.json").read_text())
+    assert seen["told"] == {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}  # Snakemake's
+    assert seen["omp"] == str(threads or 1) and seen["torch_threads"] == (threads or 1)
+
+
 LINE_SCRIPT = """
 import json, os, time
 from abstraction_cost.measure import gpu_slots

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from ..compile import inductor_env   # imports no torch
 from ..programs import fork_server   # imports no torch
 from . import affinity
 
@@ -375,9 +376,27 @@ def _job_slots(config: Mapping) -> tuple[list[Gpu], int]:
     return gpus, len(gpus) if wanted is None else min(wanted, len(gpus))
 
 
+# What Snakemake sets from a job's threads before its script starts (snakemake/shell.py)
+THREAD_VARS = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def one_thread_where_none_claimed(environ=os.environ) -> None:
+    """A GPU timing job whose slot has cores of its own claims no thread of --cores (threads 0, gpu_slots.smk),
+    and Snakemake sets the thread variables from its threads: to 0, which libgomp rejects and torch reads as
+    unset, so each of the job's processes would start an intra-op pool as wide as the machine on its slot's few
+    cores. A timing job runs one thread, as it did when it claimed one, and as the compile warm-ups that fill its
+    Inductor cache do (inductor_env.JOB_THREADS: the count is part of a cached graph's key)."""
+    for var in THREAD_VARS:
+        if environ.get(var) == "0":
+            environ[var] = str(inductor_env.JOB_THREADS)
+
+
 def stage(snakemake) -> None:
-    """The first call of a timing script: a job that will take a GPU slot starts (imports, its fork server) on
-    the cores of the jobs that time nothing, while another job may be timing on the GPU it waits for."""
+    """The first call of a timing script, before torch is imported: a job that will take a GPU slot starts
+    (imports, its fork server) on the cores of the jobs that time nothing, while another job may be timing on the
+    GPU it waits for."""
+    one_thread_where_none_claimed()
     config, rule, wildcards = snakemake.config, snakemake.rule, dict(snakemake.wildcards.items())
     _, n = _job_slots(config)
     if measures_nothing(rule, wildcards, config, n):
