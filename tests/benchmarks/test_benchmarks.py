@@ -503,3 +503,54 @@ def test_dag_start_sees_a_workflow_that_imports_torch(tmp_path):
                     "--configfile", str(tmp_path / "config.yaml"), "--out", str(out)], check=True, capture_output=True)
     result = json.loads(out.read_text())
     assert result["torch_imported"] is True and result["imported"] == ["torch"]
+
+
+SLOT_SIZE_RULES = """
+configfile: "config.yaml"
+include: "{gpu_slots}"
+rule vision_model:
+    output: "out/{{pair}}-{{model}}.json"
+    log: "logs/{{pair}}-{{model}}.log"
+    resources: **timing_job("vision_model")
+    script: "job.py"
+"""
+SLOT_SIZE_JOB = """
+import json
+slots = snakemake.config.get("gpus", {}).get("slots")
+with open(snakemake.log[0], "w") as log:   # the lines a vision job logs, with this run's gpus.slots for a core list
+    log.write(f"CPU affinity: timing slot 0: as-of-{slots}\\nworkers up and prepared in {slots}.5 s\\n")
+json.dump({"slots": slots}, open(snakemake.output[0], "w"))
+"""
+
+
+def test_slot_size_reruns_one_timing_job_per_size_interleaved_and_reads_its_log(tmp_path, monkeypatch):
+    from abstraction_cost.measure import gpu_slots
+    monkeypatch.setenv(gpu_slots.FAKE_GPUS_ENV, "2")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.yaml").write_text(json.dumps({"device": "auto"}))
+    (work / "job.py").write_text(SLOT_SIZE_JOB)
+    (work / "Snakefile").write_text(SLOT_SIZE_RULES.format(gpu_slots=REPO / "workflow" / "rules" / "gpu_slots.smk"))
+    out = tmp_path / "slot_size.json"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "slot_size.py"), "--snakefile",
+                           str(work / "Snakefile"), "--config", str(work / "config.yaml"), "--target",
+                           "out/gpu-m.json", "--log", "logs/gpu-m.log", "--workdir", str(work), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    runs = result["runs"]
+    assert [r["gpus_slots"] for r in runs] == [1, 2, 2, 1] and all(r["returncode"] == 0 for r in runs)
+    # each run reran the job with its own size (its log rewritten) and read the phases from it
+    assert [r["slot_cores"] for r in runs] == ["as-of-1", "as-of-2", "as-of-2", "as-of-1"]
+    assert [r["workers_prepared_s"] for r in runs] == [[1.5], [2.5], [2.5], [1.5]]
+    assert set(result["median_wall_s"]) == {"1", "2"} and all(v > 0 for v in result["median_wall_s"].values())
+
+
+def test_slot_size_refuses_more_slots_than_the_box_has_gpus(tmp_path, monkeypatch):
+    from abstraction_cost.measure import gpu_slots
+    monkeypatch.setenv(gpu_slots.FAKE_GPUS_ENV, "1")
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "slot_size.py"), "--slots", "1", "2",
+                           "--workdir", str(tmp_path), "--out", str(tmp_path / "x.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--slots 2 needs that many GPUs; this box has 1" in done.stderr
+    assert not (tmp_path / "x.json").exists()
