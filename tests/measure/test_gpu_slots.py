@@ -386,8 +386,9 @@ import json, os, subprocess, sys
 told = {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 from abstraction_cost.measure import gpu_slots
 gpu_slots.stage(snakemake)
-torch_threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+row = ("import torch; from abstraction_cost.measure import environment; "   # what its environment row records
+       "print(environment.capture({}, torch.device('cpu'))['torch_threads'])")
+torch_threads = subprocess.run([sys.executable, "-c", row], capture_output=True, text=True, check=True).stdout.strip()
 json.dump({"told": told, "omp": os.environ["OMP_NUM_THREADS"], "torch_threads": int(torch_threads)},
           open(snakemake.output[0], "w"))
 """
@@ -405,7 +406,8 @@ rule vision_model:
 def test_a_timing_job_that_claims_no_thread_runs_torch_on_one(tmp_path, monkeypatch, threads):
     """Snakemake sets OMP_NUM_THREADS and the like from a job's threads: a GPU timing job with cores of its own
     claims none (threads 0), and torch reads 0 as unset and starts an intra-op pool as wide as the machine.
-    stage() makes it one thread, as a job that claims one runs; a count a job claims stays its own."""
+    stage() makes it one thread, as a job that claims one runs, and its environment row says so; a count a job
+    claims stays its own."""
     fake_gpus(monkeypatch, 1)
     slot_workflow(tmp_path, {"device": "auto"}, rules=THREADS_RULES.replace("{threads}", str(threads)),
                   script=THREADS_SCRIPT)

@@ -88,6 +88,7 @@ def capture(config: dict, device: torch.device) -> dict:
         "python_version": platform.python_version(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,

@@ -13,6 +13,7 @@ _STATIC = [
     ("driver", "driver_version"), ("CUDA", "cuda_version"), ("cuDNN", "cudnn_version"),
     ("torch", "torch_version"), ("torchvision", "torchvision_version"), ("Triton", "triton_version"),
     ("Python", "python_version"), ("CPU", "cpu_model"), ("CPU count", "cpu_count"),
+    ("torch threads", "torch_threads"),
     ("TF32 matmul", "tf32_matmul"), ("TF32 cuDNN", "tf32_cudnn"), ("cudnn.benchmark", "cudnn_benchmark"),
     ("git revision", "git_revision"), ("git dirty", "git_dirty"), ("config hash", "config_hash"),
     ("NVML", "nvml_status"),

@@ -25,6 +25,7 @@ SCHEMAS = {
         "python_version": pl.String,
         "cpu_model": pl.String,
         "cpu_count": pl.Int64,
+        "torch_threads": pl.Int64,     # torch's intra-op threads in the job's process (its workers inherit them)
         "cpu_affinity": pl.String,     # the job's cores: a timing slot's, the untimed jobs', or why not pinned
         "cpu_governor": pl.String,     # cpufreq's scaling governor, where readable
         "load_avg_start": pl.Float64,  # the host's 1-minute load average when the job started measuring
