@@ -119,14 +119,14 @@ def run(config_paths: list[Path], gpus: int, workdir: Path, cores: str, native_i
         shutil.rmtree(REPO / "native/build", ignore_errors=True)
     else:  # the shared C++ build outside the clock (a no-op when native/build is up to date)
         subprocess.run([*base, "build_native"], cwd=REPO, env=env, check=True, capture_output=True)
-    start = time.monotonic()
+    started_at, start = time.time(), time.monotonic()
     done = subprocess.run(base, cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
     (workdir / "snakemake.log").write_text(done.stdout + done.stderr)
     environment = pl.read_parquet(workdir / "results/environment.parquet") if done.returncode == 0 else None
     jobs = timing_jobs(environment) if environment is not None else []
     return {"config": " ".join(map(str, config_paths)), "gpus": gpus, "native_in_run": native_in_run,
-            "returncode": done.returncode, "wall_s": round(wall, 1),
+            "returncode": done.returncode, "started_at": started_at, "wall_s": round(wall, 1),
             "hostname": os.uname().nodename, "gpu_names": sorted({r for r in (environment["gpu_name"].to_list()
                                                                              if environment is not None else [])
                                                                   if r}),
@@ -134,6 +134,24 @@ def run(config_paths: list[Path], gpus: int, workdir: Path, cores: str, native_i
             "host": host_speed(environment) if environment is not None else {},
             "rows_by_status": row_status(workdir / "results") if done.returncode == 0 else {},
             "log_tail": (done.stdout + done.stderr)[-3000:] if done.returncode else ""}
+
+
+def packed(run: dict, slot_s: float | None = None) -> float | None:
+    """The run's wall time had its GPU timing jobs (slot_s seconds of them in all; by default its own) been packed
+    perfectly over its GPUs, with what came before the first and after the last as it was (Snakemake's start,
+    data, the first job's imports; summaries and the report): a bound no scheduling of these jobs beats. None for
+    a run recorded without its start."""
+    on_gpu = [j for j in run["jobs"] if j["device"] == "cuda"]
+    if "started_at" not in run or not on_gpu:
+        return None
+    lead = min(j["start"] for j in on_gpu) - run["started_at"]
+    tail = run["started_at"] + run["wall_s"] - max(j["end"] for j in on_gpu)
+    total = sum(j["end"] - j["start"] for j in on_gpu) if slot_s is None else slot_s
+    return lead + total / run["gpus"] + tail
+
+
+def gpu_slot_s(run: dict) -> float:
+    return sum(j["end"] - j["start"] for j in run["jobs"] if j["device"] == "cuda")
 
 
 def summarise(runs: list[dict]) -> str:
@@ -163,7 +181,7 @@ def summarise(runs: list[dict]) -> str:
     speedup = base["wall_s"] / best["wall_s"]
     lines += ["", f"{best['gpus']} GPUs against {base['gpus']}: {speedup:.2f}x "
               f"({'meets' if speedup >= TARGET_SPEEDUP else 'misses'} the {TARGET_SPEEDUP}x target).",
-              *_host_caveat(base, best), "",
+              *_host_caveat(base, best), *_packing(base, runs[1:]), "",
               "Timing jobs (start and end relative to the run's first job, seconds):", ""]
     for r in runs:
         t0 = min((j["start"] for j in r["jobs"]), default=0.0)
@@ -171,6 +189,21 @@ def summarise(runs: list[dict]) -> str:
             f"{j['rule']}[{j['job']}] on {'cpu' if j['device'] != 'cuda' else 'GPU ' + str(j['gpu_index'])} "
             f"{j['start'] - t0:.0f}-{j['end'] - t0:.0f}" for j in r["jobs"]))
     return "\n".join(lines) + "\n"
+
+
+def _packing(base: dict, runs: list[dict]) -> list[str]:
+    """Per run on more GPUs: the bound of perfect packing with its own GPU timing jobs, and with the base run's
+    (what the run would take were its jobs as fast as on fewer GPUs)."""
+    lines = []
+    for r in runs:
+        own, as_base = packed(r), packed(r, gpu_slot_s(base))
+        if own is None:
+            continue
+        lines.append(f"Packed perfectly, the {r['gpus']}-GPU run of {r['wall_s']} s would end at {own:.0f} s "
+                     f"({base['wall_s'] / own:.2f}x) with its {gpu_slot_s(r):.0f} s of GPU timing jobs, and at "
+                     f"{as_base:.0f} s ({base['wall_s'] / as_base:.2f}x) were they the {base['gpus']}-GPU run's "
+                     f"{gpu_slot_s(base):.0f} s.")
+    return lines
 
 
 def _host_caveat(base: dict, best: dict) -> list[str]:

@@ -100,3 +100,22 @@ def test_a_run_passes_every_config_file_in_order_and_the_gpu_slots_last(tmp_path
     assert files[:2] == [str(c) for c in configs]
     assert yaml.safe_load(Path(files[2]).read_text()) == {"gpus": {"slots": 2}}
     assert result["returncode"] == 1 and result["config"] == " ".join(map(str, configs))
+
+
+def test_the_packing_bound_keeps_the_runs_lead_and_tail_and_spreads_its_gpu_jobs():
+    """A two-GPU run that started 5 s before its first GPU job and ended 3 s after its last, with 28.5 s of GPU
+    timing jobs, 19 of them on GPU 0 (a CPU job beside them aside): 27.5 s; packed perfectly 5 + 28.5/2 + 3 =
+    22.25 s, and with the one-GPU run's 19 s of jobs 5 + 9.5 + 3 = 17.5 s. A run recorded without its start has
+    no bound."""
+    one = {"config": "c", "gpus": 1, "wall_s": 35.0, "hostname": "box", "returncode": 0, "gpu_names": [],
+           "jobs": jobs([(0, 0, 9), (0, 10, 19)]), "overlaps_on_one_gpu": [], "rows_by_status": {}}
+    two_jobs = jobs([(0, 0, 9), (1, 0, 9), (0, 10, 19), (1, 12, 19)])
+    two_jobs[-1] = {**two_jobs[-1], "device": "cpu"}   # beside the GPUs: not theirs to pack
+    start = min(j["start"] for j in two_jobs) - 5
+    two = {**one, "gpus": 2, "jobs": two_jobs, "started_at": start, "wall_s": 27.5}
+    assert abs(scaling.packed(two) - 22.25) < 1e-6
+    assert abs(scaling.packed(two, scaling.gpu_slot_s(one)) - 17.5) < 1e-6
+    assert scaling.packed(one) is None
+    text = scaling.summarise([one, two])
+    assert "Packed perfectly, the 2-GPU run of 27.5 s would end at 22 s (1.57x) with its 28 s of GPU timing jobs, " \
+           "and at 18 s (2.00x) were they the 1-GPU run's 19 s." in text
