@@ -20,10 +20,12 @@ less GPU work, not another order), or places and cores (it waited more while a G
 Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
 added up) is the slot's held time, split into
     measuring    inside the measured runs of the timing jobs on that slot (their environment rows' started_at
-                 to ended_at), less the compiled builds the sweep tables record inside them (build_s)
+                 to ended_at), less the compiled builds the sweep tables record inside them (build_s) and the
+                 workers' start-ups the rows record (worker_start_s)
     start_up     from a timing job's start to its first measured run: interpreter, imports, CUDA context; for a
                  job that started staged (its environment rows' gpu_slot_taken_at), from when it took its slot:
-                 its imports before that overlapped the job timing on the slot
+                 its imports before that overlapped the job timing on the slot; and inside its measured runs,
+                 each invocation's start of fresh workers until the last was up (worker_start_s)
     builds       compiled builds inside measured runs, and the time no timing job held the slot while a build or
                  compile job ran (the C++ programs, the compile warm-up, the AOTInductor and TorchScript artifacts)
     other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
@@ -221,6 +223,7 @@ def measured_runs(results: Path) -> list[dict]:
             continue
         slot = r.get("gpu_uuid") if r.get("device") == "cuda" and r.get("gpu_uuid") else "cpu"
         runs.append({"rule": r["rule"], "run_id": r["run_id"], "slot": slot, "build_s": builds.get(r["run_id"], 0.0),
+                     "worker_start_s": r.get("worker_start_s") or 0.0,
                      "job": _pairs(r.get("job") or "", ","),
                      "start": dt.datetime.fromisoformat(r["started_at"]).timestamp(),
                      "end": dt.datetime.fromisoformat(r["ended_at"]).timestamp(),
@@ -277,12 +280,14 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
         s = per[slot]
         inside = _clip([(r["start"], r["end"]) for r in mine], start, end)
         measured, builds = union_length(inside), sum(r["build_s"] for r in mine)
+        builds = min(builds, measured)
+        workers = min(sum(r["worker_start_s"] for r in mine), measured - builds)   # inside the runs, start-up
         start_up = max(0.0, min(a for a, _ in inside) - start) if inside else 0.0
         s["jobs"] += 1
         s["rules_s"][job.rule] = s["rules_s"].get(job.rule, 0.0) + (end - start)
-        s["measuring_s"] += max(0.0, measured - builds)
-        s["builds_s"] += min(builds, measured)
-        s["start_up_s"] += start_up
+        s["measuring_s"] += measured - builds - workers
+        s["builds_s"] += builds
+        s["start_up_s"] += start_up + workers
         s["other_s"] += max(0.0, (end - start) - measured - start_up)
         occupied[slot].append((start, end))
     building = [(_utc(j.start), _utc(j.end)) for j in done if j.rule in BUILD_RULES]

@@ -238,6 +238,24 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
     assert result["critical_path_s"] == 30.0
 
 
+def test_run_time_counts_the_workers_start_ups_inside_measured_runs_as_start_up(tmp_path):
+    """The same run, with each measured run's worker start-ups in its environment row (1 s in the first eval run,
+    none in the second, 3 s in the sweep's): 4 s move from measuring to start-up, and nothing else changes."""
+    program, evals, sweeps = "native/build/ac_libtorch", "eval/fp32/eager.rows.parquet", "sweep/compiled.rows.parquet"
+    result = _run_time_of(tmp_path, [
+        (1, "build_native", "", 0, 10, "", program),
+        (2, "eval_backend", "implementation=eager", 10, 20, program, evals),
+        (3, "sweep", "implementation=compiled-default", 22, 40, program, sweeps),
+        (4, "concat", "", 40, 42, f"{evals}, {sweeps}", "all")],
+        {"run_id": ["r1", "r2", "s1"], "rule": ["eval_backend", "eval_backend", "sweep"], "device": ["cpu"] * 3,
+         "gpu_uuid": [None] * 3, "job": ["implementation=eager,numerics=fp32", "implementation=eager,numerics=tf32",
+                                         "implementation=compiled-default,numerics=fp32"],
+         "start": [13, 16, 24], "end": [15, 19, 38], "worker_start_s": [1.0, None, 3.0]},
+        sweep={"run_id": ["s1", "s1"], "implementation": ["compiled-default"] * 2, "build_s": [2.0, 2.0]})
+    (slot,) = result["slots"]
+    assert _parts(slot) == {"measuring": 11.0, "start_up": 9.0, "builds": 14.0, "other": 4.0, "idle": 4.0}
+
+
 @pytest.mark.parametrize("second_gpu, bound", [("GPU-a", "gpu_load"), ("GPU-b", "places")])
 def test_run_time_says_whether_the_gpus_load_or_a_place_held_a_waiting_path(tmp_path, second_gpu, bound):
     """The last job's input is made at 2 s but it starts at 30 s, after a 28 s job: where that job held the same

@@ -3,6 +3,7 @@ in rotating order after every worker prepared the cell, invocations in fresh pro
 error row and the worker started again, kept records not measured again, and the real job on the CPU."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 import tempfile
@@ -340,7 +341,11 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
         assert frame["blocks"][7] == 2 and frame["invocations"][7] == 1 and frame["protocol"][7] == "interleaved"
     assert by["libtorch"]["exit_status"][2] is not None and "SIGSEGV" in by["libtorch"]["message"][2]
     assert by["libtorch"]["message"][5].startswith("libtorch at input (1, 3, 16, 16): logits differ from eager's")
-    assert df["run_id"].n_unique() == 1 and tables.read("environment", job.output.env).height == 1
+    env = tables.read("environment", job.output.env)
+    assert df["run_id"].n_unique() == 1 and env.height == 1
+    # its invocation's workers' start-up, inside the measured run: the run time's breakdown counts it as start-up
+    assert 0 < env["worker_start_s"][0] < (dt.datetime.fromisoformat(env["ended_at"][0])
+                                           - dt.datetime.fromisoformat(env["started_at"][0])).total_seconds()
     blocks = tables.read("sweep_blocks", job.output.blocks)
     assert blocks.filter(blocks["cell"] == 7).height == 4  # two turns each
     # the profiled pass after each cell's turns: host columns measured, device columns null with the reason

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...measure import affinity, invocation_protocol, profiled, steps
+from ...measure import affinity, invocation_protocol, profiled, steps, worker_starts
 from ...measure.statistics import median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
 from . import vision as vm
@@ -123,6 +123,7 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
                     alive[key] = worker
                 except WorkerDied as err:
                     died(key, err)
+            worker_starts.add(time.perf_counter() - started)   # the last one up (the rest prepare meanwhile)
             for key in list(alive):
                 try:
                     ready = alive[key].ask(None, "ready")
