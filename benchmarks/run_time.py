@@ -20,13 +20,14 @@ less GPU work, not another order), or places and cores (it waited more while a G
 Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
 added up) is the slot's held time, split into
     measuring    inside the measured runs of the timing jobs on that slot (their environment rows' started_at
-                 to ended_at), less the compiled builds the sweep tables record inside them (build_s) and the
-                 workers' start-ups the rows record (worker_start_s)
+                 to ended_at), less the workers' start-ups and loading the rows record (worker_start_s,
+                 worker_load_s; for runs recorded before those, the compiled builds the sweep tables record, build_s)
     start_up     from a timing job's start to its first measured run: interpreter, imports, CUDA context; for a
                  job that started staged (its environment rows' gpu_slot_taken_at), from when it took its slot:
                  its imports before that overlapped the job timing on the slot; and inside its measured runs,
                  each invocation's start of fresh workers until the last was up (worker_start_s)
-    builds       compiled builds inside measured runs, and the time no timing job held the slot while a build or
+    builds       the workers' loading inside measured runs (models, programs, compiled builds: worker_load_s),
+                 and the time no timing job held the slot while a build or
                  compile job ran (the C++ programs, the compile warm-up, the AOTInductor and TorchScript artifacts)
     other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
     idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
@@ -222,7 +223,10 @@ def measured_runs(results: Path) -> list[dict]:
         if not (r.get("started_at") and r.get("ended_at")):
             continue
         slot = r.get("gpu_uuid") if r.get("device") == "cuda" and r.get("gpu_uuid") else "cpu"
-        runs.append({"rule": r["rule"], "run_id": r["run_id"], "slot": slot, "build_s": builds.get(r["run_id"], 0.0),
+        # the workers' loading where the row records it (wall time); before, the sweep table's compiled builds
+        load = r.get("worker_load_s")
+        runs.append({"rule": r["rule"], "run_id": r["run_id"], "slot": slot,
+                     "build_s": load if load is not None else builds.get(r["run_id"], 0.0),
                      "worker_start_s": r.get("worker_start_s") or 0.0,
                      "job": _pairs(r.get("job") or "", ","),
                      "start": dt.datetime.fromisoformat(r["started_at"]).timestamp(),

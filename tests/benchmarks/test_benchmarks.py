@@ -240,20 +240,27 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
 
 def test_run_time_counts_the_workers_start_ups_inside_measured_runs_as_start_up(tmp_path):
     """The same run, with each measured run's worker start-ups in its environment row (1 s in the first eval run,
-    none in the second, 3 s in the sweep's): 4 s move from measuring to start-up, and nothing else changes."""
+    none in the second, 3 s in the sweep's): 4 s move from measuring to start-up, and nothing else changes. Where
+    a row records its workers' loading (the second eval run's 2 s, the sweep's 5 s), that is its builds, in place
+    of the sweep table's compiled builds (4 s)."""
     program, evals, sweeps = "native/build/ac_libtorch", "eval/fp32/eager.rows.parquet", "sweep/compiled.rows.parquet"
-    result = _run_time_of(tmp_path, [
-        (1, "build_native", "", 0, 10, "", program),
-        (2, "eval_backend", "implementation=eager", 10, 20, program, evals),
-        (3, "sweep", "implementation=compiled-default", 22, 40, program, sweeps),
-        (4, "concat", "", 40, 42, f"{evals}, {sweeps}", "all")],
-        {"run_id": ["r1", "r2", "s1"], "rule": ["eval_backend", "eval_backend", "sweep"], "device": ["cpu"] * 3,
-         "gpu_uuid": [None] * 3, "job": ["implementation=eager,numerics=fp32", "implementation=eager,numerics=tf32",
-                                         "implementation=compiled-default,numerics=fp32"],
-         "start": [13, 16, 24], "end": [15, 19, 38], "worker_start_s": [1.0, None, 3.0]},
-        sweep={"run_id": ["s1", "s1"], "implementation": ["compiled-default"] * 2, "build_s": [2.0, 2.0]})
+    jobs = [(1, "build_native", "", 0, 10, "", program),
+            (2, "eval_backend", "implementation=eager", 10, 20, program, evals),
+            (3, "sweep", "implementation=compiled-default", 22, 40, program, sweeps),
+            (4, "concat", "", 40, 42, f"{evals}, {sweeps}", "all")]
+    environment = {"run_id": ["r1", "r2", "s1"], "rule": ["eval_backend", "eval_backend", "sweep"],
+                   "device": ["cpu"] * 3, "gpu_uuid": [None] * 3,
+                   "job": ["implementation=eager,numerics=fp32", "implementation=eager,numerics=tf32",
+                           "implementation=compiled-default,numerics=fp32"], "start": [13, 16, 24], "end": [15, 19, 38]}
+    sweep = {"run_id": ["s1", "s1"], "implementation": ["compiled-default"] * 2, "build_s": [2.0, 2.0]}
+    result = _run_time_of(tmp_path, jobs, {**environment, "worker_start_s": [1.0, None, 3.0]}, sweep=sweep)
     (slot,) = result["slots"]
     assert _parts(slot) == {"measuring": 11.0, "start_up": 9.0, "builds": 14.0, "other": 4.0, "idle": 4.0}
+    loads = {"worker_start_s": [1.0, None, 3.0], "worker_load_s": [None, 2.0, 5.0]}
+    (tmp_path / "loads").mkdir()
+    result = _run_time_of(tmp_path / "loads", jobs, {**environment, **loads}, sweep=sweep)
+    (slot,) = result["slots"]
+    assert _parts(slot) == {"measuring": 8.0, "start_up": 9.0, "builds": 17.0, "other": 4.0, "idle": 4.0}
 
 
 @pytest.mark.parametrize("second_gpu, bound", [("GPU-a", "gpu_load"), ("GPU-b", "places")])

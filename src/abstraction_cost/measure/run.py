@@ -19,7 +19,7 @@ from typing import Iterator, Mapping
 import torch
 
 from .. import faults, tables
-from . import affinity, gpu_slots, host_speed, worker_starts
+from . import affinity, gpu_slots, host_speed, worker_phases
 from . import device as devices
 from .environment import capture
 from .nvml import NvmlReader, NvmlSampler
@@ -98,7 +98,7 @@ def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: s
         # safety net for a job that took no slot (gpu_slots.take): no two timing jobs on one GPU all the same
         gpu_slots.hold_device(devices.cuda_uuid(device))
     env = {**capture(config, device), **affinity.environment_columns("start"),
-           **host_speed.environment_columns("start"), **worker_starts.environment_columns("start")}
+           **host_speed.environment_columns("start"), **worker_phases.environment_columns("start")}
     gpu = devices.cuda_uuid(device)
     reader, status = NvmlReader.open(gpu)
     if reader is None and gpu is not None:
@@ -116,5 +116,5 @@ def measured_run(config: dict, rule: str, job: Mapping[str, object], env_path: s
                "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
                "nvml_status": sampler.status, **before, **_state_columns(reader, "after"), "resumes": resumes,
                **affinity.environment_columns("end"), **host_speed.environment_columns("end"),
-               **worker_starts.environment_columns("end")}
+               **worker_phases.environment_columns("end")}
         tables.write("environment", [row], env_path)

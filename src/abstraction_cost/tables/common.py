@@ -36,7 +36,8 @@ SCHEMAS = {
         "host_copy_gbps_end": pl.Float64,
         "probed_turns": pl.Int64,          # turns whose CPU was picked by a probe (measure/affinity.Turns)
         "turn_host_op_us": pl.Float64,     # the picked CPUs' probes, median: the host the turns met
-        "worker_start_s": pl.Float64,      # its invocations' worker start-ups, summed (measure/worker_starts.py)
+        "worker_start_s": pl.Float64,      # its invocations' start of fresh workers, summed (measure/worker_phases.py)
+        "worker_load_s": pl.Float64,       # and their loading (models, programs, compiled builds), summed
         "tf32_matmul": pl.Boolean,
         "tf32_cudnn": pl.Boolean,
         "cudnn_benchmark": pl.Boolean,

@@ -108,10 +108,11 @@ def fake(tmp_path, monkeypatch):
 
 
 def test_the_conductor_asks_for_the_profile_only_after_every_timed_turn_of_the_first_invocation(fake):
-    from abstraction_cost.measure import worker_starts
-    before = len(worker_starts._seconds)
+    from abstraction_cost.measure import worker_phases
+    before = len(worker_phases._seconds)
     records, lines = fake()
-    assert len(worker_starts._seconds) == before + 1 and worker_starts._seconds[-1] > 0   # its workers' start-up
+    start_s, load_s = worker_phases._seconds[-1]   # its workers' start-up, then their loading: one invocation
+    assert len(worker_phases._seconds) == before + 1 and start_s > 0 and load_s >= 0
     profiles = [i for i, line in enumerate(lines) if " profile " in line]
     times = [i for i, line in enumerate(lines) if " time " in line]
     assert len(times) == 3 * 5 and len(profiles) == 2          # 3 turns of 5 variants; one pass per worker

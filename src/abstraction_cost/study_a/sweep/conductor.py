@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...faults import kill_job
-from ...measure import affinity, profiled, worker_starts
+from ...measure import affinity, profiled, worker_phases
 from ...measure.statistics import hierarchical_interval, median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
 from .cells import Cell, OomTracker, Protocol, SweepSettings, kills
@@ -167,7 +167,6 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
     launched = {impl: Worker(impl, command_for(impl, trackers[impl].flag())) for impl in implementations}
     workers = {impl: up(impl, worker) for impl, worker in launched.items()}
     phases.add("start-up", time.perf_counter() - started)
-    worker_starts.add(time.perf_counter() - started)
     log.info("invocation %d: %d workers up in %.1f s", inv, sum(w is not None for w in workers.values()),
              time.perf_counter() - started)
     try:
@@ -187,6 +186,7 @@ def _invocation(inv: int, implementations: list[str], command_for: CommandFor, c
             if worker is not None:
                 worker.close()
         log.info("invocation %d: %.1f s: %s", inv, time.perf_counter() - started, phases.summary())
+        worker_phases.add(phases.seconds.get("start-up", 0.0), phases.seconds.get("loading", 0.0))
 
 
 def _unprofiled(store: Store, impl: str, cells: list[Cell]) -> bool:

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...measure import affinity, invocation_protocol, profiled, steps, worker_starts
+from ...measure import affinity, invocation_protocol, profiled, steps, worker_phases
 from ...measure.statistics import median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
 from . import vision as vm
@@ -123,7 +123,7 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
                     alive[key] = worker
                 except WorkerDied as err:
                     died(key, err)
-            worker_starts.add(time.perf_counter() - started)   # the last one up (the rest prepare meanwhile)
+            all_up = time.perf_counter()   # the last one up (the others prepare meanwhile)
             for key in list(alive):
                 try:
                     ready = alive[key].ask(None, "ready")
@@ -140,6 +140,7 @@ def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
                                    f"{sum(a.get('warmup_s') or 0 for a in ready['variants'].values()):.1f} s)"
                                    if longest else ""))
             prepared = time.perf_counter()
+            worker_phases.add(all_up - started, prepared - all_up)
             slots = [k for k, r in records.items() if r["status"] == "ok" and k[0] in alive]
             calls = {k: protocol.calls_per_block(records[k]["call_ms"]) for k in slots}
             # the turns with every worker on one CPU of the slot, the fastest at each turn's start, so that a turn's
