@@ -50,8 +50,7 @@ WARM_UP_PRIORITY = 50
 LONG_JOB_PRIORITY = 40
 WARM_UP_THREADS = 2  # a compile worker (compile_cache.worker_plan)
 # A vision model's warm-up compiles two tasks (the model whole, its blocks): a worker each, so its job, one of the
-# longest, waits for the longer task rather than both in turn (gpu-smoke's ended at 76-91 s on two H200s, and held
-# their vision jobs from idle GPUs: docs/results/2026-11-27-h200x2-gpu-smoke-cores-claimed.md)
+# longest, waits for the longer task rather than both in turn, while its GPU may stand idle (tests/test_schedule.py)
 MODEL_WARM_UP_THREADS = 2 * WARM_UP_THREADS
 
 
