@@ -9,7 +9,8 @@ first slot is used: the other GPUs stay idle.
 
 Snakemake first makes the target's inputs (its warm-up, weights), then reruns the target alone (--forcerun) once
 per size and round, with an overlay config of `gpus.slots`. Recorded per run: Snakemake's wall time (its start
-included, alike for every size), the slot's cores and the phases the job's log times (PHASES).
+included, alike for every size), the slot's cores and the phases the job's log times (PHASES), and where the
+target is the job's environment table, what its rows say (torch's threads, the workers' start-up and loading).
 
     python benchmarks/slot_size.py --out slot_size.json      # gpu-smoke's squeezenet1_1 vision job, 1 and 2 slots
 """
@@ -49,6 +50,24 @@ def phases(log: str) -> dict:
     found = {name: [float(v) for v in re.findall(pattern, log)] for name, pattern in PHASES.items()}
     slot = re.findall(SLOT, log)
     return {"slot_cores": slot[-1] if slot else None, **{k: v for k, v in found.items() if v}}
+
+
+ROW_COLUMNS = ("torch_threads", "worker_start_s", "worker_load_s", "cpu_affinity")
+
+
+def from_rows(target: Path) -> dict:
+    """Where the target is the job's environment table: what its rows say of the run (torch's threads, its
+    workers' start-up and loading, summed over its measured runs; its cores)."""
+    if target.suffix != ".parquet" or not target.exists():
+        return {}
+    import polars as pl
+    rows = pl.read_parquet(target)
+    out = {}
+    for column in (c for c in ROW_COLUMNS if c in rows.columns):
+        values = rows[column].drop_nulls()
+        if values.len():
+            out[column] = values.sum() if column.endswith("_s") else values[0]
+    return out
 
 
 def order(sizes: list[int], rounds: int) -> list[int]:
@@ -98,7 +117,7 @@ def main(argv=None) -> dict:
                              log=workdir / f"slot-size-run{k}.log")
         job_log = workdir / args.log
         run = {"run": k, "gpus_slots": size, "returncode": rc, "snakemake_wall_s": round(wall, 2),
-               **phases(job_log.read_text() if job_log.exists() else "")}
+               **phases(job_log.read_text() if job_log.exists() else ""), **from_rows(workdir / args.target)}
         runs.append(run)
         print(json.dumps(run), flush=True)
     by_size = {size: [r["snakemake_wall_s"] for r in runs if r["gpus_slots"] == size and r["returncode"] == 0]

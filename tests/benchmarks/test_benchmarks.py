@@ -534,17 +534,19 @@ SLOT_SIZE_RULES = """
 configfile: "config.yaml"
 include: "{gpu_slots}"
 rule vision_model:
-    output: "out/{{pair}}-{{model}}.json"
+    output: "out/{{pair}}-{{model}}.parquet"
     log: "logs/{{pair}}-{{model}}.log"
     resources: **timing_job("vision_model")
     script: "job.py"
 """
 SLOT_SIZE_JOB = """
-import json
-slots = snakemake.config.get("gpus", {}).get("slots")
+import polars as pl
+slots = snakemake.config.get("gpus", {}).get("slots") or 0   # the first run, making the inputs: none
 with open(snakemake.log[0], "w") as log:   # the lines a vision job logs, with this run's gpus.slots for a core list
     log.write(f"CPU affinity: timing slot 0: as-of-{slots}\\nworkers up and prepared in {slots}.5 s\\n")
-json.dump({"slots": slots}, open(snakemake.output[0], "w"))
+# its environment rows, two measured runs: one started workers, one did not
+pl.DataFrame({"torch_threads": [1, 1], "worker_start_s": [float(slots), None], "worker_load_s": [2.0 * slots, None],
+              "cpu_affinity": [f"slot of {slots}", f"slot of {slots}"]}).write_parquet(snakemake.output[0])
 """
 
 
@@ -559,7 +561,7 @@ def test_slot_size_reruns_one_timing_job_per_size_interleaved_and_reads_its_log(
     out = tmp_path / "slot_size.json"
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "slot_size.py"), "--snakefile",
                            str(work / "Snakefile"), "--config", str(work / "config.yaml"), "--target",
-                           "out/gpu-m.json", "--log", "logs/gpu-m.log", "--workdir", str(work), "--out", str(out)],
+                           "out/gpu-m.parquet", "--log", "logs/gpu-m.log", "--workdir", str(work), "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -568,6 +570,9 @@ def test_slot_size_reruns_one_timing_job_per_size_interleaved_and_reads_its_log(
     # each run reran the job with its own size (its log rewritten) and read the phases from it
     assert [r["slot_cores"] for r in runs] == ["as-of-1", "as-of-2", "as-of-2", "as-of-1"]
     assert [r["workers_prepared_s"] for r in runs] == [[1.5], [2.5], [2.5], [1.5]]
+    # and what the job's environment rows say, the workers' phases summed over its measured runs
+    assert [(r["torch_threads"], r["worker_start_s"], r["worker_load_s"], r["cpu_affinity"]) for r in runs] == [
+        (1, 1.0, 2.0, "slot of 1"), (1, 2.0, 4.0, "slot of 2"), (1, 2.0, 4.0, "slot of 2"), (1, 1.0, 2.0, "slot of 1")]
     assert set(result["median_wall_s"]) == {"1", "2"} and all(v > 0 for v in result["median_wall_s"].values())
 
 
