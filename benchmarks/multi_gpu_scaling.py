@@ -146,8 +146,7 @@ def packed(run: dict, slot_s: float | None = None) -> float | None:
         return None
     lead = min(j["start"] for j in on_gpu) - run["started_at"]
     tail = run["started_at"] + run["wall_s"] - max(j["end"] for j in on_gpu)
-    total = sum(j["end"] - j["start"] for j in on_gpu) if slot_s is None else slot_s
-    return lead + total / run["gpus"] + tail
+    return lead + (gpu_slot_s(run) if slot_s is None else slot_s) / run["gpus"] + tail
 
 
 def gpu_slot_s(run: dict) -> float:
@@ -194,15 +193,15 @@ def summarise(runs: list[dict]) -> str:
 def _packing(base: dict, runs: list[dict]) -> list[str]:
     """Per run on more GPUs: the bound of perfect packing with its own GPU timing jobs, and with the base run's
     (what the run would take were its jobs as fast as on fewer GPUs)."""
-    lines = []
+    lines, base_s = [], gpu_slot_s(base)
     for r in runs:
-        own, as_base = packed(r), packed(r, gpu_slot_s(base))
+        own, as_base = packed(r), packed(r, base_s)
         if own is None:
             continue
         lines.append(f"Packed perfectly, the {r['gpus']}-GPU run of {r['wall_s']} s would end at {own:.0f} s "
                      f"({base['wall_s'] / own:.2f}x) with its {gpu_slot_s(r):.0f} s of GPU timing jobs, and at "
                      f"{as_base:.0f} s ({base['wall_s'] / as_base:.2f}x) were they the {base['gpus']}-GPU run's "
-                     f"{gpu_slot_s(base):.0f} s.")
+                     f"{base_s:.0f} s.")
     return lines
 
 

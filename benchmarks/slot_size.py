@@ -115,9 +115,10 @@ def main(argv=None) -> dict:
         overlay.write_text(yaml.safe_dump({"gpus": {"slots": size}}))
         rc, wall = snakemake(snakefile, workdir, [*configs, overlay], "--forcerun", args.target, "--", args.target,
                              log=workdir / f"slot-size-run{k}.log")
-        job_log = workdir / args.log
-        run = {"run": k, "gpus_slots": size, "returncode": rc, "snakemake_wall_s": round(wall, 2),
-               **phases(job_log.read_text() if job_log.exists() else ""), **from_rows(workdir / args.target)}
+        run = {"run": k, "gpus_slots": size, "returncode": rc, "snakemake_wall_s": round(wall, 2)}
+        if rc == 0:   # a failed run's log and rows are the last good run's: not this one's
+            job_log = workdir / args.log
+            run.update(phases(job_log.read_text() if job_log.exists() else ""), **from_rows(workdir / args.target))
         runs.append(run)
         print(json.dumps(run), flush=True)
     by_size = {size: [r["snakemake_wall_s"] for r in runs if r["gpus_slots"] == size and r["returncode"] == 0]
