@@ -123,7 +123,8 @@ def main(argv=None) -> dict:
         print(json.dumps(run), flush=True)
     by_size = {size: [r["snakemake_wall_s"] for r in runs if r["gpus_slots"] == size and r["returncode"] == 0]
                for size in args.slots}
-    result = {"config": args.config, "target": args.target, "cpus": len(os.sched_getaffinity(0)),
+    result = {"config": [str(c.relative_to(REPO)) if c.is_relative_to(REPO) else str(c) for c in configs],
+              "target": args.target, "cpus": len(os.sched_getaffinity(0)),
               "setup_s": round(setup_s, 1), "runs": runs,
               "median_wall_s": {str(s): statistics.median(w) if w else None for s, w in by_size.items()}}
     Path(args.out).write_text(json.dumps(result, indent=1))

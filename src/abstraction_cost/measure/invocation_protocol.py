@@ -23,6 +23,10 @@ def positive(what: str) -> Rule:
     return lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else f"a positive {what}"
 
 
+def flag() -> Rule:
+    return lambda v: None if isinstance(v, bool) else "true or false"
+
+
 def one_of(choices: tuple[str, ...]) -> Rule:
     return lambda v: None if v in choices else f"one of {list(choices)}"
 

@@ -63,7 +63,8 @@ def test_profile_calls_zero_is_allowed_and_the_default_profiles_a_few_calls():
 FAKE_WORKER = textwrap.dedent('''
     import json, sys
     key, log, die = sys.argv[1], sys.argv[2], sys.argv[3]
-    variants = ["eager", "eager_channels_last"] if key == "clean" else ["compiled", "dp_blocks", "eager_in_process"]
+    role = key.partition("@")[0]   # "@<invocation>" where a test tells invocations apart
+    variants = ["eager", "eager_channels_last"] if role == "clean" else ["compiled", "dp_blocks", "eager_in_process"]
     def say(record):
         print(json.dumps(record), flush=True)
     say({"kind": "up"})
@@ -102,7 +103,7 @@ def fake(tmp_path, monkeypatch):
         protocol = vision_protocol.Protocol.from_config(
             {"protocol": {"blocks": 3, "block_ms": 2.0, "min_calls": 3, "profile_calls": profile_calls}})
         specs = {"clean": {}, "compiled:default": {"die": die}}
-        records = vision_protocol.session(specs, protocol, inv)
+        records = next(vision_protocol.sessions(specs, protocol, [inv]))
         return records, log.read_text().splitlines()
     return run
 
@@ -129,6 +130,37 @@ def test_the_conductor_asks_for_the_profile_only_after_every_timed_turn_of_the_f
     for records, lines in (fake(inv=1), fake(profile_calls=0)):
         assert not [line for line in lines if " profile " in line]
         assert not any("profile" in r for r in records)
+
+
+def test_later_invocations_prepare_at_once_and_are_timed_one_after_another(tmp_path, monkeypatch):
+    """Invocations 1 and 2 of a protocol of 3: every worker of both is told to prepare before any is timed (their
+    start-ups and builds overlap); invocation 1's turns, then its workers' end, all come before invocation 2's
+    first turn; one start-up and loading for the pair."""
+    from abstraction_cost.measure import worker_phases
+    script, log = tmp_path / "fake_vision_worker.py", tmp_path / "commands.log"
+    script.write_text(FAKE_WORKER + 'with open(log, "a") as f:\n    f.write(f"{key} end\\n")\n')
+    monkeypatch.setattr(vision_protocol, "_command", lambda spec, directory, key: [
+        sys.executable, str(script), f"{key}@{spec['invocation']}", str(log), ""])
+    protocol = vision_protocol.Protocol.from_config({"protocol": {"blocks": 2, "block_ms": 2.0, "min_calls": 2}})
+    assert [protocol.batch(i) for i in range(5)] == [[0], [1, 2], [2], [3], [4]]
+    before = len(worker_phases._seconds)
+    by_inv = list(vision_protocol.sessions({"clean": {}, "compiled:default": {}}, protocol, [1, 2]))
+    assert len(worker_phases._seconds) == before + 1
+    assert [{r["invocation"] for r in records} for records in by_inv] == [{1}, {2}]
+    assert all(len(r["blocks"]) == 2 for records in by_inv for r in records)
+    lines = log.read_text().splitlines()
+    where = lambda inv, op: [i for i, line in enumerate(lines) if line.split()[0].endswith(f"@{inv}")
+                             and line.split()[1] == op]
+    assert len(where(1, "prepare")) == len(where(2, "prepare")) == 2
+    assert max(where(1, "prepare") + where(2, "prepare")) < min(where(1, "time"))
+    assert max(where(1, "time")) < min(where(1, "end")) and max(where(1, "end")) < min(where(2, "time"))
+    assert not where(1, "profile") and not where(2, "profile")   # only invocation 0 has a profiled pass
+
+    # prepare_together off: each invocation alone
+    off = vision_protocol.Protocol.from_config({"protocol": {"prepare_together": False}})
+    assert [off.batch(i) for i in range(4)] == [[0], [1], [2], [3]]
+    with pytest.raises(ValueError, match=r"study_b\.models\.protocol\.prepare_together"):
+        vision_protocol.Protocol.from_config({"protocol": {"prepare_together": 1}})
 
 
 def test_a_worker_dying_in_its_profiled_pass_leaves_its_timed_rows_and_an_error_profile_row(fake):

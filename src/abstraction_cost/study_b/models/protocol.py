@@ -13,7 +13,11 @@ step share the clean worker's eager (one measurement: their baselines are the sa
 compiled worker; the drift of eager in a process with compiled code is eager_in_process against eager, paired.
 
 Invocations repeat in fresh processes: `invocations`, then up to `max_invocations` while some variant's
-invocation medians do not pin its time within `precision` (the t-interval's relative half width). Each
+invocation medians do not pin its time within `precision` (the t-interval's relative half width). The first
+invocation prepares alone (its builds are the vision_builds rows); the workers of the rest of the first
+`invocations` start and prepare at once (`prepare_together`, sessions), since a fresh process's build from the
+Inductor cache takes several times an invocation's turns; then each invocation is timed in turn, the later ones'
+workers waiting idle as a worker waits for the other workers' turns in its own invocation. Each
 invocation's records are kept as a step of the job (measure/steps.py), so a resumed job keeps the invocations it
 has. A worker that dies makes its unfinished variants of that invocation `error` records with its exit status;
 the other invocations still count.
@@ -27,6 +31,7 @@ variants' profile rows `error` with the exit status.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -35,6 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from ...measure import affinity, invocation_protocol, profiled, steps, worker_phases
 from ...measure.statistics import median, relative_half_width
@@ -44,7 +50,7 @@ from . import vision as vm
 log = logging.getLogger(__name__)
 
 PROTOCOL_DEFAULTS = {"invocations": 3, "max_invocations": 5, "precision": 0.05, "blocks": 6, "block_ms": 50.0,
-                     "min_calls": 12, "warmup_max": 60, "profile_calls": 5}
+                     "min_calls": 12, "warmup_max": 60, "profile_calls": 5, "prepare_together": True}
 CLEAN = "clean"
 E2E_CLEAN = ("eager", "eager_channels_last", "eager_cuda_graphs")
 E2E_VARIANTS = (*E2E_CLEAN, "compiled", "eager_in_process")   # those the profiled pass profiles
@@ -57,14 +63,24 @@ MAX_CALLS_PER_BLOCK = 2000
 @dataclass(frozen=True, kw_only=True)
 class Protocol(invocation_protocol.InvocationProtocol):
     """study_b.models.protocol (config/README.md: its keys and defaults): the shared invocation protocol's keys and
-    the least calls a variant has over an invocation's blocks."""
+    the least calls a variant has over an invocation's blocks, and whether the invocations after the first start and
+    prepare their workers at once (sessions)."""
     min_calls: int
+    prepare_together: bool
 
     @classmethod
     def from_config(cls, section: dict) -> "Protocol":
         given = section.get("protocol") or {}
-        invocation_protocol.check(given, "study_b.models.protocol", {"min_calls": invocation_protocol.count(1)})
+        invocation_protocol.check(given, "study_b.models.protocol", {"min_calls": invocation_protocol.count(1),
+                                                                     "prepare_together": invocation_protocol.flag()})
         return cls(**invocation_protocol.settings(PROTOCOL_DEFAULTS, given))
+
+    def batch(self, inv: int) -> list[int]:
+        """The invocations whose workers start and prepare at once with `inv`: the first alone (its builds are the
+        vision_builds rows, _build_row, so they are timed with no other worker building); the rest of the first
+        `invocations` together where prepare_together is on; the extra ones one at a time, each decided by the
+        invocations before it."""
+        return list(range(inv, self.invocations)) if self.prepare_together and 0 < inv < self.invocations else [inv]
 
     def calls_per_block(self, call_ms: float) -> int:
         """Calls filling about block_ms, and over the blocks at least min_calls."""
@@ -87,93 +103,128 @@ def _spec(config: dict, case: vm.Case, role: str, choices: dict | None, protocol
 
 
 def _command(spec: dict, directory: Path, key: str) -> list[str]:
-    path = directory / f"{key.replace(':', '-')}.spec.json"
+    path = directory / f"{key.replace(':', '-')}-{spec['invocation']}.spec.json"
     path.write_text(json.dumps(spec))
     return [sys.executable, "-m", "abstraction_cost.study_b.models.worker", str(path)]
 
 
-def session(specs: dict[str, dict], protocol: Protocol, inv: int) -> list[dict]:
-    """One invocation: every worker of `specs` started, prepared, and its variants timed in rotating turns.
-    Records: one per (worker, variant), with `blocks` ([calls' ms] per turn) and `turns`."""
-    records: dict[tuple[str, str], dict] = {}
+class _Invocation:
+    """One invocation's workers (one per role of `specs`, fresh processes) and their records, from launch to close."""
+
+    def __init__(self, specs: dict[str, dict], inv: int, directory: Path, spawned: float):
+        self.inv, self.spawned = inv, spawned
+        self.records: dict[tuple[str, str], dict] = {}
+        self.phases: dict[str, str] = {}   # per worker, for the log: when it was up and ready, and its longest build
+        self.workers = {key: Worker(f"vision-{key}-{inv}", _command({**spec, "invocation": inv}, directory, key))
+                        for key, spec in specs.items()}
+        self.alive: dict[str, Worker] = {}
+
+    def died(self, key: str, err: WorkerDied) -> None:
+        log.warning("invocation %d: worker %s died: %s", self.inv, key, err.message)
+        self.alive.pop(key, None)
+        message = f"worker process ended (exit status {err.returncode}): {err.message}"
+        for (k, variant), r in list(self.records.items()):
+            if k == key and r["status"] == "ok":
+                self.records[(k, variant)] = {**r, "status": err.status, "message": message, "blocks": [],
+                                              "turns": []}
+        if not any(k == key for k, _ in self.records):
+            self.records[(key, "*")] = {"worker": key, "variant": "*", "status": err.status, "message": message,
+                                        "exit_status": err.returncode}
+
+    def up(self) -> None:
+        """Wait for each worker to be up and tell it to prepare (every worker prepares at once; a dead one says how
+        at `ready`)."""
+        for key, worker in self.workers.items():
+            try:
+                up = worker.ask(None, "up")
+                self.phases[key] = f"up {up.get('monotonic_s', self.spawned) - self.spawned:.1f} s"
+                worker.send("prepare")
+                self.alive[key] = worker
+            except WorkerDied as err:
+                self.died(key, err)
+
+    def ready(self) -> None:
+        """Each worker's variants, built, checked and warmed up: their records, with nothing timed yet."""
+        for key in list(self.alive):
+            try:
+                ready = self.alive[key].ask(None, "ready")
+            except WorkerDied as err:
+                self.died(key, err)
+                continue
+            for variant, answer in ready["variants"].items():
+                self.records[(key, variant)] = {"worker": key, "variant": variant, **answer, "blocks": [], "turns": []}
+            builds = {v: a["build_s"] for v, a in ready["variants"].items() if a.get("build_s") is not None}
+            longest = max(builds, key=builds.get, default=None)
+            self.phases[key] += (f", ready {ready.get('monotonic_s', self.spawned) - self.spawned:.1f} s"
+                                 + (f" (longest build {longest} {builds[longest]:.1f} s, warm-ups "
+                                    f"{sum(a.get('warmup_s') or 0 for a in ready['variants'].values()):.1f} s)"
+                                    if longest else ""))
+
+    def turns(self, protocol: Protocol) -> None:
+        """Every ok variant's `blocks` turns, in rotating order, with every worker on one CPU of the slot, the
+        fastest at each turn's start, so that a turn's pair meets the same host."""
+        slots = [k for k, r in self.records.items() if r["status"] == "ok" and k[0] in self.alive]
+        calls = {k: protocol.calls_per_block(self.records[k]["call_ms"]) for k in slots}
+        with affinity.turns_on_one_cpu([w.proc.pid for w in self.alive.values()]) as cpus:
+            for turn in range(protocol.blocks):
+                cpus.pick()
+                shift = turn % len(slots) if slots else 0
+                for key, variant in slots[shift:] + slots[:shift]:
+                    record = self.records[(key, variant)]
+                    if key not in self.alive or record["status"] != "ok":
+                        continue
+                    try:
+                        answer = self.alive[key].ask(f"time {variant} {calls[(key, variant)]}", "block", "failed")
+                    except WorkerDied as err:
+                        self.died(key, err)
+                        continue
+                    if answer["kind"] == "failed":
+                        record.update(status=answer["status"], message=answer["message"], blocks=[], turns=[])
+                        continue
+                    record["blocks"].append(answer["times_ms"])
+                    record["turns"].append(turn)
+
+    def close(self) -> list[dict]:
+        for worker in self.workers.values():
+            worker.close()
+        return [{**r, "invocation": self.inv} for r in self.records.values()]
+
+
+def sessions(specs: dict[str, dict], protocol: Protocol, invs: list[int]) -> Iterator[list[dict]]:
+    """Invocations `invs`, each in fresh worker processes, their records yielded in order as each ends. The
+    invocations' workers all start and prepare at once (start-ups and builds overlap: nothing is timed yet); then
+    each invocation's variants are timed in rotating turns while the later invocations' workers wait, idle, as a
+    worker of the same invocation waits for the others' turns; then its workers end. Records: one per (worker,
+    variant), with `blocks` ([calls' ms] per turn) and `turns`."""
     started, spawned = time.perf_counter(), time.monotonic()
-    phases: dict[str, str] = {}   # per worker, for the log: when it was up and ready, and its longest build
     with tempfile.TemporaryDirectory(prefix="vision-protocol-") as tmp:
-        workers = {key: Worker(f"vision-{key}-{inv}", _command({**spec, "invocation": inv}, Path(tmp), key)) for key, spec in specs.items()}
-        alive: dict[str, Worker] = {}
-
-        def died(key: str, err: WorkerDied) -> None:
-            log.warning("invocation %d: worker %s died: %s", inv, key, err.message)
-            alive.pop(key, None)
-            message = f"worker process ended (exit status {err.returncode}): {err.message}"
-            for (k, variant), r in list(records.items()):
-                if k == key and r["status"] == "ok":
-                    records[(k, variant)] = {**r, "status": err.status, "message": message, "blocks": [],
-                                             "turns": []}
-            if not any(k == key for k, _ in records):
-                records[(key, "*")] = {"worker": key, "variant": "*", "status": err.status, "message": message,
-                                       "exit_status": err.returncode}
-
+        pending = [_Invocation(specs, inv, Path(tmp), spawned) for inv in invs]   # all launched before any waited for
         try:
-            for key, worker in workers.items():   # all launched before any is waited for: start-ups overlap
-                try:
-                    up = worker.ask(None, "up")
-                    phases[key] = f"up {up.get('monotonic_s', spawned) - spawned:.1f} s"
-                    worker.send("prepare")   # every worker prepares at once; a dead one says how at `ready`
-                    alive[key] = worker
-                except WorkerDied as err:
-                    died(key, err)
+            for invocation in pending:
+                invocation.up()
             all_up = time.perf_counter()   # the last one up (the others prepare meanwhile)
-            for key in list(alive):
-                try:
-                    ready = alive[key].ask(None, "ready")
-                except WorkerDied as err:
-                    died(key, err)
-                    continue
-                for variant, answer in ready["variants"].items():
-                    records[(key, variant)] = {"worker": key, "variant": variant, **answer, "blocks": [],
-                                               "turns": []}
-                builds = {v: a["build_s"] for v, a in ready["variants"].items() if a.get("build_s") is not None}
-                longest = max(builds, key=builds.get, default=None)
-                phases[key] += (f", ready {ready.get('monotonic_s', spawned) - spawned:.1f} s"
-                                + (f" (longest build {longest} {builds[longest]:.1f} s, warm-ups "
-                                   f"{sum(a.get('warmup_s') or 0 for a in ready['variants'].values()):.1f} s)"
-                                   if longest else ""))
+            for invocation in pending:
+                invocation.ready()
             prepared = time.perf_counter()
             worker_phases.add(all_up - started, prepared - all_up)
-            slots = [k for k, r in records.items() if r["status"] == "ok" and k[0] in alive]
-            calls = {k: protocol.calls_per_block(records[k]["call_ms"]) for k in slots}
-            # the turns with every worker on one CPU of the slot, the fastest at each turn's start, so that a turn's
-            # pair meets the same host
-            with affinity.turns_on_one_cpu([w.proc.pid for w in alive.values()]) as cpus:
-                for turn in range(protocol.blocks):
-                    cpus.pick()
-                    shift = turn % len(slots) if slots else 0
-                    for key, variant in slots[shift:] + slots[:shift]:
-                        record = records[(key, variant)]
-                        if key not in alive or record["status"] != "ok":
-                            continue
-                        try:
-                            answer = alive[key].ask(f"time {variant} {calls[(key, variant)]}", "block", "failed")
-                        except WorkerDied as err:
-                            died(key, err)
-                            continue
-                        if answer["kind"] == "failed":
-                            record.update(status=answer["status"], message=answer["message"], blocks=[], turns=[])
-                            continue
-                        record["blocks"].append(answer["times_ms"])
-                        record["turns"].append(turn)
-            timed = time.perf_counter()
-            if inv == 0 and protocol.profile_calls > 0:
-                _profile(alive, records, protocol.profile_calls, inv)
-            # what the invocation spent outside its turns (start-ups and compiles overlap across workers)
-            log.info("invocation %d: workers up and prepared in %.1f s (%s), turns %.1f s, profiled pass %.1f s",
-                     inv, prepared - started, "; ".join(f"{k}: {v}" for k, v in phases.items()), timed - prepared,
-                     time.perf_counter() - timed)
+            together = f" (invocations {', '.join(map(str, invs))} at once)" if len(invs) > 1 else ""
+            while pending:
+                invocation = pending[0]
+                before = time.perf_counter()
+                invocation.turns(protocol)
+                timed = time.perf_counter()
+                if invocation.inv == 0 and protocol.profile_calls > 0:
+                    _profile(invocation.alive, invocation.records, protocol.profile_calls, invocation.inv)
+                # what the invocation spent outside its turns (start-ups and compiles overlap across workers)
+                log.info("invocation %d: workers up and prepared in %.1f s%s (%s), turns %.1f s, profiled pass %.1f s",
+                         invocation.inv, prepared - started, together,
+                         "; ".join(f"{k}: {v}" for k, v in invocation.phases.items()), timed - before,
+                         time.perf_counter() - timed)
+                records = pending.pop(0).close()
+                yield records
         finally:
-            for worker in workers.values():
-                worker.close()
-    return [{**r, "invocation": inv} for r in records.values()]
+            for invocation in pending:   # a consumer that stopped early, or an error: no worker is left running
+                invocation.close()
 
 
 def _profile(alive: dict[str, Worker], records: dict[tuple[str, str], dict], calls: int, inv: int) -> None:
@@ -220,18 +271,24 @@ def measure(config: dict, model: str, pair: str, setting: vm.Setting, choices: d
         mine = choices if mode == section["layer_mode"] else None
         specs[worker_key(mode)] = _spec(config, case, CLEAN if mode is None else "compiled", mine, protocol)
     out: list[list[dict]] = []
-    for inv in range(protocol.max_invocations):
+    inv = 0
+    while inv < protocol.max_invocations:
         if inv >= protocol.invocations and not imprecise(out, protocol.precision):
             break
+        batch = protocol.batch(inv)
+        names = {i: f"{prefix}protocol-{i}" for i in batch}
+        kept = set(store.kept()) if store is not None else set()
+        fresh = sessions(specs, protocol, [i for i in batch if names[i] not in kept])
+        with contextlib.closing(fresh):   # a kill between its invocations ends their workers too
+            for i in batch:
+                def one():
+                    return {"records": next(fresh)}
 
-        def one(inv=inv):
-            return {"records": session(specs, protocol, inv)}
-
-        name = f"{prefix}protocol-{inv}"
-        records = (one() if store is None else store.step(name, one))["records"]
-        logger.info("%s on %s, %s: invocation %d: %s", model, pair, prefix or "study setting", inv,
-                    ", ".join(f"{r['worker']} {r['variant']} {r['status']}" for r in records))
-        out.append(records)
+                records = (one() if store is None else store.step(names[i], one))["records"]
+                logger.info("%s on %s, %s: invocation %d: %s", model, pair, prefix or "study setting", i,
+                            ", ".join(f"{r['worker']} {r['variant']} {r['status']}" for r in records))
+                out.append(records)
+        inv += len(batch)
     return [r for records in out for r in records]
 
 
