@@ -2,7 +2,9 @@
 (docs/measurement.md): worker processes started afresh for each invocation, at least `invocations` of them and up
 to `max_invocations` while some median is not pinned within `precision` (the t-interval's relative half width);
 in each invocation, turns of `blocks` blocks of calls filling about `block_ms`, after a steady-state warm-up of at
-most `warmup_max` calls, and in the first one a profiled pass of `profile_calls` calls (0: none).
+most `warmup_max` calls, and in the first one a profiled pass of `profile_calls` calls (0: none). With
+`prepare_together` (default on) the invocations after the first start their workers and load at once, and are then
+timed one after another (InvocationProtocol.batch).
 
 Each study's Protocol adds its own keys and defaults (study_a.sweep.cells.Protocol, study_b.models.protocol.Protocol);
 the shared keys' fields, their checks and the messages that name the key at fault are here.
@@ -34,7 +36,7 @@ def one_of(choices: tuple[str, ...]) -> Rule:
 SHARED_RULES: dict[str, Rule] = {
     "invocations": count(1), "max_invocations": count(1), "precision": positive("relative half width (0.05: ±5%)"),
     "blocks": count(1), "block_ms": positive("number of milliseconds"), "warmup_max": count(0),
-    "profile_calls": count(0)}
+    "profile_calls": count(0), "prepare_together": flag()}
 
 
 def check(given: dict, section: str, own: dict[str, Rule], error: type[Exception] = ValueError) -> None:
@@ -66,3 +68,11 @@ class InvocationProtocol:
     block_ms: float
     warmup_max: int
     profile_calls: int = 0   # the profiled pass's calls, in the first invocation after its turns; 0: none
+    prepare_together: bool = True
+
+    def batch(self, inv: int) -> list[int]:
+        """The invocations whose workers start and prepare at once with `inv` (prepare_together): the first alone
+        (its builds are the ones the tables keep, and only it has a profiled pass); the rest of the first
+        `invocations` together, their loads overlapping while nothing is timed, then timed one invocation after
+        another; the extra ones one at a time, each decided by the invocations before it."""
+        return list(range(inv, self.invocations)) if self.prepare_together and 0 < inv < self.invocations else [inv]

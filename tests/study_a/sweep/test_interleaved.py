@@ -191,6 +191,45 @@ def test_each_invocation_is_a_fresh_set_of_processes_and_a_dead_worker_is_starte
     assert all(by[(inv, c, "a")]["status"] == "ok" for inv in (0, 1) for c in (0, 1, 2))
 
 
+def test_later_invocations_walk_the_cells_together_loading_at_once_and_timed_one_after_another(fake):
+    """Invocations 1 and 2 of 3: each cell is loaded by all four of their workers before either is timed, then
+    invocation 1's turns, then invocation 2's; a cell one set may hold but not two is walked one invocation at a
+    time, each releasing it before the next loads it. Each process is named by its launch (impl@n)."""
+    import itertools
+    launches = itertools.count()
+    base = fake.command_for()
+    command_for = lambda impl, oom_at: [*base(f"{impl}@{next(launches)}", oom_at)]
+    cells = walk([1, 2], [8], ["float32-pageable"])
+    records = conduct(["a", "b"], command_for, cells, _settings(),
+                      _protocol(invocations=3, blocks=2, profile_calls=0, interleave_max_pixels=8 * 8 * 2),
+                      Store(None, ["a", "b"], len(cells)))
+    assert {(r["invocation"], r["implementation"], r["cell"]) for r in records if r["status"] == "ok"} == {
+        (i, impl, c) for i in range(3) for impl in "ab" for c in range(2)}
+    lines = fake.log.read_text().splitlines()
+    at = lambda who, op: [i for i, line in enumerate(lines) if line.split()[0] in who and line.split(" ", 1)[1] == op]
+    inv1, inv2 = ("a@2", "b@3"), ("a@4", "b@5")   # invocation 0: a@0, b@1, alone
+    assert max(at(("a@0", "b@0", "a@1", "b@1"), "end")) < min(at(inv1 + inv2, "load 0"))
+    start, middle = min(at(inv1 + inv2, "load 0")), min(at(inv1 + inv2, "load 1"))
+    who = [line.split()[0] for line in lines]
+    # cell 0 (64 pixels, twice within 128): all four load it, then invocation 1 is timed and ends it (2 warm-ups, 4
+    # turns, 2 ends), then invocation 2
+    assert sorted(lines[start:start + 4]) == ["a@2 load 0", "a@4 load 0", "b@3 load 0", "b@5 load 0"]
+    assert set(who[start + 4:start + 12]) == set(inv1) and set(who[start + 12:middle]) == set(inv2)
+    assert middle - start == 20
+    # cell 1 (128 pixels: one set may hold it, not two): invocation 1 loads, times, ends and releases it, then 2
+    assert set(who[middle:middle + 12]) == set(inv1) and set(who[middle + 12:middle + 24]) == set(inv2)
+    assert len(at(inv1, "release")) == len(at(inv2, "release")) == 2 and max(at(inv1, "release")) < middle + 12
+
+    # prepare_together off: invocation 2's workers start only once invocation 1's have ended
+    fake.log.unlink()
+    launches = itertools.count()
+    conduct(["a", "b"], command_for, cells, _settings(),
+            _protocol(invocations=3, blocks=2, profile_calls=0, prepare_together=False),
+            Store(None, ["a", "b"], len(cells)))
+    lines = fake.log.read_text().splitlines()
+    assert max(at(inv1, "end")) < min(at(inv2, "load 0"))
+
+
 def test_invocations_after_the_minimum_measure_only_the_cells_not_yet_precise(tmp_path):
     """Worker b's cell 1 varies between invocations (its calls take 1, 2, 1, 2... ms by invocation); every other
     time is steady. After the two invocations every cell gets, only cell 1 is walked again, by both workers (its
@@ -301,6 +340,7 @@ def test_a_paired_speedup_of_three_invocations_covers_the_true_ratio_despite_pro
     ("precision", 0, "'study_a.sweep.protocol.precision': 0 is not a positive relative half width"),
     ("mode", "parallel", "'study_a.sweep.protocol.mode': 'parallel' is not one of"),
     ("profile_calls", -1, "'study_a.sweep.protocol.profile_calls': -1 is not an integer >= 0"),
+    ("prepare_together", "yes", "'study_a.sweep.protocol.prepare_together': 'yes' is not true or false"),
     ("turns", 3, "'study_a.sweep.protocol.turns': unknown key"),
 ])
 def test_a_bad_protocol_value_is_refused_naming_its_key(key, value, message):

@@ -168,8 +168,10 @@ class Protocol(invocation_protocol.InvocationProtocol):
     def from_config(cls, sweep: dict) -> "Protocol":
         return cls(**invocation_protocol.settings(PROTOCOL_DEFAULTS, sweep.get("protocol")))
 
-    def together(self, cell: Cell) -> bool:
-        return cell.batch * cell.resolution ** 2 <= self.interleave_max_pixels
+    def together(self, cell: Cell, sets: int = 1) -> bool:
+        """Whether `sets` sets of workers (one per invocation walking together) may all hold the cell at once:
+        interleave_max_pixels is what one set may hold."""
+        return cell.batch * cell.resolution ** 2 * sets <= self.interleave_max_pixels
 
     def calls_per_block(self, call_ms: float, repeats: int, budget_s: float | None) -> int:
         """Calls filling about block_ms, enough for `repeats` over the blocks, within the cell budget."""

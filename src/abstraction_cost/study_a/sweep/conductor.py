@@ -9,7 +9,11 @@ process's calls describe that process at that moment only. The conductor therefo
   check: nothing timed, so the slowest load is paid and not the sum), then warm up to a steady state one at a time,
   then gives them `blocks` turns each, in rotating order, of calls filling about `block_ms`: every slow period of
   the host falls on all implementations alike;
-- repeats the walk in `invocations` sets of fresh processes, then, up to `max_invocations`, walks again the cells
+- repeats the walk in `invocations` sets of fresh processes: the first alone (its builds are the table's build_s, and
+  only it has the profiled pass), the others together (`prepare_together`, default on): they start at once and at
+  each cell all load it at once, then take their turns one invocation after another, so the loads of fresh processes
+  are paid once rather than per invocation and nothing is timed while any worker loads;
+- then, up to `max_invocations`, walks again the cells
   whose invocations do not yet pin some implementation's time within `precision` (the t-interval's relative half
   width): the device-bound cells settle in a few invocations, the host-bound ones take more (Kalibera & Jones'
   fewest invocations that reach the precision); a row's time is the median over invocations of each one's
@@ -79,20 +83,32 @@ def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cel
             protocol: Protocol, store: Store) -> list[dict]:
     """Every (invocation, implementation, cell) record measured, each with its `invocation` and `implementation`;
     `block` records are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns`. `cells`
-    may be a shard of the grid (whole resolutions, indices the grid's); the workers know the whole grid."""
-    for inv in range(protocol.max_invocations):
+    may be a shard of the grid (whole resolutions, indices the grid's); the workers know the whole grid.
+    Invocations that protocol.batch puts together walk the cells together (_invocations)."""
+    inv = 0
+    while inv < protocol.max_invocations:
+        batch = protocol.batch(inv)
         due = cells if inv < protocol.invocations else imprecise(store, implementations, cells, inv,
                                                                  protocol.precision)
         if not due:
             break
-        missing = [i for i in implementations if any(store.get(inv, i, c.index) is None for c in due)
-                   or (inv == 0 and protocol.profile_calls > 0 and _unprofiled(store, i, due))]
-        if missing:
-            log.info("invocation %d: %d cells (%s)", inv, len(due), ",".join(str(c.index) for c in due))
-            _invocation(inv, missing, command_for, cells, due, settings, protocol, store)
+        plan = {}
+        for i in batch:
+            missing = [impl for impl in implementations if any(store.get(i, impl, c.index) is None for c in due)
+                       or (i == 0 and protocol.profile_calls > 0 and _unprofiled(store, impl, due))]
+            if missing:
+                plan[i] = missing
+        if plan:
+            log.info("%s: %d cells (%s)", _named(list(plan)), len(due), ",".join(str(c.index) for c in due))
+            _invocations(plan, command_for, cells, due, settings, protocol, store)
+        inv += len(batch)
     return [{**record, "invocation": inv, "implementation": impl}
             for inv in range(protocol.max_invocations) for c in cells for impl in implementations
             if (record := store.get(inv, impl, c.index)) is not None]
+
+
+def _named(invs: list[int]) -> str:
+    return f"invocation {invs[0]}" if len(invs) == 1 else f"invocations {', '.join(map(str, invs))}"
 
 
 def imprecise(store: Store, implementations: list[str], cells: list[Cell], before: int,
@@ -138,55 +154,137 @@ class Phases:
         return ", ".join(parts)
 
 
-def _invocation(inv: int, implementations: list[str], command_for: CommandFor, cells: list[Cell], due: list[Cell],
-                settings: SweepSettings, protocol: Protocol, store: Store) -> None:
-    phases = Phases()
-    trackers = {impl: OomTracker() for impl in implementations}
-    by_index = {c.index: c for c in cells}   # a shard's cells keep the whole grid's indices (sweep_shards.py)
-    for (i, impl, index), record in list(store.kept.items()):
-        if i == inv and impl in trackers and index in by_index and record["status"] == "oom" and not str(
-                record.get("message")).startswith("skipped:"):
-            trackers[impl].add(by_index[index])
-    started = time.perf_counter()
+class _Set:
+    """One invocation's workers, one per implementation: launched afresh for the invocation, and again for the
+    next cell after one dies; each with its own oom tracker (the skip rule holds per process lineage)."""
 
-    def up(impl: str, worker: Worker) -> Worker | None:
+    def __init__(self, inv: int, implementations: list[str], command_for: CommandFor, by_index: dict[int, Cell],
+                 due: list[Cell], store: Store):
+        self.inv, self.implementations, self.command_for, self.due, self.store = (inv, implementations, command_for,
+                                                                                   due, store)
+        self.trackers = {impl: OomTracker() for impl in implementations}
+        for (i, impl, index), record in list(store.kept.items()):
+            if i == inv and impl in self.trackers and index in by_index and record["status"] == "oom" and not str(
+                    record.get("message")).startswith("skipped:"):
+                self.trackers[impl].add(by_index[index])
+        self.launched = {impl: self._launch(impl) for impl in implementations}
+        self.workers: dict[str, Worker | None] = {}
+
+    def _launch(self, impl: str) -> Worker:
+        return Worker(impl, self.command_for(impl, self.trackers[impl].flag()))
+
+    def _up(self, impl: str, worker: Worker) -> Worker | None:
         """The worker once it says it is up; None, with every cell of it failed, if it died before."""
         try:
             worker.ask(None, "sweep_start")
             return worker
         except WorkerDied as died:  # it never reached the cells: each of them fails the same way
-            for cell in due:
-                if store.get(inv, impl, cell.index) is None:
-                    store.keep(inv, impl, _failed(cell, died))
+            for cell in self.due:
+                if self.store.get(self.inv, impl, cell.index) is None:
+                    self.store.keep(self.inv, impl, _failed(cell, died))
             return None
 
-    def start(impl: str) -> Worker | None:
-        return up(impl, Worker(impl, command_for(impl, trackers[impl].flag())))
+    def up(self) -> None:
+        self.workers = {impl: self._up(impl, worker) for impl, worker in self.launched.items()}
 
-    # all launched before any is waited for: their start-ups overlap
-    launched = {impl: Worker(impl, command_for(impl, trackers[impl].flag())) for impl in implementations}
-    workers = {impl: up(impl, worker) for impl, worker in launched.items()}
-    phases.add("start-up", time.perf_counter() - started)
-    log.info("invocation %d: %d workers up in %.1f s", inv, sum(w is not None for w in workers.values()),
-             time.perf_counter() - started)
-    try:
-        for cell in due:
-            todo = [impl for impl in implementations
-                    if workers.get(impl) is not None and store.get(inv, impl, cell.index) is None]
-            groups = [todo] if protocol.together(cell) else [[impl] for impl in todo]
-            for group in groups:
-                _measure(inv, group, workers, start, cell, settings, protocol, store, trackers,
-                         release=not protocol.together(cell), phases=phases)
-        if inv == 0 and protocol.profile_calls > 0:
-            profiling = time.perf_counter()
-            _profile_walk(inv, workers, start, due, protocol, store)
-            phases.add("profiled pass", time.perf_counter() - profiling)
-    finally:
-        for worker in workers.values():
+    def start(self, impl: str) -> Worker | None:
+        return self._up(impl, self._launch(impl))
+
+    def todo(self, cell: Cell) -> list[str]:
+        return [impl for impl in self.implementations
+                if self.workers.get(impl) is not None and self.store.get(self.inv, impl, cell.index) is None]
+
+    def died(self, cell: Cell, impl: str, err: WorkerDied) -> None:
+        log.warning("%s died in cell %d (invocation %d): %s; starting it again for the next cell", impl, cell.index,
+                    self.inv, err.message)
+        self.store.keep(self.inv, impl, {**_failed(cell, err), "exit_status": err.returncode})
+        self.workers[impl] = self.start(impl)
+
+    def final(self, cell: Cell, impl: str, record: dict) -> None:
+        """A cell's record without turns (skipped, out of memory, failed or wrong), kept."""
+        if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
+            self.trackers[impl].add(cell)
+        self.store.keep(self.inv, impl, record)
+
+    def close(self) -> None:
+        for worker in {**self.launched, **self.workers}.values():
             if worker is not None:
                 worker.close()
-        log.info("invocation %d: %.1f s: %s", inv, time.perf_counter() - started, phases.summary())
+
+
+def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: list[Cell], due: list[Cell],
+                 settings: SweepSettings, protocol: Protocol, store: Store) -> None:
+    """The invocations of `plan` (invocation -> its implementations still to measure) walk the due cells together:
+    every worker of every invocation starts at once, and at each cell they all load it at once (nothing is timed
+    meanwhile); then each invocation's workers warm up, take their turns and end the cell, one invocation after
+    another, the others' workers waiting idle with the cell loaded. A cell that one set of workers may hold but not
+    every set (Protocol.together) is walked one invocation at a time, each set's workers releasing it after their
+    turns; cells too large to hold every implementation at once are measured one worker at a time, invocation by
+    invocation."""
+    phases = Phases()
+    by_index = {c.index: c for c in cells}   # a shard's cells keep the whole grid's indices (sweep_shards.py)
+    started = time.perf_counter()
+    sets = [_Set(inv, impls, command_for, by_index, due, store) for inv, impls in plan.items()]   # all launched
+    try:
+        for s in sets:   # before any is waited for: their start-ups overlap
+            s.up()
+        phases.add("start-up", time.perf_counter() - started)
+        log.info("%s: %d workers up in %.1f s", _named(list(plan)),
+                 sum(w is not None for s in sets for w in s.workers.values()), time.perf_counter() - started)
+        for cell in due:
+            if protocol.together(cell):
+                # every invocation's workers hold the cell at once where the memory of one set may hold it as many
+                # times; otherwise one invocation at a time, each releasing it before the next loads it
+                batches = [sets] if protocol.together(cell, len(sets)) else [[s] for s in sets]
+                for walking in batches:
+                    groups = [(s, s.todo(cell)) for s in walking]
+                    loaded = _load([(s, group) for s, group in groups if len(group) > 1], cell, phases)
+                    for s, group in groups:
+                        _measure(s, loaded.get(s.inv, group), cell, settings, protocol,
+                                 release=len(batches) > 1, loaded=len(group) > 1, phases=phases)
+            else:
+                for s in sets:
+                    for impl in s.todo(cell):
+                        _measure(s, [impl], cell, settings, protocol, release=True, loaded=False, phases=phases)
+        for s in sets:
+            if s.inv == 0 and protocol.profile_calls > 0:
+                profiling = time.perf_counter()
+                _profile_walk(s.inv, s.workers, s.start, due, protocol, store)
+                phases.add("profiled pass", time.perf_counter() - profiling)
+    finally:
+        for s in sets:
+            s.close()
+        log.info("%s: %.1f s: %s", _named(list(plan)), time.perf_counter() - started, phases.summary())
         worker_phases.add(phases.seconds.get("start-up", 0.0), phases.seconds.get("loading", 0.0))
+
+
+def _load(groups: list[tuple[_Set, list[str]]], cell: Cell, phases: Phases) -> dict[int, list[str]]:
+    """Every worker of `groups` (an invocation's workers, each group of two or more) loads the cell at once (builds,
+    compiles, output checks: nothing is timed), so the slowest load is paid, not their sum; each invocation's group
+    less the workers that died or ended the cell in it."""
+    if not groups:
+        return {}
+    loading = time.perf_counter()
+    for s, group in groups:
+        for impl in group:
+            s.workers[impl].send(f"load {cell.index}")
+    out = {}
+    for s, group in groups:
+        out[s.inv] = []
+        for impl in group:
+            try:
+                record = s.workers[impl].ask(None, "cell_loaded", "cell")
+            except WorkerDied as err:
+                s.died(cell, impl, err)
+                continue
+            if record["kind"] == "cell":
+                s.final(cell, impl, record)
+                continue
+            # a C++ worker's prepare_s is its whole load; a Python worker's excludes its model's build
+            phases.worker("loading", impl, (record.get("prepare_s") or 0.0) + (record.get("build_s") or 0.0))
+            out[s.inv].append(impl)
+    phases.add("loading", time.perf_counter() - loading)
+    return out
 
 
 def _unprofiled(store: Store, impl: str, cells: list[Cell]) -> bool:
@@ -220,57 +318,32 @@ def _profile_walk(inv: int, workers: dict, start, cells: list[Cell], protocol: P
             store.keep(inv, impl, {**record, "profile": profile})
 
 
-def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, settings: SweepSettings,
-             protocol: Protocol, store: Store, trackers: dict, release: bool, phases: Phases) -> None:
-    """One cell for a group of workers: each prepares it, then `blocks` turns each in rotating order, then ends."""
+def _measure(s: _Set, group: list[str], cell: Cell, settings: SweepSettings, protocol: Protocol, release: bool,
+             loaded: bool, phases: Phases) -> None:
+    """One cell for a group of an invocation's workers (`loaded`: _load has had them load it): each warms up, one at
+    a time, on a GPU no other worker uses, then `blocks` turns each in rotating order, then each ends the cell."""
     ready: dict[str, dict] = {}
+    store, inv = s.store, s.inv
 
     def died(impl: str, err: WorkerDied) -> None:
-        log.warning("%s died in cell %d: %s; starting it again for the next cell", impl, cell.index, err.message)
-        store.keep(inv, impl, {**_failed(cell, err), "exit_status": err.returncode})
-        workers[impl] = start(impl)
+        s.died(cell, impl, err)
         ready.pop(impl, None)
 
-    def final(impl: str, record: dict) -> None:  # skipped, out of memory, failed or wrong: untimed
-        if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
-            trackers[impl].add(cell)
-        store.keep(inv, impl, record)
-
-    loaded = not release and len(group) > 1
-    if loaded:
-        # every worker loads the cell at once (builds, compiles, output checks: nothing is timed), so the slowest
-        # load is paid, not their sum; the warm-ups below stay one at a time, on a GPU no other worker uses
-        loading = time.perf_counter()
-        for impl in group:
-            workers[impl].send(f"load {cell.index}")
-        for impl in list(group):
-            try:
-                record = workers[impl].ask(None, "cell_loaded", "cell")
-            except WorkerDied as err:
-                died(impl, err)
-                group = [i for i in group if i != impl]
-                continue
-            if record["kind"] == "cell":
-                final(impl, record)
-                group = [i for i in group if i != impl]
-            else:   # a C++ worker's prepare_s is its whole load; a Python worker's excludes its model's build
-                phases.worker("loading", impl, (record.get("prepare_s") or 0.0) + (record.get("build_s") or 0.0))
-        phases.add("loading", time.perf_counter() - loading)
-    # the warm-ups and turns of workers that loaded the cell above on one CPU of the slot, so that a turn's pair
-    # meets the same host, re-picked before each turn (a lone worker loads in its warm-up, with every core of the slot)
-    pids = [workers[i].proc.pid for i in group if workers.get(i) is not None] if loaded else []
+    # the warm-ups and turns of workers that loaded the cell on one CPU of the slot, so that a turn's pair meets the
+    # same host, re-picked before each turn (a lone worker loads in its warm-up, with every core of the slot)
+    pids = [s.workers[i].proc.pid for i in group if s.workers.get(i) is not None] if loaded else []
     with affinity.turns_on_one_cpu(pids) as cpus:
         for impl in group:
             preparing = time.perf_counter()
             try:
-                record = workers[impl].ask(f"cell {cell.index}", "ready", "cell")
+                record = s.workers[impl].ask(f"cell {cell.index}", "ready", "cell")
             except WorkerDied as err:
                 died(impl, err)
                 continue
             finally:
                 phases.add("preparing", time.perf_counter() - preparing, impl)
             if record["kind"] == "cell":
-                final(impl, record)
+                s.final(cell, impl, record)
             else:
                 ready[impl] = {**record, "blocks": [], "turns": [], "hosts": []}
         calls = {impl: protocol.calls_per_block(r["call_ms"], settings.repeats, settings.cell_budget_s)
@@ -284,14 +357,14 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
                 if impl not in ready:
                     continue
                 try:
-                    record = workers[impl].ask(f"time {calls[impl]}", "block", "cell")
+                    record = s.workers[impl].ask(f"time {calls[impl]}", "block", "cell")
                 except WorkerDied as err:
                     died(impl, err)
                     continue
                 if record["kind"] == "cell":  # the block failed (an oom, an error): the cell is over for it
                     store.keep(inv, impl, {**record, "build_s": ready.pop(impl).get("build_s")})
                     if record["status"] == "oom":
-                        trackers[impl].add(cell)
+                        s.trackers[impl].add(cell)
                     continue
                 ready[impl]["blocks"].append(record["times_ms"])
                 ready[impl]["turns"].append(turn)
@@ -300,9 +373,9 @@ def _measure(inv: int, group: list[str], workers: dict, start, cell: Cell, setti
         phases.add("turns", ending - turns)
     for impl, prepared in list(ready.items()):  # a worker that dies leaves `ready`
         try:
-            record = workers[impl].ask("end", "cell")
+            record = s.workers[impl].ask("end", "cell")
             if release:
-                workers[impl].ask("release", "released")
+                s.workers[impl].ask("release", "released")
         except WorkerDied as err:
             died(impl, err)
             continue

@@ -50,7 +50,7 @@ from . import vision as vm
 log = logging.getLogger(__name__)
 
 PROTOCOL_DEFAULTS = {"invocations": 3, "max_invocations": 5, "precision": 0.05, "blocks": 6, "block_ms": 50.0,
-                     "min_calls": 12, "warmup_max": 60, "profile_calls": 5, "prepare_together": True}
+                     "min_calls": 12, "warmup_max": 60, "profile_calls": 5}
 CLEAN = "clean"
 E2E_CLEAN = ("eager", "eager_channels_last", "eager_cuda_graphs")
 E2E_VARIANTS = (*E2E_CLEAN, "compiled", "eager_in_process")   # those the profiled pass profiles
@@ -63,24 +63,14 @@ MAX_CALLS_PER_BLOCK = 2000
 @dataclass(frozen=True, kw_only=True)
 class Protocol(invocation_protocol.InvocationProtocol):
     """study_b.models.protocol (config/README.md: its keys and defaults): the shared invocation protocol's keys and
-    the least calls a variant has over an invocation's blocks, and whether the invocations after the first start and
-    prepare their workers at once (sessions)."""
+    the least calls a variant has over an invocation's blocks."""
     min_calls: int
-    prepare_together: bool
 
     @classmethod
     def from_config(cls, section: dict) -> "Protocol":
         given = section.get("protocol") or {}
-        invocation_protocol.check(given, "study_b.models.protocol", {"min_calls": invocation_protocol.count(1),
-                                                                     "prepare_together": invocation_protocol.flag()})
+        invocation_protocol.check(given, "study_b.models.protocol", {"min_calls": invocation_protocol.count(1)})
         return cls(**invocation_protocol.settings(PROTOCOL_DEFAULTS, given))
-
-    def batch(self, inv: int) -> list[int]:
-        """The invocations whose workers start and prepare at once with `inv`: the first alone (its builds are the
-        vision_builds rows, _build_row, so they are timed with no other worker building); the rest of the first
-        `invocations` together where prepare_together is on; the extra ones one at a time, each decided by the
-        invocations before it."""
-        return list(range(inv, self.invocations)) if self.prepare_together and 0 < inv < self.invocations else [inv]
 
     def calls_per_block(self, call_ms: float) -> int:
         """Calls filling about block_ms, and over the blocks at least min_calls."""
