@@ -14,7 +14,8 @@ _mark = 0                                  # where the current measured run's be
 
 
 def add(start_s: float, load_s: float) -> None:
-    """One invocation's: from launching its workers to the last one up, and from then to the last one loaded."""
+    """One invocation's, or one batch's that started together (InvocationProtocol.batch): from launching the
+    workers to the last one up, and from then to the last one loaded."""
     _seconds.append((start_s, load_s))
 
 

@@ -221,7 +221,7 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
     every set (Protocol.together) is walked one invocation at a time, each set's workers releasing it after their
     turns; cells too large to hold every implementation at once are measured one worker at a time, invocation by
     invocation."""
-    phases = Phases()
+    phases, name = Phases(), _named(list(plan))
     by_index = {c.index: c for c in cells}   # a shard's cells keep the whole grid's indices (sweep_shards.py)
     started = time.perf_counter()
     sets = [_Set(inv, impls, command_for, by_index, due, store) for inv, impls in plan.items()]   # all launched
@@ -229,7 +229,7 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
         for s in sets:   # before any is waited for: their start-ups overlap
             s.up()
         phases.add("start-up", time.perf_counter() - started)
-        log.info("%s: %d workers up in %.1f s", _named(list(plan)),
+        log.info("%s: %d workers up in %.1f s", name,
                  sum(w is not None for s in sets for w in s.workers.values()), time.perf_counter() - started)
         for cell in due:
             if protocol.together(cell):
@@ -254,7 +254,7 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
     finally:
         for s in sets:
             s.close()
-        log.info("%s: %.1f s: %s", _named(list(plan)), time.perf_counter() - started, phases.summary())
+        log.info("%s: %.1f s: %s", name, time.perf_counter() - started, phases.summary())
         worker_phases.add(phases.seconds.get("start-up", 0.0), phases.seconds.get("loading", 0.0))
 
 
