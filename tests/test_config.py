@@ -52,6 +52,24 @@ def test_the_old_numerics_block_is_refused_naming_its_new_key(smoke_config):
     assert "study_a.sweep.numerics" in message  # what `numerics` names now
 
 
+# Each study's invocation protocol and the schema key that holds it: a key the protocol reads must pass the schema
+PROTOCOL_SECTIONS = [("study_a", "sweep"), ("study_a", "backends"), ("study_b", "models")]
+
+
+@pytest.mark.parametrize("study, section", PROTOCOL_SECTIONS)
+def test_every_key_of_the_shared_invocation_protocol_passes_the_schema(smoke_config, study, section):
+    """The schema and the protocol's own checks are separate lists; prepare_together was once in the second alone,
+    so a config could not turn it off."""
+    from abstraction_cost.measure.invocation_protocol import SHARED_RULES
+    values = {"invocations": 2, "max_invocations": 3, "precision": 0.05, "blocks": 2, "block_ms": 10,
+              "warmup_max": 5, "profile_calls": 0, "prepare_together": False}
+    assert set(values) == set(SHARED_RULES)  # a new shared key needs a value here
+    smoke_config[study][section].setdefault("protocol", {}).update(values)
+    cfg.validate(smoke_config)
+    smoke_config[study][section]["protocol"]["prepare_together"] = "no"
+    assert f"'{study}.{section}.protocol.prepare_together': 'no' is not of type 'boolean'" in _error(smoke_config)
+
+
 def test_snakemake_stops_before_any_rule_on_a_bad_config(tmp_path):
     import subprocess
     import sys
