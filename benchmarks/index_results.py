@@ -58,7 +58,9 @@ def recorded(data: dict) -> dict:
     meta = data.get("meta", {}) if isinstance(data.get("meta"), dict) else {}
     device = data.get("gpu") or data.get("device") or meta.get("device")
     run = data.get("run")
-    out = {"device": device, "torch": data.get("torch") or meta.get("torch"), "config": data.get("config"),
+    config = data.get("config")
+    config = " + ".join(config) if isinstance(config, list) else config   # a config and its overlays
+    out = {"device": device, "torch": data.get("torch") or meta.get("torch"), "config": config,
            "date": run[:10] if isinstance(run, str) and re.match(r"\d{4}-\d{2}-\d{2}", run) else None}
     for key in ("rows", "jobs"):
         if isinstance(data.get(key), list):

@@ -139,7 +139,7 @@ def main(argv=None) -> dict:
         # the first run builds what the rule needs; the arms' configs differ in the protocol alone, so later runs
         # rerun the measuring rule (forced), never the builds (rerun on file times only)
         forced = [] if k == 0 and not (workdir / m.path).exists() else list(m.rules)
-        wall = run_once(workdir, str(configs[name]), chosen, forced, args.cores, saved,
+        wall = run_once(workdir, [str(configs[name])], chosen, forced, args.cores, saved,
                         extra=("--rerun-triggers", "mtime"))
         frames[name].append(cells(pl.read_parquet(saved / Path(m.path).name), m))
         runs.append({"run": k + 1, "arm": name, "wall_s": wall, "forced": forced})

@@ -5,6 +5,9 @@ processes each), then sets each cell's median of the last run against the first'
         --out benchmarks/results/<date>_<gpu>_repeatability_gpu_smoke.json
     python benchmarks/repeatability.py --from-runs runs/1 runs/2 --tables sweep --out result.json
     python benchmarks/repeatability.py --from-runs runs/1 --tables sweep --out result.json   # one run's own
+    python benchmarks/repeatability.py --configfile config/gpu-smoke.yaml benchmarks/overlays/sweep_python.yaml \
+        --overlay benchmarks/overlays/prepare_together_off.yaml --runs 4 --tables sweep --out result.json
+                                          # does a key change the numbers? base, overlay, overlay, base
 
 The first run measures whatever is not yet measured (and builds what the tables need); every later run forces
 the tables' measuring rules again. Per table and cell the result holds the ratio run k / run 1 of the medians,
@@ -13,11 +16,18 @@ whether run k's median lies inside run 1's 95% interval (coverage), and per tabl
 same measurements (the sweep's turns and speedups, which need its interleaved protocol; Study B's speedups and
 each step's eager baseline), so that each can be read again; --from-runs compares such folders without running
 anything.
+
+With --overlay the runs alternate between the config alone (base) and the config under the overlay, in the order
+base, overlay, overlay, base, base, ... (so that a drift of the host in time falls on both alike), and the result's
+`conditions` sets each setting's runs against its own first (how far a setting agrees with itself) and each overlay
+run against the base run next to it in time (how far the two settings differ): a key changes the numbers only where
+the second is wider than the first. --from-runs takes the same with --conditions naming each folder's setting.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -87,10 +97,10 @@ def compare(first: pl.DataFrame, later: pl.DataFrame, m: Measured, tolerance: fl
     }
 
 
-def snakemake(workdir: Path, configfile: str, targets: list[str], forcerun: list[str], cores: str,
+def snakemake(workdir: Path, configfiles: list[str], targets: list[str], forcerun: list[str], cores: str,
               extra: tuple[str, ...] = ()) -> float:
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--configfile", str(Path(configfile).resolve()), "--cores", cores, *targets, *extra]
+               "--configfile", *(str(Path(c).resolve()) for c in configfiles), "--cores", cores, *targets, *extra]
     if forcerun:
         command += ["--forcerun", *forcerun]
     started = time.perf_counter()
@@ -102,11 +112,11 @@ def snakemake(workdir: Path, configfile: str, targets: list[str], forcerun: list
     return time.perf_counter() - started
 
 
-def run_once(workdir: Path, configfile: str, chosen: dict, forced: list[str], cores: str, saved: Path,
+def run_once(workdir: Path, configfiles: list[str], chosen: dict, forced: list[str], cores: str, saved: Path,
              extra: tuple[str, ...] = ()) -> float:
     """One Snakemake run of the chosen tables' targets and their extras; the tables copied to `saved`."""
     targets = [path for m in chosen.values() for path in (m.path, *m.extras)]
-    wall = snakemake(workdir, configfile, targets, forced, cores, extra)
+    wall = snakemake(workdir, configfiles, targets, forced, cores, extra)
     saved.mkdir(parents=True, exist_ok=True)
     for m in chosen.values():
         for path in (m.path, *m.extras):
@@ -173,6 +183,16 @@ def host_speed(run: Path) -> dict:
     return {"host_op_us": both("host_op_us"), "host_copy_gbps": both("host_copy_gbps"), "turn_host_op_us": turns}
 
 
+def worker_times(run: Path) -> dict:
+    """What the run's sweep jobs spent starting their workers and loading what they time (seconds, summed over the
+    jobs' environment rows), where the rows have it: a protocol key may change these while the cells stay alike."""
+    path = run / "sweep.env.parquet"
+    env = pl.read_parquet(path) if path.exists() else None
+    if env is None or "worker_load_s" not in env.columns:
+        return {}
+    return {name: env[name].sum() for name in ("worker_start_s", "worker_load_s")}
+
+
 def compare_runs(dirs: list[Path], chosen: dict) -> dict:
     """Every later run's tables against the first's."""
     out = {}
@@ -184,22 +204,65 @@ def compare_runs(dirs: list[Path], chosen: dict) -> dict:
     return out
 
 
+def alternating(runs: int) -> list[str]:
+    """Each run's setting with an overlay: base, overlay, overlay, base, base, overlay, ..."""
+    return ["base" if (k + 1) // 2 % 2 == 0 else "overlay" for k in range(runs)]
+
+
+def summarised(comparison: dict) -> dict:
+    """A comparison without its per-cell ratios, with the geometric mean of its ratios (a shift of every cell)."""
+    ratios = [r["ratio"] for r in comparison["ratios"] if r["ratio"]]
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
+    return {**{k: v for k, v in comparison.items() if k != "ratios"}, "ratio_geomean": geomean}
+
+
+def compare_conditions(dirs: list[Path], conditions: list[str], chosen: dict) -> dict:
+    """Per table: each setting's later runs against its first (`within`), and each run of a setting other than the
+    first run's against the nearest run of the first run's setting (`across`; the earlier one where two are as
+    near), each `summarised`."""
+    base = conditions[0]
+    out = {}
+    for name, m in chosen.items():
+        table = lambda k: pl.read_parquet(dirs[k] / Path(m.path).name)  # noqa: E731
+        within, across = {}, {}
+        for label in dict.fromkeys(conditions):
+            ks = [k for k, c in enumerate(conditions) if c == label]
+            for k in ks[1:]:
+                within[f"{label}: run{k + 1}_vs_run{ks[0] + 1}"] = summarised(compare(table(ks[0]), table(k), m))
+        for k, label in enumerate(conditions):
+            if label != base:
+                near = min((j for j, c in enumerate(conditions) if c == base), key=lambda j: (abs(j - k), j))
+                across[f"{label} run{k + 1}_vs_{base} run{near + 1}"] = summarised(compare(table(near), table(k), m))
+        out[name] = {"within": within, "across": across}
+    return out
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--configfile", help="the config whose measuring rules run (not with --from-runs)")
+    p.add_argument("--configfile", nargs="+", help="the config whose measuring rules run, and any overlays of it "
+                   "(not with --from-runs)")
+    p.add_argument("--overlay", help="a config overlay: the runs alternate between the config alone and under it")
     p.add_argument("--tables", nargs="+", default=["sweep"], choices=sorted(MEASURED))
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--from-runs", nargs="+", type=Path,
                    help="compare these saved runs instead of running (one: its variance and probes alone)")
+    p.add_argument("--conditions", nargs="+", help="with --from-runs: each folder's setting (e.g. base overlay "
+                   "overlay base), compared as --overlay's runs are")
     p.add_argument("--workdir", default=".", help="the pipeline's working directory (default: here)")
     p.add_argument("--cores", default="all")
     p.add_argument("--out", required=True, help="the result, JSON")
     args = p.parse_args(argv)
     chosen = {name: MEASURED[name] for name in args.tables}
     runs = []
+    conditions = args.conditions
     if args.from_runs:
         dirs = args.from_runs   # one run gives its own variance, probes and host speed, and nothing to compare
+        if conditions is not None and len(conditions) != len(dirs):
+            p.error(f"--conditions names {len(conditions)} settings for {len(dirs)} folders of --from-runs")
     else:
+        if conditions is not None:
+            p.error("--conditions is for --from-runs; runs made here take theirs from --overlay")
+        conditions = alternating(args.runs) if args.overlay else None
         if args.configfile is None or args.runs < 2:
             p.error("need --configfile and --runs of at least 2 (or --from-runs)")
         workdir = Path(args.workdir).resolve()
@@ -207,20 +270,30 @@ def main(argv=None) -> dict:
         dirs = [workdir / "runs" / str(k + 1) for k in range(args.runs)]
         for k, saved in enumerate(dirs):
             fresh = k == 0 and not all((workdir / m.path).exists() for m in chosen.values())
-            wall = run_once(workdir, args.configfile, chosen, [] if fresh else forced, args.cores, saved)
-            runs.append({"run": k + 1, "wall_s": wall, "forced": [] if fresh else forced})
-            print(f"run {k + 1}: {wall:.0f} s", flush=True)
+            under = conditions and conditions[k] == "overlay"
+            wall = run_once(workdir, [*args.configfile, *([args.overlay] if under else [])], chosen,
+                            [] if fresh else forced, args.cores, saved)
+            runs.append({"run": k + 1, "wall_s": wall, "forced": [] if fresh else forced,
+                         **({"condition": conditions[k]} if conditions else {})})
+            print(f"run {k + 1}{f' ({conditions[k]})' if conditions else ''}: {wall:.0f} s", flush=True)
     turns = {str(d): pl.read_parquet(d / "sweep_blocks.parquet") for d in dirs
              if (d / "sweep_blocks.parquet").exists()}
-    result = {"config": args.configfile, **environment(dirs[0]), "runs": runs, "dirs": [str(d) for d in dirs],
-              "tables": compare_runs(dirs, chosen),
+    result = {"config": args.configfile, "overlay": args.overlay, **environment(dirs[0]), "runs": runs,
+              "dirs": [str(d) for d in dirs], "tables": compare_runs(dirs, chosen),
+              **({"conditions": {"of_runs": conditions, **compare_conditions(dirs, conditions, chosen)}}
+                 if conditions else {}),
               "variance_components": {d: variance_components(blocks) for d, blocks in turns.items()},
               "turns_against_probes": {d: turns_against_probes(blocks) for d, blocks in turns.items()},
-              "host_speed": {str(d): host_speed(d) for d in dirs}}
+              "host_speed": {str(d): host_speed(d) for d in dirs},
+              "worker_times": {str(d): worker_times(d) for d in dirs}}
     for name in chosen:
         for key, summary in result["tables"][name].items():
             print(f"{name} {key}: {summary['cells']} cells, {summary['within_10pct']} within ±10%, max deviation "
                   f"{summary['max_deviation']}, coverage {summary['coverage']}")
+        for part in ("within", "across") if conditions else ():
+            for key, s in result["conditions"][name][part].items():
+                print(f"{name} {part} {key}: {s['cells']} cells, max deviation {s['max_deviation']}, geometric mean "
+                      f"of the ratios {s['ratio_geomean']}, coverage {s['coverage']}")
     first = result["host_speed"][str(dirs[0])]
     for k, d in enumerate(dirs[1:], start=2):
         later = result["host_speed"][str(d)]

@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -151,13 +152,17 @@ def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
     assert one["tables"] == {"sweep": {}} and list(one["variance_components"]) == [data["dirs"][0]]
 
 
-def test_repeatability_sets_each_turns_time_against_its_probe():
+def _repeatability():
     import importlib.util
-
-    import polars as pl
     spec = importlib.util.spec_from_file_location("repeatability", REPO / "benchmarks" / "repeatability.py")
-    repeatability = sys.modules["repeatability"] = importlib.util.module_from_spec(spec)   # its dataclass needs it
-    spec.loader.exec_module(repeatability)
+    module = sys.modules["repeatability"] = importlib.util.module_from_spec(spec)   # its dataclass needs it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_repeatability_sets_each_turns_time_against_its_probe():
+    import polars as pl
+    repeatability = _repeatability()
     probes = [1.4, 2.8, 1.5, 2.6, 1.6, 3.0]
     blocks = pl.DataFrame({"numerics": "fp32", "implementation": ["eager"] * 6 + ["cudnn"] * 6,
                            "cell": 0, "invocation": 0, "turn": list(range(6)) * 2, "calls": 8,
@@ -170,6 +175,47 @@ def test_repeatability_sets_each_turns_time_against_its_probe():
     unprobed = blocks.with_columns(host_op_us=pl.lit(None, pl.Float64))
     assert repeatability.turns_against_probes(unprobed) is None
     assert repeatability.turns_against_probes(blocks.drop("cpu", "host_op_us")) is None
+
+
+def test_repeatability_alternates_an_overlay_and_sets_each_run_against_its_neighbour(tmp_path, monkeypatch):
+    """--overlay: base, overlay, overlay, base, each Snakemake run under its own config files; each setting against
+    itself, and each overlay run against the base run next to it in time."""
+    import polars as pl
+    repeatability = _repeatability()
+    made = []
+
+    def fake_run(workdir, configfiles, chosen, forced, cores, saved, extra=()):
+        made.append([Path(c).name for c in configfiles])
+        shift = 1.2 if configfiles[-1] == "off.yaml" else 1.0       # the overlay makes every cell 20% slower
+        drift = 1 + 0.01 * len(made)                          # and the host drifts by 1% a run
+        times = [t * shift * drift for t in (2.0, 5.0)]
+        saved.mkdir(parents=True)
+        pl.DataFrame({"numerics": "fp32", "implementation": "eager", "cell": [0, 1], "status": "ok",
+                      "time_ms": times, "time_ms_low": [t * 0.97 for t in times],
+                      "time_ms_high": [t * 1.03 for t in times]}).write_parquet(saved / "sweep.parquet")
+        return 1.0
+
+    monkeypatch.setattr(repeatability, "run_once", fake_run)
+    out = tmp_path / "result.json"
+    result = repeatability.main(["--configfile", "base.yaml", "python.yaml", "--overlay", "off.yaml", "--runs", "4",
+                                 "--workdir", str(tmp_path), "--out", str(out)])
+    base = ["base.yaml", "python.yaml"]
+    assert made == [base, [*base, "off.yaml"], [*base, "off.yaml"], base]
+    assert [r["condition"] for r in result["runs"]] == ["base", "overlay", "overlay", "base"]
+    sweep = result["conditions"]["sweep"]
+    assert set(sweep["across"]) == {"overlay run2_vs_base run1", "overlay run3_vs_base run4"}
+    assert sweep["across"]["overlay run2_vs_base run1"]["ratio_geomean"] == pytest.approx(1.2 * 1.02 / 1.01)
+    assert sweep["across"]["overlay run3_vs_base run4"]["ratio_geomean"] == pytest.approx(1.2 * 1.03 / 1.04)
+    assert sweep["within"]["base: run4_vs_run1"]["ratio_geomean"] == pytest.approx(1.04 / 1.01)
+    assert sweep["within"]["overlay: run3_vs_run2"]["max_deviation"] == pytest.approx(1.03 / 1.02 - 1)
+    assert "ratios" not in sweep["across"]["overlay run2_vs_base run1"]   # the per-cell ratios stay in "tables"
+    # the same from the saved folders, each named with its setting; a count that does not match is refused
+    again = repeatability.main(["--from-runs", *result["dirs"], "--conditions", "base", "overlay", "overlay", "base",
+                                "--out", str(tmp_path / "again.json")])
+    assert again["conditions"]["sweep"] == sweep
+    with pytest.raises(SystemExit):
+        repeatability.main(["--from-runs", *result["dirs"], "--conditions", "base", "overlay", "--out", str(out)])
+    assert repeatability.alternating(6) == ["base", "overlay", "overlay", "base", "base", "overlay"]
 
 
 def _log_stamp(epoch: float) -> str:
