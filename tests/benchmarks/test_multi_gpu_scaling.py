@@ -61,6 +61,22 @@ def test_summary_states_wall_times_speedup_and_gpus():
     assert "misses the 1.8x target" in scaling.summarise([{**two, "wall_s": 240.0}, one])
 
 
+def test_several_runs_per_gpu_count_give_each_speedup_their_median_and_how_many_met_the_target():
+    """Runs 2, 1, 2 GPUs: the verdict is not whichever two-GPU run came last, but each run's speedup against the
+    one-GPU median, the speedup of their median wall, and how many met 1.8x; a faster host is named too."""
+    one = {"config": "c", "gpus": 1, "wall_s": 500.0, "hostname": "box", "returncode": 0, "gpu_names": [],
+           "jobs": [], "overlaps_on_one_gpu": [], "rows_by_status": {"ok": 1}, "host": {"host_op_us": 2.6}}
+    fast = {**one, "gpus": 2, "wall_s": 275.0, "host": {"host_op_us": 1.3}}
+    slow = {**fast, "wall_s": 325.0, "host": {"host_op_us": 2.7}}
+    text = scaling.summarise([fast, one, slow])
+    assert "2 GPUs against 1: 1.82x, 1.54x, median 1.67x (misses the 1.8x target; 1 of 2 runs met it)." in text
+    assert "| 2 | 275.0 | 1.82 |" in text and "| 2 | 325.0 | 1.54 |" in text
+    assert "The host was 2.00x as fast per dispatched op in the 2-GPU run of 275.0 s (1.3 against 2.6 µs)" in text
+    # two one-GPU runs: the speedups are against their median
+    text = scaling.summarise([fast, one, {**one, "wall_s": 540.0}])
+    assert "2 GPUs against 1 (the median of 2 runs, 520.0 s): 1.89x (meets the 1.8x target)." in text
+
+
 def test_the_hosts_speed_is_stated_and_a_slower_host_named_beside_the_ratio():
     """Two runs' wall times compare only where their hosts ran alike: the host's speed per run (the timing jobs'
     probes at start and end, weighted by their jobs' durations), and a line where it differed."""
@@ -80,7 +96,7 @@ def test_the_hosts_speed_is_stated_and_a_slower_host_named_beside_the_ratio():
     two = {**one, "gpus": 2, "wall_s": 300.0, "host": {"host_op_us": 2.9, "host_copy_gbps": 8.4}}
     text = scaling.summarise([one, two])
     assert "| 1 | 400.0 | 1.00 |  | 0 | ok 1 | 1.5, 48.0, - |" in text
-    assert "The host was 1.93x as slow per dispatched op in the 2-GPU run (2.9 against 1.5 µs)" in text
+    assert "The host was 1.93x as slow per dispatched op in the 2-GPU run of 300.0 s (2.9 against 1.5 µs)" in text
     assert "as slow per dispatched op" not in scaling.summarise([one, {**two, "host": {"host_op_us": 1.6}}])
 
 
