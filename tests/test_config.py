@@ -124,13 +124,15 @@ def test_the_offline_overlay_on_a_full_config_downloads_nothing_and_names_every_
 
 
 def test_the_benchmark_overlays_on_gpu_smoke_make_a_sweep_with_nothing_to_build(tmp_path):
-    """benchmarks/overlays/ after gpu-smoke, merged by Snakemake itself (repeatability.py --configfile ... --overlay):
-    a valid config whose sweep has only the Python implementations, so no C++ build or AOTInductor package runs."""
+    """benchmarks/overlays/ after gpu-smoke, merged by Snakemake itself (repeatability.py --configfile ... --overlay,
+    multi_gpu_scaling.py --config): a valid config whose sweep has only the Python implementations, so no C++ build
+    or AOTInductor package runs."""
     overlays = REPO / "benchmarks" / "overlays"
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
                           "--workflow-profile", "none", "--cores", "4", "results/study_a/sweep.parquet",
                           "--configfile", str(REPO / "config" / "gpu-smoke.yaml"), str(overlays / "sweep_python.yaml"),
-                          str(overlays / "prepare_together_off.yaml")], capture_output=True, text=True, timeout=600)
+                          str(overlays / "prepare_together_off.yaml"), str(overlays / "warm_up_nice.yaml")],
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     rules = set(re.findall(r"^(?:local)?rule (\w+):$", run.stdout, flags=re.M))
     assert "sweep" in rules and not rules & {"build_native", "build_native_cudnn", "package_aoti_sweep"}

@@ -43,6 +43,8 @@ else:
 # warm-ups, which would otherwise hold every free core for minutes while the GPUs wait for Study A's inputs), a
 # compile warm-up (a few threads; its timing job waits for it), a long job's before a short one's, the longest
 # timing jobs (the sweep's and Study B's vision models: so no long job starts last), then every other job (0).
+# Priorities order only when jobs start; their share of a busy core is the kernel's: gpus.warm_up_nice lowers the
+# warm-ups' there too (compile_cache.yield_cores).
 SUMMARY_PRIORITY = 60
 INPUT_PRIORITY = 55
 LONG_WARM_UP_PRIORITY = 51
