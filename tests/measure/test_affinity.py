@@ -180,6 +180,27 @@ def test_a_timing_jobs_workers_take_their_turns_on_one_cpu_and_the_job_stays_off
             w.wait()
 
 
+def test_a_job_that_times_in_its_own_thread_keeps_that_thread_on_the_picked_cpu(monkeypatch):
+    """Study B's blocks time in the job's own main thread: given as a pid (its native id), it goes to the picked
+    CPU and stays there, while the job's other threads (here a sleeping one) go to the rest; all back after."""
+    import threading
+    cores = frozenset(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPUs")
+    monkeypatch.setattr(affinity.Turns, "candidates", property(lambda self: sorted(self.cores)))
+    monkeypatch.setattr(affinity, "_pinned", "timing slot 0")
+    monkeypatch.setattr(affinity, "_turn_probes", [])
+    fast = min(cores)
+    other = threading.Thread(target=threading.Event().wait, args=(30,), daemon=True)
+    other.start()
+    with affinity.turns_on_one_cpu([threading.get_native_id()],
+                                   probe=lambda: 1.0 if os.sched_getaffinity(0) == {fast} else 2.0) as turns:
+        assert turns.pick() == fast
+        assert os.sched_getaffinity(0) == {fast}                            # this thread times there
+        assert os.sched_getaffinity(other.native_id) == cores - {fast}      # the others do not
+    assert os.sched_getaffinity(0) == cores and os.sched_getaffinity(other.native_id) == cores
+
+
 def test_cpu_0_is_no_candidate_while_the_job_has_another():
     assert affinity.Turns([], frozenset({0, 5, 3})).candidates == [3, 5]
     assert affinity.Turns([], frozenset({0})).candidates == [0]

@@ -77,6 +77,11 @@ def test_interleaved_alternates_and_counts_warmup_recompiles():
     # and the order alternates between rounds
     assert "".join(calls) == "e" + "c" + "eeeccc" + "ccceee" + "eeeccc"
     assert all(t >= 0 for _, _, t in times[1])
+    # the turn pick (measure/affinity.py) runs before each round, after the warm-up
+    calls.clear()
+    interleaved([eager, other], [(torch.ones(2),)], device=CPU, warmup=1, rounds=3, repeats_per_round=2,
+                pick=lambda: calls.append("|"))
+    assert "".join(calls) == "e" + "c" + "|eeeccc" + "|ccceee" + "|eeeccc"
 
 
 SCALE = 2.0

@@ -172,15 +172,17 @@ class Turns:
         self.cpu = cpu
         self.pids = [pid for pid in self.pids if _try_set(pid, {cpu})]
         for tid in (int(t) for t in os.listdir("/proc/self/task")):
-            _try_set(tid, self.cores - {cpu})
+            if tid not in self.pids:   # a thread of this process that times (Study B's blocks) stays on the CPU
+                _try_set(tid, self.cores - {cpu})
         return cpu
 
 
 @contextmanager
 def turns_on_one_cpu(pids, probe: Callable[[], float] = _probe_op_us):
     """Within the block, each of `pids`' main thread on one CPU of this timing job's cores, the last candidate on
-    entry (for warm-ups) and the fastest at the moment from each `pick()` (before each turn), and every thread of
-    this process on the rest; all back to the job's cores after. Nothing moves where there are no `pids`, the job
+    entry (for warm-ups) and the fastest at the moment from each `pick()` (before each turn), and every other thread
+    of this process on the rest; all back to the job's cores after. A pid is a worker's, or the native id of this
+    process's own thread where the job times in it (Study B's blocks: threading.get_native_id()). Nothing moves where there are no `pids`, the job
     is not pinned to a timing slot (a CPU timing job's workers use every core) or has a single CPU. Yields the
     Turns."""
     global _turns_logged
@@ -191,8 +193,8 @@ def turns_on_one_cpu(pids, probe: Callable[[], float] = _probe_op_us):
     turns = Turns(list(pids), cores, probe)
     turns.move(turns.candidates[-1])
     if not _turns_logged:   # once per job: the candidates are the same every time
-        log.info("turns on the fastest of CPUs %s, probed before each turn (%d workers); this job's threads on the "
-                 "rest", _ranges(turns.candidates), len(turns.pids))
+        log.info("turns on the fastest of CPUs %s, probed before each turn (%d timing processes or threads); this "
+                 "job's other threads on the rest", _ranges(turns.candidates), len(turns.pids))
         _turns_logged = True
     own = [int(t) for t in os.listdir("/proc/self/task")]
     try:

@@ -10,12 +10,13 @@ case whose outputs differ is `wrong_output` on both rows and is not timed.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
-from ...measure import numerics
+from ...measure import affinity, numerics
 from ...measure.output_check import WrongOutput, reference
 from ..configurations import (COMPILE_COLUMNS, Configuration, Prepared, not_run_reason, pair_configurations,
                               prepare)
@@ -100,8 +101,10 @@ def time_case(build: Builder, pair: str, mode: str, device: torch.device, settin
             expected = reference(fn, inputs[0], numerics.current(), device)
             for p in prepared[1:]:
                 expected.require(p.fn, inputs[0], f"{label} ({p.configuration.name})")
-            times = interleaved(prepared, inputs, device=device, warmup=settings.warmup, rounds=settings.rounds,
-                                repeats_per_round=settings.repeats_per_round, flush_l2=flush)
+            # this thread times: its rounds on the fastest of the slot's CPUs (nothing moves off a GPU slot)
+            with affinity.turns_on_one_cpu([threading.get_native_id()]) as cpus:
+                times = interleaved(prepared, inputs, device=device, warmup=settings.warmup, rounds=settings.rounds,
+                                    repeats_per_round=settings.repeats_per_round, flush_l2=flush, pick=cpus.pick)
     except Exception as err:  # a failed case is a row; the experiment goes on
         status = failure_status(err)
         message = f"{type(err).__name__}: {err}".strip()[:2000]

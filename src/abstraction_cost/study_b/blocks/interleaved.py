@@ -1,6 +1,7 @@
 """Timing eager and compiled callables interleaved: alternate rounds, not one block after the other.
 
-    times = interleaved([eager, compiled], inputs, device=dev, warmup=3, rounds=10, repeats_per_round=2)
+    times = interleaved([eager, compiled], inputs, device=dev, warmup=3, rounds=10, repeats_per_round=2,
+                        pick=cpus.pick)
     times[i] -> [(round, repeat, time_ms), ...] for prepared[i]
 
 Each round times every callable `repeats_per_round` times with measure.timing.benchmark (synchronised, CUDA
@@ -9,11 +10,13 @@ a slow drift of clocks or temperature loads both sides alike. Each callable's tu
 untimed call, and Python's garbage collector is paused during the rounds (measure.timing.gc_paused), so that
 neither the previous callable's leftovers nor a collection is timed as this one's. Warm-up (at least one call per input set) runs per callable before the first
 round and is checked for recompilations (Prepared.recompiles); any frame compiled during the rounds raises
-configurations.Recompiled.
+configurations.Recompiled. `pick` runs before each round: the caller's turn pick (measure/affinity.py), which moves
+the timing thread to the fastest of its slot's CPUs at the moment, so that a case's few milliseconds of rounds do not
+all land in a CPU's slow state (a VM's CPUs switch between two speeds, 2x apart, about every second).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -22,7 +25,8 @@ from ..configurations import Prepared, no_recompile
 
 
 def interleaved(prepared: Sequence[Prepared], inputs: Sequence[tuple], *, device: torch.device, warmup: int,
-                rounds: int, repeats_per_round: int, flush_l2: bool = False) -> list[list[tuple[int, int, float]]]:
+                rounds: int, repeats_per_round: int, flush_l2: bool = False,
+                pick: Callable[[], object] = lambda: None) -> list[list[tuple[int, int, float]]]:
     if rounds < 1 or repeats_per_round < 1:
         raise ValueError(f"rounds ({rounds}) and repeats_per_round ({repeats_per_round}) must be at least 1")
     for p in prepared:
@@ -35,6 +39,7 @@ def interleaved(prepared: Sequence[Prepared], inputs: Sequence[tuple], *, device
     calls = 0
     with no_recompile(*prepared), gc_paused():
         for r in range(rounds):
+            pick()
             for i in (order if r % 2 == 0 else order[::-1]):
                 # continue the rotation across rounds, so consecutive calls never reuse the last input set
                 shift = calls % len(inputs)
