@@ -156,8 +156,8 @@ def gpu_slot_s(run: dict) -> float:
 
 def summarise(runs: list[dict]) -> str:
     """A markdown report: wall time per GPU count, speedup over the fewest GPUs (the median of their runs' walls),
-    jobs per GPU, overlaps, rows; per GPU count above, each run's speedup and, where there are several, their
-    median and how many runs met the target."""
+    jobs per GPU, overlaps, rows; per GPU count above, each run's speedup and, where there are several, the
+    speedup of their median wall and how many runs met the target."""
     runs = sorted(runs, key=lambda r: r["gpus"])   # stable: runs of one count keep their order
     base = runs[0]
     base_runs = [r for r in runs if r["gpus"] == base["gpus"]]

@@ -182,9 +182,9 @@ def turns_on_one_cpu(pids, probe: Callable[[], float] = _probe_op_us):
     """Within the block, each of `pids`' main thread on one CPU of this timing job's cores, the last candidate on
     entry (for warm-ups) and the fastest at the moment from each `pick()` (before each turn), and every other thread
     of this process on the rest; all back to the job's cores after. A pid is a worker's, or the native id of this
-    process's own thread where the job times in it (Study B's blocks: threading.get_native_id()). Nothing moves where there are no `pids`, the job
-    is not pinned to a timing slot (a CPU timing job's workers use every core) or has a single CPU. Yields the
-    Turns."""
+    process's own thread where the job times in it (Study B's blocks: threading.get_native_id()). Nothing moves
+    where there are no `pids`, the job is not pinned to a timing slot (a CPU timing job's workers use every core)
+    or has a single CPU. Yields the Turns."""
     global _turns_logged
     cores = frozenset(os.sched_getaffinity(0))
     if not pids or not _pinned.startswith("timing slot") or len(cores) < 2:

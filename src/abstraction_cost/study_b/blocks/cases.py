@@ -101,7 +101,7 @@ def time_case(build: Builder, pair: str, mode: str, device: torch.device, settin
             expected = reference(fn, inputs[0], numerics.current(), device)
             for p in prepared[1:]:
                 expected.require(p.fn, inputs[0], f"{label} ({p.configuration.name})")
-            # this thread times: its rounds on the fastest of the slot's CPUs (nothing moves off a GPU slot)
+            # this thread times: each round on the fastest of its GPU slot's CPUs (off a slot nothing moves)
             with affinity.turns_on_one_cpu([threading.get_native_id()]) as cpus:
                 times = interleaved(prepared, inputs, device=device, warmup=settings.warmup, rounds=settings.rounds,
                                     repeats_per_round=settings.repeats_per_round, flush_l2=flush, pick=cpus.pick)

@@ -8,11 +8,12 @@ Each round times every callable `repeats_per_round` times with measure.timing.be
 events on the GPU, optional L2 flush, rotating inputs); the order within a round alternates (A B, then B A), so
 a slow drift of clocks or temperature loads both sides alike. Each callable's turn in a round starts with one
 untimed call, and Python's garbage collector is paused during the rounds (measure.timing.gc_paused), so that
-neither the previous callable's leftovers nor a collection is timed as this one's. Warm-up (at least one call per input set) runs per callable before the first
-round and is checked for recompilations (Prepared.recompiles); any frame compiled during the rounds raises
-configurations.Recompiled. `pick` runs before each round: the caller's turn pick (measure/affinity.py), which moves
-the timing thread to the fastest of its slot's CPUs at the moment, so that a case's few milliseconds of rounds do not
-all land in a CPU's slow state (a VM's CPUs switch between two speeds, 2x apart, about every second).
+neither the previous callable's leftovers nor a collection is timed as this one's. Warm-up (at least one call per
+input set) runs per callable before the first round and is checked for recompilations (Prepared.recompiles); any
+frame compiled during the rounds raises configurations.Recompiled. `pick` runs before each round: the caller's turn
+pick (measure/affinity.py), which moves the timing thread to the fastest of its slot's CPUs at the moment, so that
+a case's rounds, tens of milliseconds at most, do not all land in a CPU's slow state (a VM's CPUs switch between
+two speeds, 2x apart, about every second).
 """
 from __future__ import annotations
 
