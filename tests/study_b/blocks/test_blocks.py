@@ -267,6 +267,36 @@ def test_gpu_in_model_profile(smoke, mode, compiled_status):
     assert set(df.filter(pl.col("compiled"))["status"].unique()) == compiled_status
 
 
+def _case_on_a_timing_slot(monkeypatch, pair, device):
+    """One case timed as a job pinned to a GPU timing slot would time it (every core a candidate, so that two
+    suffice): how many rounds probed the CPUs, and where this thread ends."""
+    import os
+
+    from abstraction_cost.measure import affinity
+    cores = frozenset(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPUs")
+    monkeypatch.setattr(affinity, "_pinned", "timing slot 0")
+    monkeypatch.setattr(affinity, "_turn_probes", [])
+    monkeypatch.setattr(affinity.Turns, "candidates", property(lambda self: sorted(self.cores)))
+    rows = time_case(_mm_case(64), pair, "default", device, SETTINGS, {"n": 64, "dtype": "float32"}, "mm")
+    assert {r["status"] for r in rows} == {"ok"}, {r["message"] for r in rows}
+    assert os.sched_getaffinity(0) == cores   # back on the job's cores after the case
+    return len(affinity._turn_probes)
+
+
+def test_a_case_on_a_timing_slot_probes_the_slots_cpus_before_each_round(monkeypatch):
+    """The turn pick of Study B's blocks: the job's own thread, which times, goes to the fastest CPU before each
+    round (measure/affinity.py), so a case's rounds do not all meet one CPU's slow state."""
+    assert _case_on_a_timing_slot(monkeypatch, "cpu", CPU) == SETTINGS.rounds
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_gpu_case_on_a_timing_slot_probes_the_slots_cpus_before_each_round(monkeypatch):
+    assert _case_on_a_timing_slot(monkeypatch, "gpu", torch.device("cuda")) == SETTINGS.rounds
+
+
 # ---- NumPy beside PyTorch (App. Fig. 1) -----------------------------------------------------------------------
 def test_the_cpu_matmul_times_numpy_in_the_same_rounds_on_the_same_inputs():
     from abstraction_cost.study_b.blocks import matmul
