@@ -201,7 +201,8 @@ class _Set:
         self.workers[impl] = self.start(impl)
 
     def final(self, cell: Cell, impl: str, record: dict) -> None:
-        """A cell's record without turns (skipped, out of memory, failed or wrong), kept."""
+        """A record that ends the cell for this worker untimed (skipped, out of memory, failed or wrong: at its load,
+        its warm-up or a turn), kept; an oom that was no skip joins the tracker."""
         if record["status"] == "oom" and not str(record.get("message")).startswith("skipped:"):
             self.trackers[impl].add(cell)
         self.store.keep(self.inv, impl, record)
@@ -362,9 +363,7 @@ def _measure(s: _Set, group: list[str], cell: Cell, settings: SweepSettings, pro
                     died(impl, err)
                     continue
                 if record["kind"] == "cell":  # the block failed (an oom, an error): the cell is over for it
-                    store.keep(inv, impl, {**record, "build_s": ready.pop(impl).get("build_s")})
-                    if record["status"] == "oom":
-                        s.trackers[impl].add(cell)
+                    s.final(cell, impl, {**record, "build_s": ready.pop(impl).get("build_s")})
                     continue
                 ready[impl]["blocks"].append(record["times_ms"])
                 ready[impl]["turns"].append(turn)
