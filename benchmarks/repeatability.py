@@ -37,6 +37,8 @@ from pathlib import Path
 
 import polars as pl
 
+from abstraction_cost.study_b.blocks.registry import experiment
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -47,6 +49,16 @@ class Measured:
     value: str              # the median compared
     rules: tuple[str, ...]  # the rules that measure it (forced again in each later run)
     extras: tuple[str, ...] = ()  # tables made from the same measurements, built and copied beside it
+    also: tuple[str, ...] = ()    # other per-cell medians of the table, whose spread over the runs is given too
+
+
+def block_table(name: str) -> Measured:
+    """Study B's building blocks: a case's speedup (with its bootstrap interval), and its eager and compiled medians
+    beside it; the case timings and their environment rows copied along."""
+    blocks = "results/study_b/blocks"
+    return Measured(f"{blocks}/{name}.speedups.parquet", (*experiment(name).keys, "pair", "mode"), "speedup",
+                    ("study_b_block_timing",), (f"{blocks}/{name}.parquet", f"{blocks}/{name}.env.parquet"),
+                    ("eager_median_ms", "compiled_median_ms"))
 
 
 MEASURED = {
@@ -65,6 +77,8 @@ MEASURED = {
                             "results/study_b/models/vision_eager_baselines.parquet",
                             "results/study_b/models/vision_selective_summary.parquet",
                             "results/study_b/models/vision_e2e.env.parquet")),
+    # the blocks' batch-1 cases are host-bound and timed within milliseconds: their medians moved up to 2.5x
+    **{f"blocks_{name}": block_table(name) for name in ("matmul", "conv_ablation", "conv_blocks")},
 }
 
 
@@ -160,9 +174,10 @@ def turns_against_probes(blocks: pl.DataFrame) -> dict | None:
 
 
 def environment(run: Path) -> dict:
-    """The first run's device, versions and date, from its sweep's or vision jobs' environment rows where it has
-    them."""
-    path = next((p for p in (run / "sweep.env.parquet", run / "vision_e2e.env.parquet") if p.exists()), None)
+    """The first run's device, versions and date, from its sweep's, vision jobs' or blocks' environment rows where
+    it has them."""
+    candidates = (run / "sweep.env.parquet", run / "vision_e2e.env.parquet", *sorted(run.glob("*.env.parquet")))
+    path = next((p for p in candidates if p.exists()), None)
     if path is None:
         return {}
     env = pl.read_parquet(path).row(0, named=True)
@@ -191,6 +206,23 @@ def worker_times(run: Path) -> dict:
     if env is None or "worker_load_s" not in env.columns:
         return {}
     return {name: env[name].sum() for name in ("worker_start_s", "worker_load_s")}
+
+
+def spread(dirs: list[Path], m: Measured) -> dict:
+    """Per column (the value, then `also`): each cell's largest median over all the runs divided by its smallest,
+    the largest and the median of these over the cells, and the cell with the largest. `also` columns are read from
+    the table's ok rows as they are (a table of one row per cell)."""
+    runs = [pl.read_parquet(d / Path(m.path).name) for d in dirs]
+    out = {}
+    for column in (m.value, *m.also):
+        medians = pl.concat([cells(t, m).select(*m.keys, "median") if column == m.value else
+                             t.filter(pl.col("status") == "ok").select(*m.keys, median=pl.col(column)) for t in runs])
+        per_cell = medians.group_by(list(m.keys)).agg(
+            spread=pl.col("median").max() / pl.col("median").min(), runs=pl.len()).sort("spread", descending=True)
+        out[column] = {"cells": per_cell.height, "max": per_cell["spread"].max(),
+                       "median": per_cell["spread"].median(),
+                       "widest": per_cell.head(1).to_dicts()[0] if per_cell.height else None}
+    return out
 
 
 def compare_runs(dirs: list[Path], chosen: dict) -> dict:
@@ -280,6 +312,7 @@ def main(argv=None) -> dict:
              if (d / "sweep_blocks.parquet").exists()}
     result = {"config": args.configfile, "overlay": args.overlay, **environment(dirs[0]), "runs": runs,
               "dirs": [str(d) for d in dirs], "tables": compare_runs(dirs, chosen),
+              "spread": {name: spread(dirs, m) for name, m in chosen.items()},
               **({"conditions": {"of_runs": conditions, **compare_conditions(dirs, conditions, chosen)}}
                  if conditions else {}),
               "variance_components": {d: variance_components(blocks) for d, blocks in turns.items()},
@@ -290,6 +323,8 @@ def main(argv=None) -> dict:
         for key, summary in result["tables"][name].items():
             print(f"{name} {key}: {summary['cells']} cells, {summary['within_10pct']} within ±10%, max deviation "
                   f"{summary['max_deviation']}, coverage {summary['coverage']}")
+        for column, s in result["spread"][name].items():
+            print(f"{name} {column}: largest/smallest median over the runs up to {s['max']}, median {s['median']}")
         for part in ("within", "across") if conditions else ():
             for key, s in result["conditions"][name][part].items():
                 print(f"{name} {part} {key}: {s['cells']} cells, max deviation {s['max_deviation']}, geometric mean "

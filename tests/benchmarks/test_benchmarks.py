@@ -138,6 +138,7 @@ def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
     assert sweep["cells"] == 2  # eager and libtorch at the one cell
     assert all(r["ratio"] > 0 and r["covered"] in (True, False) for r in sweep["ratios"])
     assert 0 <= sweep["within_10pct"] <= 1 and sweep["coverage"] is not None
+    assert data["spread"]["sweep"]["time_ms"]["cells"] == 2 and data["spread"]["sweep"]["time_ms"]["max"] >= 1
     # each run's host speed, from its sweep jobs' environment rows, so a slower host can be told from noise
     speeds = list(data["host_speed"].values())
     assert len(speeds) == 2 and all(s["host_op_us"] > 0 and s["host_copy_gbps"] > 0 for s in speeds)
@@ -175,6 +176,31 @@ def test_repeatability_sets_each_turns_time_against_its_probe():
     unprobed = blocks.with_columns(host_op_us=pl.lit(None, pl.Float64))
     assert repeatability.turns_against_probes(unprobed) is None
     assert repeatability.turns_against_probes(blocks.drop("cpu", "host_op_us")) is None
+
+
+def test_repeatability_gives_the_blocks_spread_over_runs_of_their_speedups_and_medians(tmp_path):
+    """Study B's blocks from saved runs: per case the largest median over the runs against the smallest, for the
+    speedup and for the eager and compiled medians beside it."""
+    import polars as pl
+    repeatability = _repeatability()
+    dirs = []
+    for k, (eager, compiled) in enumerate([(0.05, 0.15), (0.10, 0.15), (0.06, 0.18)]):
+        d = tmp_path / f"run{k}"
+        d.mkdir()
+        pl.DataFrame({"n": [1, 2], "in_channels": 3, "channels": 64, "kernel": 3, "batch": 1, "resolution": 224,
+                      "pair": "gpu", "mode": "default", "status": ["ok", "error"],
+                      "eager_median_ms": [eager, None], "compiled_median_ms": [compiled, None],
+                      "speedup": [eager / compiled, None], "speedup_low": [eager / compiled * 0.9, None],
+                      "speedup_high": [eager / compiled * 1.1, None]}).write_parquet(d / "conv_blocks.speedups.parquet")
+        dirs.append(str(d))
+    result = repeatability.main(["--from-runs", *dirs, "--tables", "blocks_conv_blocks",
+                                 "--out", str(tmp_path / "blocks.json")])
+    spread = result["spread"]["blocks_conv_blocks"]
+    assert spread["eager_median_ms"]["max"] == pytest.approx(2.0)          # 0.10 / 0.05; the error case left out
+    assert spread["compiled_median_ms"]["max"] == pytest.approx(1.2)
+    assert spread["speedup"]["max"] == pytest.approx((0.10 / 0.15) / (0.05 / 0.15))
+    assert spread["speedup"]["cells"] == 1 and spread["speedup"]["widest"]["runs"] == 3
+    assert result["tables"]["blocks_conv_blocks"]["run2_vs_run1"]["coverage"] == 0.0   # 2x outside ±10%
 
 
 def test_repeatability_alternates_an_overlay_and_sets_each_run_against_its_neighbour(tmp_path, monkeypatch):
