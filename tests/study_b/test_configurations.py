@@ -1,4 +1,6 @@
 """Study B configurations, compile modes, compilation and recompile detection (study_b/configurations.py)."""
+import time
+
 import pytest
 import torch
 
@@ -82,6 +84,22 @@ def test_interleaved_alternates_and_counts_warmup_recompiles():
     interleaved([eager, other], [(torch.ones(2),)], device=CPU, warmup=1, rounds=3, repeats_per_round=2,
                 pick=lambda: calls.append("|"))
     assert "".join(calls) == "e" + "c" + "|eeeccc" + "|ccceee" + "|eeeccc"
+
+
+def test_interleaved_goes_on_past_its_rounds_until_they_have_lasted_min_seconds():
+    slow = cf.prepare(lambda x: time.sleep(0.002) or x, cf.configuration("interp"), "default", (torch.ones(2),), CPU)
+    started = time.perf_counter()
+    times = interleaved([slow], [(torch.ones(2),)], device=CPU, warmup=1, rounds=2, repeats_per_round=1,
+                        min_seconds=0.2)
+    assert time.perf_counter() - started >= 0.2
+    rounds = [r for r, _, _ in times[0]]
+    # each round is at least 2 calls of 2 ms (one untimed): far more than 2 rounds in 0.2 s, numbered on
+    assert len(rounds) > 10 and rounds == list(range(len(rounds)))
+    # a case slower than min_seconds still gets its rounds
+    assert len(interleaved([slow], [(torch.ones(2),)], device=CPU, warmup=1, rounds=3, repeats_per_round=1,
+                           min_seconds=0.001)[0]) == 3
+    with pytest.raises(ValueError, match="min_seconds"):
+        interleaved([slow], [(torch.ones(2),)], device=CPU, warmup=1, rounds=1, repeats_per_round=1, min_seconds=-1)
 
 
 SCALE = 2.0

@@ -71,6 +71,28 @@ def test_time_case_cpu_pair_rows_are_interleaved_and_valid():
     assert (df["rotating_inputs"] == 2).all() and (df["time_ms"] > 0).all()
 
 
+def test_time_case_spreads_its_rounds_over_min_seconds(smoke):
+    spread = TimingSettings.from_config({**smoke, "study_b": {**smoke["study_b"], "blocks": {
+        **smoke["study_b"]["blocks"], "timing": {**smoke["study_b"]["blocks"]["timing"], "min_seconds": 0.3}}}})
+    assert spread.min_seconds == 0.3 and TimingSettings.from_config(smoke).min_seconds == 0
+    rows = time_case(_mm_case(), "cpu", "default", CPU, spread, {"n": 8, "dtype": "float32"}, "mm")
+    interp = [r for r in rows if r["configuration"] == "interp"]
+    assert len(interp) > 10 * spread.rounds * spread.repeats_per_round     # µs calls: many rounds in 0.3 s
+    assert max(r["round"] for r in interp) + 1 == len(interp) // spread.repeats_per_round
+
+
+@pytest.mark.parametrize("name", ["gpu-smoke", "config", "paper"])
+def test_the_gpu_configs_spread_a_cases_rounds_over_a_second(name):
+    assert config_module.load(ROOT / "config" / f"{name}.yaml")["study_b"]["blocks"]["timing"]["min_seconds"] >= 1
+
+
+def test_a_negative_min_seconds_names_its_key(smoke):
+    bad = copy.deepcopy(smoke)
+    bad["study_b"]["blocks"]["timing"]["min_seconds"] = -1
+    with pytest.raises(config_module.ConfigError, match=r"study_b\.blocks\.timing\.min_seconds"):
+        config_module.validate(bad)
+
+
 def test_recompile_between_input_sets_is_counted_in_warmup_not_timed():
     rows = time_case(_mm_case(aliased_first=True), "cpu", "default", CPU, SETTINGS, {"n": 8, "dtype": "float32"}, "mm")
     cpp = [r for r in rows if r["configuration"] == "cpp"]

@@ -37,6 +37,7 @@ class TimingSettings:
     flush_l2: bool
     rotating_inputs: int
     rotate_max_mib: float
+    min_seconds: float = 0.0
     device_setting: str = "auto"
 
     @classmethod
@@ -44,7 +45,8 @@ class TimingSettings:
         t = config["study_b"]["blocks"]["timing"]
         return cls(warmup=t["warmup"], rounds=t["rounds"], repeats_per_round=t["repeats_per_round"],
                    flush_l2=t["flush_l2"], rotating_inputs=t["rotating_inputs"],
-                   rotate_max_mib=t["rotate_max_mib"], device_setting=config["device"])
+                   rotate_max_mib=t["rotate_max_mib"], min_seconds=t.get("min_seconds", 0.0),
+                   device_setting=config["device"])
 
     def input_sets(self, input_bytes: int) -> int:
         """How many distinct input sets to rotate through: one when a set is too large to copy."""
@@ -104,7 +106,8 @@ def time_case(build: Builder, pair: str, mode: str, device: torch.device, settin
             # this thread times: each round on the fastest of its GPU slot's CPUs (off a slot nothing moves)
             with affinity.turns_on_one_cpu([threading.get_native_id()]) as cpus:
                 times = interleaved(prepared, inputs, device=device, warmup=settings.warmup, rounds=settings.rounds,
-                                    repeats_per_round=settings.repeats_per_round, flush_l2=flush, pick=cpus.pick)
+                                    repeats_per_round=settings.repeats_per_round, flush_l2=flush,
+                                    min_seconds=settings.min_seconds, pick=cpus.pick)
     except Exception as err:  # a failed case is a row; the experiment goes on
         status = failure_status(err)
         message = f"{type(err).__name__}: {err}".strip()[:2000]

@@ -1,7 +1,7 @@
 """Timing eager and compiled callables interleaved: alternate rounds, not one block after the other.
 
     times = interleaved([eager, compiled], inputs, device=dev, warmup=3, rounds=10, repeats_per_round=2,
-                        pick=cpus.pick)
+                        min_seconds=1.0, pick=cpus.pick)
     times[i] -> [(round, repeat, time_ms), ...] for prepared[i]
 
 Each round times every callable `repeats_per_round` times with measure.timing.benchmark (synchronised, CUDA
@@ -10,13 +10,17 @@ a slow drift of clocks or temperature loads both sides alike. Each callable's tu
 untimed call, and Python's garbage collector is paused during the rounds (measure.timing.gc_paused), so that
 neither the previous callable's leftovers nor a collection is timed as this one's. Warm-up (at least one call per
 input set) runs per callable before the first round and is checked for recompilations (Prepared.recompiles); any
-frame compiled during the rounds raises configurations.Recompiled. `pick` runs before each round: the caller's turn
+frame compiled during the rounds raises configurations.Recompiled. Past `rounds`, rounds go on until the timed
+rounds have lasted `min_seconds`: a case of tens of microseconds is timed within milliseconds, inside one of the
+host's speed states (below), and its medians differed up to 1.9x between runs on a quiet host; rounds spread over
+seconds sample the states as they come. `pick` runs before each round: the caller's turn
 pick (measure/affinity.py), which moves the timing thread to the fastest of its slot's CPUs at the moment, so that
 a case's rounds, tens of milliseconds at most, do not all land in a CPU's slow state (a VM's CPUs switch between
 two speeds, 2x apart, about every second).
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
 import torch
@@ -26,10 +30,12 @@ from ..configurations import Prepared, no_recompile
 
 
 def interleaved(prepared: Sequence[Prepared], inputs: Sequence[tuple], *, device: torch.device, warmup: int,
-                rounds: int, repeats_per_round: int, flush_l2: bool = False,
+                rounds: int, repeats_per_round: int, flush_l2: bool = False, min_seconds: float = 0.0,
                 pick: Callable[[], object] = lambda: None) -> list[list[tuple[int, int, float]]]:
     if rounds < 1 or repeats_per_round < 1:
         raise ValueError(f"rounds ({rounds}) and repeats_per_round ({repeats_per_round}) must be at least 1")
+    if min_seconds < 0:
+        raise ValueError(f"min_seconds ({min_seconds}) must be at least 0")
     for p in prepared:
         # every input set is seen in warm-up, so a guard that tells sets apart recompiles here (counted in
         # Prepared.recompiles) rather than inside the timed rounds
@@ -39,7 +45,9 @@ def interleaved(prepared: Sequence[Prepared], inputs: Sequence[tuple], *, device
     order = list(range(len(prepared)))
     calls = 0
     with no_recompile(*prepared), gc_paused():
-        for r in range(rounds):
+        started = time.perf_counter()
+        r = 0
+        while r < rounds or time.perf_counter() - started < min_seconds:
             pick()
             for i in (order if r % 2 == 0 else order[::-1]):
                 # continue the rotation across rounds, so consecutive calls never reuse the last input set
@@ -52,4 +60,5 @@ def interleaved(prepared: Sequence[Prepared], inputs: Sequence[tuple], *, device
                                flush_l2=flush_l2)
                 calls += repeats_per_round
                 out[i].extend((r, k, t) for k, t in enumerate(ms))
+            r += 1
     return out
