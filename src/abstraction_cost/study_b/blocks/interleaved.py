@@ -10,13 +10,13 @@ a slow drift of clocks or temperature loads both sides alike. Each callable's tu
 untimed call, and Python's garbage collector is paused during the rounds (measure.timing.gc_paused), so that
 neither the previous callable's leftovers nor a collection is timed as this one's. Warm-up (at least one call per
 input set) runs per callable before the first round and is checked for recompilations (Prepared.recompiles); any
-frame compiled during the rounds raises configurations.Recompiled. Past `rounds`, rounds go on until the timed
-rounds have lasted `min_seconds`: a case of tens of microseconds is timed within milliseconds, inside one of the
-host's speed states (below), and its medians differed up to 1.9x between runs on a quiet host; rounds spread over
-seconds sample the states as they come. `pick` runs before each round: the caller's turn
-pick (measure/affinity.py), which moves the timing thread to the fastest of its slot's CPUs at the moment, so that
-a case's rounds, tens of milliseconds at most, do not all land in a CPU's slow state (a VM's CPUs switch between
-two speeds, 2x apart, about every second).
+frame compiled during the rounds raises configurations.Recompiled. `pick` runs before each round: the caller's turn
+pick (measure/affinity.py), which moves the timing thread to the fastest of its slot's CPUs at the moment (a VM's
+CPUs switch between two speeds, 2x apart, about every second).
+
+Past `rounds`, rounds go on until they have lasted `min_seconds`. A batch-1 case's fixed rounds (ten calls of tens
+of microseconds) take milliseconds: their medians differed up to 1.9x between runs on a quiet host, mostly from so
+few samples and partly from the state each run met. Rounds for a second give hundreds of samples across its states.
 """
 from __future__ import annotations
 
