@@ -276,6 +276,19 @@ def test_gpu_pair_times_with_l2_flush(mode):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_pair_spreads_its_flushed_rounds_over_min_seconds():
+    settings = TimingSettings(**{**SETTINGS.__dict__, "flush_l2": True, "min_seconds": 0.5})
+    rows = time_case(_mm_case(256), "gpu", "default", torch.device("cuda"), settings,
+                     {"n": 256, "dtype": "float32"}, "mm")
+    df = tables.frame("study_b_matmul", [{"run_id": "r", **r} for r in rows])
+    assert df["status"].unique().to_list() == ["ok"], df["message"].unique().to_list()
+    # flushed, synchronised calls of microseconds: far more rounds than the 2 configured in half a second
+    per_side = df.filter(pl.col("configuration") == "cuda").height
+    assert per_side > 20 * settings.rounds * settings.repeats_per_round and df["flush_l2"].all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("mode, compiled_status", [("default", {"ok"}), ("reduce-overhead", {"missing"})])
 def test_gpu_in_model_profile(smoke, mode, compiled_status):
     cfg = copy.deepcopy(smoke)
