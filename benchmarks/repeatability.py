@@ -213,11 +213,15 @@ def spread(dirs: list[Path], m: Measured) -> dict:
     the largest and the median of these over the cells, and the cell with the largest. `also` columns are read from
     the table's ok rows as they are (a table of one row per cell)."""
     runs = [pl.read_parquet(d / Path(m.path).name) for d in dirs]
+
+    def medians(table: pl.DataFrame, column: str) -> pl.DataFrame:
+        if column == m.value:   # as compare() reads it
+            return cells(table, m).select(*m.keys, "median")
+        return table.filter(pl.col("status") == "ok").select(*m.keys, median=pl.col(column))
+
     out = {}
     for column in (m.value, *m.also):
-        medians = pl.concat([cells(t, m).select(*m.keys, "median") if column == m.value else
-                             t.filter(pl.col("status") == "ok").select(*m.keys, median=pl.col(column)) for t in runs])
-        per_cell = medians.group_by(list(m.keys)).agg(
+        per_cell = pl.concat([medians(t, column) for t in runs]).group_by(list(m.keys)).agg(
             spread=pl.col("median").max() / pl.col("median").min(), runs=pl.len()).sort("spread", descending=True)
         out[column] = {"cells": per_cell.height, "max": per_cell["spread"].max(),
                        "median": per_cell["spread"].median(),

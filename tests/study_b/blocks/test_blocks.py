@@ -72,8 +72,9 @@ def test_time_case_cpu_pair_rows_are_interleaved_and_valid():
 
 
 def test_time_case_spreads_its_rounds_over_min_seconds(smoke):
-    spread = TimingSettings.from_config({**smoke, "study_b": {**smoke["study_b"], "blocks": {
-        **smoke["study_b"]["blocks"], "timing": {**smoke["study_b"]["blocks"]["timing"], "min_seconds": 0.3}}}})
+    config = copy.deepcopy(smoke)
+    config["study_b"]["blocks"]["timing"]["min_seconds"] = 0.3
+    spread = TimingSettings.from_config(config)
     assert spread.min_seconds == 0.3 and TimingSettings.from_config(smoke).min_seconds == 0
     rows = time_case(_mm_case(), "cpu", "default", CPU, spread, {"n": 8, "dtype": "float32"}, "mm")
     interp = [r for r in rows if r["configuration"] == "interp"]
