@@ -221,8 +221,10 @@ def spread(dirs: list[Path], m: Measured) -> dict:
 
     out = {}
     for column in (m.value, *m.also):
-        per_cell = pl.concat([medians(t, column) for t in runs]).group_by(list(m.keys)).agg(
-            spread=pl.col("median").max() / pl.col("median").min(), runs=pl.len()).sort("spread", descending=True)
+        # ordered, so that of cells as wide the first listed is the widest, the same on every reading
+        per_cell = pl.concat([medians(t, column) for t in runs]).group_by(list(m.keys), maintain_order=True).agg(
+            spread=pl.col("median").max() / pl.col("median").min(), runs=pl.len()).sort(
+            "spread", descending=True, maintain_order=True)
         out[column] = {"cells": per_cell.height, "max": per_cell["spread"].max(),
                        "median": per_cell["spread"].median(),
                        "widest": per_cell.head(1).to_dicts()[0] if per_cell.height else None}
@@ -253,23 +255,24 @@ def summarised(comparison: dict) -> dict:
 
 
 def compare_conditions(dirs: list[Path], conditions: list[str], chosen: dict) -> dict:
-    """Per table: each setting's later runs against its first (`within`), and each run of a setting other than the
+    """Per table: each setting's later runs against its first (`within`), each run of a setting other than the
     first run's against the nearest run of the first run's setting (`across`; the earlier one where two are as
-    near), each `summarised`."""
+    near), each `summarised`, and each setting's `spread` over its own runs."""
     base = conditions[0]
     out = {}
     for name, m in chosen.items():
         table = lambda k: pl.read_parquet(dirs[k] / Path(m.path).name)  # noqa: E731
-        within, across = {}, {}
+        within, across, spreads = {}, {}, {}
         for label in dict.fromkeys(conditions):
             ks = [k for k, c in enumerate(conditions) if c == label]
             for k in ks[1:]:
                 within[f"{label}: run{k + 1}_vs_run{ks[0] + 1}"] = summarised(compare(table(ks[0]), table(k), m))
+            spreads[label] = spread([dirs[k] for k in ks], m)
         for k, label in enumerate(conditions):
             if label != base:
                 near = min((j for j, c in enumerate(conditions) if c == base), key=lambda j: (abs(j - k), j))
                 across[f"{label} run{k + 1}_vs_{base} run{near + 1}"] = summarised(compare(table(near), table(k), m))
-        out[name] = {"within": within, "across": across}
+        out[name] = {"within": within, "across": across, "spread": spreads}
     return out
 
 
@@ -333,6 +336,9 @@ def main(argv=None) -> dict:
             for key, s in result["conditions"][name][part].items():
                 print(f"{name} {part} {key}: {s['cells']} cells, max deviation {s['max_deviation']}, geometric mean "
                       f"of the ratios {s['ratio_geomean']}, coverage {s['coverage']}")
+        for label, columns in result["conditions"][name]["spread"].items() if conditions else ():
+            for column, s in columns.items():
+                print(f"{name} {column} ({label} runs): largest/smallest median up to {s['max']}, median {s['median']}")
     first = result["host_speed"][str(dirs[0])]
     for k, d in enumerate(dirs[1:], start=2):
         later = result["host_speed"][str(d)]

@@ -235,6 +235,10 @@ def test_repeatability_alternates_an_overlay_and_sets_each_run_against_its_neigh
     assert sweep["within"]["base: run4_vs_run1"]["ratio_geomean"] == pytest.approx(1.04 / 1.01)
     assert sweep["within"]["overlay: run3_vs_run2"]["max_deviation"] == pytest.approx(1.03 / 1.02 - 1)
     assert "ratios" not in sweep["across"]["overlay run2_vs_base run1"]   # the per-cell ratios stay in "tables"
+    # each setting's spread over its own runs: the host's drift alone, the overlay's shift cancelled
+    assert sweep["spread"]["base"]["time_ms"]["max"] == pytest.approx(1.04 / 1.01)
+    assert sweep["spread"]["overlay"]["time_ms"]["max"] == pytest.approx(1.03 / 1.02)
+    assert result["spread"]["sweep"]["time_ms"]["max"] == pytest.approx(1.2 * 1.03 / 1.01)
     # the same from the saved folders, each named with its setting; a count that does not match is refused
     again = repeatability.main(["--from-runs", *result["dirs"], "--conditions", "base", "overlay", "overlay", "base",
                                 "--out", str(tmp_path / "again.json")])
