@@ -48,6 +48,22 @@ def test_a_compile_job_name_resolves_to_its_entry_and_mode():
         im.split("compiled-fastest")
 
 
+def test_the_workers_that_time_algorithms_as_they_load_follow_the_jobs_numerics_and_settings():
+    """They load alone (sweep/conductor._load): every one under cuDNN's benchmark mode, the hand-written program's
+    under cudnnFind, a max-autotune build; none under a plain fp32 job."""
+    config = smoke()
+    jobs = ["eager", "torchscript-cpp", "libtorch", "cudnn", "cudnn-graphs", "compiled-default",
+            "compiled-max-autotune", "compiled-static-max-autotune-no-cudagraphs"]
+    searching = lambda c: [j for j in jobs if im.times_algorithms(j, c)]   # noqa: E731
+    assert searching(nx.job_config(config, "fp32", "k")) == ["compiled-max-autotune",
+                                                              "compiled-static-max-autotune-no-cudagraphs"]
+    assert searching(nx.job_config(config, "cudnn-benchmark", "k")) == jobs
+    found = copy.deepcopy(config)
+    found["study_a"]["cudnn"]["algo"] = "find"
+    assert searching(nx.job_config(found, "tf32", "k")) == ["cudnn", "cudnn-graphs", "compiled-max-autotune",
+                                                              "compiled-static-max-autotune-no-cudagraphs"]
+
+
 def test_the_not_run_reason_names_the_gpu_or_the_numerics():
     assert "CUDA GPU" in im.REGISTRY["cudnn"].not_run_reason("fp32", "cpu")
     assert im.REGISTRY["libtorch"].not_run_reason("bf16-autocast", "cuda") == nx.NO_CPP_AUTOCAST

@@ -137,6 +137,23 @@ def of_program(program: str) -> tuple[str, ...]:
     return tuple(n for n, i in REGISTRY.items() if i.program == program)
 
 
+AUTOTUNE_MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})  # Inductor times candidate kernels
+
+
+def times_algorithms(job: str, config: dict) -> bool:
+    """Whether a job's worker, under a job's config (its numerics' backend_flags applied), times candidate
+    algorithms on the GPU while it loads a cell: cuDNN's benchmark mode (torch's cudnn.benchmark, the C++ programs'
+    --cudnn-benchmark), the hand-written program's cudnnFind (study_a.cudnn.algo find, or cudnn-benchmark), or
+    Inductor's max-autotune. Timed beside other workers' loads, its choice would be made on a shared GPU, so the
+    conductor loads such a worker alone."""
+    impl, mode = split(job)
+    if config["backend_flags"]["cudnn_benchmark"]:   # every implementation's convolutions go through cuDNN
+        return True
+    if impl.program == "cudnn" and config["study_a"]["cudnn"]["algo"] == "find":
+        return True
+    return mode in AUTOTUNE_MODES
+
+
 def rank(job: str) -> tuple[int, str]:
     """The report's sort key of a job's name: its entry's place in REGISTRY (unknown names last), then the name."""
     order = list(REGISTRY)

@@ -7,7 +7,8 @@ Numerics (config keys study_a.backends.numerics, study_a.sweep.numerics, study_b
                    the one line PyTorch and Inductor recommend on Ampere and later): what most users get
     bf16-autocast  torch.autocast(bfloat16) around the forward, weights and inputs float32
     cudnn-benchmark  fp32 with torch.backends.cudnn.benchmark on: cuDNN times its convolution algorithms at each
-                   new shape (in the untimed warm-up) and keeps the fastest, as many users run; the C++ programs
+                   new shape (at a worker's first, untimed call, with no other worker loading beside it:
+                   implementations.times_algorithms) and keeps the fastest, as many users run; the C++ programs
                    get --cudnn-benchmark 1 (ac_cudnn: --conv-algo find). Study A only
 
 The config block `backend_flags` ({tf32, cudnn_benchmark}) holds the process-wide switches; a job of one numerics

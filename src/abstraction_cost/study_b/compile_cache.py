@@ -52,6 +52,7 @@ from typing import Iterator
 import torch
 
 from ..compile import inductor_env
+from ..implementations import AUTOTUNE_MODES
 from ..measure import device as devices
 from ..measure import gpu_slots
 from ..measure import numerics as nx
@@ -61,7 +62,6 @@ from .models import vision as vm
 
 log = logging.getLogger(__name__)
 
-AUTOTUNE_MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
 STOPPED = "stopped"   # a task stopped because the probe found the warm-up's entries unusable
 STOP_POLL_S = 0.5
 MIN_PROBED_TASKS = 3   # a warm-up with fewer tasks is not probed (see above)

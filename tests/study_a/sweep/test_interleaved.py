@@ -27,10 +27,11 @@ from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 
 
 # A worker speaking the protocol of native/common/sweep_serve.h: every call takes 1 ms; each command is appended to
-# LOG as "<name> <command>"; worker b reports 0.25 s per load; DIE_AT=K makes it exit 3 when told to load or prepare cell K.
+# LOG as "<name> <command>"; worker b reports 0.25 s per load; DIE_AT=K makes it exit 3 when told to load or prepare
+# cell K; a fourth argument makes it also append "<name> loaded K" just before it answers a load.
 FAKE_WORKER = textwrap.dedent('''
     import json, os, sys
-    name, log, die_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    name, log, die_at, marks = sys.argv[1], sys.argv[2], int(sys.argv[3]), len(sys.argv) > 4
     def say(record):
         print(json.dumps(record), flush=True)
     say({"kind": "sweep_start", "cells": 0, "start_cell": 0})
@@ -44,6 +45,9 @@ FAKE_WORKER = textwrap.dedent('''
             if cell == die_at:
                 sys.exit(3)
             if op == "load":
+                if marks:
+                    with open(log, "a") as f:
+                        f.write(f"{name} loaded {cell}\\n")
                 say({"kind": "cell_loaded", "cell": cell, "prepare_s": 0.25 if name == "b" else 0})
             else:
                 say({"kind": "ready", "cell": cell, "warmup_calls": 3, "steady": True, "call_ms": 1.0,
@@ -105,6 +109,31 @@ def test_every_worker_loads_a_cell_at_once_then_warms_up_alone_before_any_is_tim
     assert all(line.endswith("time 2") for line in first_cell if " time " in line)
     assert [r["status"] for r in records] == ["ok"] * 6
     assert [len(r["blocks"]) for r in records] == [3] * 6 and records[0]["turns"] == [0, 1, 2]
+
+
+def test_a_worker_that_times_algorithms_as_it_loads_loads_alone_after_the_others(fake):
+    """Under cuDNN's benchmark mode (or cudnnFind, max-autotune) a worker's load times candidate algorithms: with
+    no other worker loading beside it, its choice is made on a GPU of its own. Two invocations walking together:
+    every other worker of both loads at once, then each worker of `alone` by itself, and the cells' turns are as
+    without it."""
+    cells = walk([1, 2], [8], ["float32-pageable"])
+    command_for = lambda impl, oom_at: fake.command_for()(impl, oom_at) + ["mark"]   # noqa: E731
+    records = conduct(["a", "b", "c"], command_for, cells, _settings(),
+                      _protocol(invocations=3, blocks=2, profile_calls=0), Store(None, ["a", "b", "c"], len(cells)),
+                      alone=frozenset({"b", "c"}))
+    lines = fake.log.read_text().splitlines()
+    for cell in (0, 1):
+        loads = [line for line in lines if line.split()[1:] in (["load", str(cell)], ["loaded", str(cell)])]
+        assert len(loads) == 2 * 3 * 3   # invocation 0 alone, then 1 and 2 together: each worker's load, loaded
+        first, later = loads[:6], loads[6:]
+        for walked in (first, later):
+            solo = [k for k, line in enumerate(walked) if line.split()[0] in "bc"]
+            together = [k for k, line in enumerate(walked) if line.split()[0] == "a"]
+            assert max(together) < min(solo)   # a's loads all answered before b or c loads
+            # b and c one at a time: each load followed at once by its own answer
+            assert all(walked[k].split()[0] == walked[k + 1].split()[0] and walked[k].split()[1] == "load"
+                       for k in solo[::2])
+    assert [r["status"] for r in records] == ["ok"] * 18 and all(len(r["blocks"]) == 2 for r in records)
 
 
 def test_each_turns_row_names_the_cpu_it_was_taken_on_and_that_cpus_probe(fake, monkeypatch):
@@ -236,8 +265,8 @@ def test_invocations_after_the_minimum_measure_only_the_cells_not_yet_precise(tm
     turns stay paired), until max_invocations."""
     script = tmp_path / "varying.py"
     script.write_text(FAKE_WORKER.replace('"times_ms": [1.0], "h2d_ms"', '"times_ms": [T], "h2d_ms"').replace(
-        "name, log, die_at = sys.argv[1], sys.argv[2], int(sys.argv[3])",
-        "name, log, die_at = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+        "name, log, die_at, marks = sys.argv[1], sys.argv[2], int(sys.argv[3]), len(sys.argv) > 4",
+        "name, log, die_at, marks = sys.argv[1], sys.argv[2], int(sys.argv[3]), len(sys.argv) > 4\n"
         "inv = len([l for l in open(log) if l.startswith(name + ' cell 0')]) if os.path.exists(log) else 0"
     ).replace('    elif op == "end":\n', '    elif op == "end":\n'
               '        T = 1.0 + (name == "b" and cell == 1) * (inv % 2)\n'))

@@ -551,8 +551,8 @@ def test_a_worker_killed_mid_run_leaves_rows_with_its_status_and_a_resumed_job_k
     assert set(sel.filter(pl.col("variant") == "dp_blocks")["status"]) == {"missing"}
 
     # resumed: both invocations are kept, no worker starts
-    monkeypatch.setattr(vision_protocol, "sessions", lambda specs, protocol, invs: (r for r in ()) if not invs else
-                        pytest.fail(f"invocations {invs} measured again"))
+    monkeypatch.setattr(vision_protocol, "sessions", lambda specs, protocol, invs, alone: (r for r in ())
+                        if not invs else pytest.fail(f"invocations {invs} measured again"))
     again = vision_protocol.measure(config, "squeezenet1_1", "cpu", setting, None,
                                     StepStore(tmp_path / "steps", "k"), "")
     assert [(r["worker"], r["variant"], r["status"]) for r in again] == [

@@ -73,6 +73,8 @@ FAKE_WORKER = textwrap.dedent('''
         with open(log, "a") as f:
             f.write(f"{key} {line.strip()}\\n")
         if op == "prepare":
+            with open(log, "a") as f:
+                f.write(f"{key} ready\\n")
             say({"kind": "ready", "variants": {v: {"status": "ok", "message": None, "call_ms": 1.0,
                                                    "warmup_calls": 3, "steady": True} for v in variants}})
         elif op == "time":
@@ -161,6 +163,27 @@ def test_later_invocations_prepare_at_once_and_are_timed_one_after_another(tmp_p
     assert [off.batch(i) for i in range(4)] == [[0], [1], [2], [3]]
     with pytest.raises(ValueError, match=r"study_b\.models\.protocol\.prepare_together"):
         vision_protocol.Protocol.from_config({"protocol": {"prepare_together": 1}})
+
+
+def test_a_worker_that_times_algorithms_as_it_builds_prepares_alone_after_the_others(tmp_path, monkeypatch):
+    """Invocations 1 and 2 together: the workers that time candidate algorithms (here a max-autotune mode's)
+    prepare after every other worker of both is ready, one at a time, nothing else preparing meanwhile."""
+    script, log = tmp_path / "fake_vision_worker.py", tmp_path / "commands.log"
+    script.write_text(FAKE_WORKER)
+    monkeypatch.setattr(vision_protocol, "_command", lambda spec, directory, key: [
+        sys.executable, str(script), f"{key}@{spec['invocation']}", str(log), ""])
+    protocol = vision_protocol.Protocol.from_config({"protocol": {"blocks": 2, "block_ms": 2.0, "min_calls": 2}})
+    specs = {"clean": {}, "compiled:default": {}, "compiled:max-autotune": {}}
+    config = {"backend_flags": {"cudnn_benchmark": False}}
+    alone = vision_protocol.times_algorithms(config, specs)
+    assert alone == {"compiled:max-autotune"}
+    assert vision_protocol.times_algorithms({"backend_flags": {"cudnn_benchmark": True}}, specs) == set(specs)
+    by_inv = list(vision_protocol.sessions(specs, protocol, [1, 2], alone))
+    assert all(r["status"] == "ok" and len(r["blocks"]) == 2 for records in by_inv for r in records)
+    lines = [line for line in log.read_text().splitlines() if line.split()[1] in ("prepare", "ready")]
+    solo = [k for k, line in enumerate(lines) if line.startswith("compiled:max-autotune@")]
+    assert len(lines) == 12 and solo == [8, 9, 10, 11]   # the other four workers' prepares and readies first
+    assert [lines[k].split()[1] for k in solo] == ["prepare", "ready", "prepare", "ready"]
 
 
 def test_a_worker_dying_in_its_profiled_pass_leaves_its_timed_rows_and_an_error_profile_row(fake):

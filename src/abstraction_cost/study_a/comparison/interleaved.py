@@ -38,7 +38,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ... import faults, tables
+from ... import faults, implementations as registry, tables
 from ...data import prepared
 from ...data.specs import spec
 from ...measure import device as devices
@@ -151,7 +151,8 @@ def measure(implementations: list[str], inputs, settings: EvalSettings, protocol
             program, impl, SimpleNamespace(**named), manifest, walk, config, run.device, classes, 0, oom_at,
             logits_root / impl) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
 
-    records = conduct(active, command_for, [cell], walk, protocol, Store(store, active, 1))
+    alone = frozenset(impl for impl in active if registry.times_algorithms(impl, config))
+    records = conduct(active, command_for, [cell], walk, protocol, Store(store, active, 1), alone)
     for impl in active:
         mine = [r for r in records if r["implementation"] == impl]
         impl_rows = []

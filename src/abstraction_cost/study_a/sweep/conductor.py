@@ -6,7 +6,10 @@ process's calls describe that process at that moment only. The conductor therefo
 - runs every implementation as a long-lived worker process (the C++ programs with --serve, Python ones as
   sweep_worker), started together, so their start-up overlaps and is paid once per invocation;
 - walks the cells in the serial walk's order; at each cell it has every worker load it at once (build, output
-  check: nothing timed, so the slowest load is paid and not the sum), then warm up to a steady state one at a time,
+  check: nothing timed, so the slowest load is paid and not the sum), except that a worker which times candidate
+  algorithms as it loads (cuDNN's benchmark mode or cudnnFind, Inductor's max-autotune:
+  implementations.times_algorithms) loads after them, by itself, so that its choice is made on a GPU it has to
+  itself, as a user's process would; then the workers warm up to a steady state one at a time,
   then gives them `blocks` turns each, in rotating order, of calls filling about `block_ms`: every slow period of
   the host falls on all implementations alike;
 - repeats the walk in `invocations` sets of fresh processes: the first alone (its builds are the table's build_s, and
@@ -80,11 +83,12 @@ CommandFor = Callable[[str, str], list[str]]
 
 
 def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cell], settings: SweepSettings,
-            protocol: Protocol, store: Store) -> list[dict]:
+            protocol: Protocol, store: Store, alone: frozenset[str] = frozenset()) -> list[dict]:
     """Every (invocation, implementation, cell) record measured, each with its `invocation` and `implementation`;
     `block` records are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns`. `cells`
     may be a shard of the grid (whole resolutions, indices the grid's); the workers know the whole grid.
-    Invocations that protocol.batch puts together walk the cells together (_invocations)."""
+    Invocations that protocol.batch puts together walk the cells together (_invocations). The implementations in
+    `alone` time candidate algorithms as they load (implementations.times_algorithms): each loads a cell alone."""
     inv = 0
     while inv < protocol.max_invocations:
         batch = protocol.batch(inv)
@@ -100,7 +104,7 @@ def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cel
                 plan[i] = missing
         if plan:
             log.info("%s: %d cells (%s)", _named(list(plan)), len(due), ",".join(str(c.index) for c in due))
-            _invocations(plan, command_for, cells, due, settings, protocol, store)
+            _invocations(plan, command_for, cells, due, settings, protocol, store, alone)
         inv += len(batch)
     return [{**record, "invocation": inv, "implementation": impl}
             for inv in range(protocol.max_invocations) for c in cells for impl in implementations
@@ -214,7 +218,7 @@ class _Set:
 
 
 def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: list[Cell], due: list[Cell],
-                 settings: SweepSettings, protocol: Protocol, store: Store) -> None:
+                 settings: SweepSettings, protocol: Protocol, store: Store, alone: frozenset[str]) -> None:
     """The invocations of `plan` (invocation -> its implementations still to measure) walk the due cells together:
     every worker of every invocation starts at once, and at each cell they all load it at once (nothing is timed
     meanwhile); then each invocation's workers warm up, take their turns and end the cell, one invocation after
@@ -239,7 +243,7 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
                 batches = [sets] if protocol.together(cell, len(sets)) else [[s] for s in sets]
                 for walking in batches:
                     groups = [(s, s.todo(cell)) for s in walking]
-                    loaded = _load([(s, group) for s, group in groups if len(group) > 1], cell, phases)
+                    loaded = _load([(s, group) for s, group in groups if len(group) > 1], cell, phases, alone)
                     for s, group in groups:
                         _measure(s, loaded.get(s.inv, group), cell, settings, protocol,
                                  release=len(batches) > 1, loaded=len(group) > 1, phases=phases)
@@ -259,33 +263,41 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
         worker_phases.add(phases.seconds.get("start-up", 0.0), phases.seconds.get("loading", 0.0))
 
 
-def _load(groups: list[tuple[_Set, list[str]]], cell: Cell, phases: Phases) -> dict[int, list[str]]:
+def _load(groups: list[tuple[_Set, list[str]]], cell: Cell, phases: Phases,
+          alone: frozenset[str] = frozenset()) -> dict[int, list[str]]:
     """Every worker of `groups` (an invocation's workers, each group of two or more) loads the cell at once (builds,
-    compiles, output checks: nothing is timed), so the slowest load is paid, not their sum; each invocation's group
-    less the workers that died or ended the cell in it."""
+    compiles, output checks: nothing is timed), so the slowest load is paid, not their sum; then each worker of
+    `alone` loads it by itself, no other worker running on the GPU while it times its candidate algorithms. Each
+    invocation's group less the workers that died or ended the cell in it, in the group's order."""
     if not groups:
         return {}
     loading = time.perf_counter()
-    for s, group in groups:
-        for impl in group:
-            s.workers[impl].send(f"load {cell.index}")
-    out = {}
-    for s, group in groups:
-        out[s.inv] = []
-        for impl in group:
-            try:
-                record = s.workers[impl].ask(None, "cell_loaded", "cell")
-            except WorkerDied as err:
-                s.died(cell, impl, err)
-                continue
-            if record["kind"] == "cell":
-                s.final(cell, impl, record)
-                continue
-            # a C++ worker's prepare_s is its whole load; a Python worker's excludes its model's build
-            phases.worker("loading", impl, (record.get("prepare_s") or 0.0) + (record.get("build_s") or 0.0))
-            out[s.inv].append(impl)
+    together = [(s, impl) for s, group in groups for impl in group if impl not in alone]
+    for s, impl in together:
+        s.workers[impl].send(f"load {cell.index}")
+    kept = {(s.inv, impl) for s, impl in together if _loaded(s, impl, cell, phases)}
+    for s, impl in [(s, impl) for s, group in groups for impl in group if impl in alone]:
+        s.workers[impl].send(f"load {cell.index}")
+        if _loaded(s, impl, cell, phases):
+            kept.add((s.inv, impl))
+    out = {s.inv: [impl for impl in group if (s.inv, impl) in kept] for s, group in groups}
     phases.add("loading", time.perf_counter() - loading)
     return out
+
+
+def _loaded(s: _Set, impl: str, cell: Cell, phases: Phases) -> bool:
+    """Whether `impl`'s worker in `s` answered that it loaded the cell (not died, not ended the cell)."""
+    try:
+        record = s.workers[impl].ask(None, "cell_loaded", "cell")
+    except WorkerDied as err:
+        s.died(cell, impl, err)
+        return False
+    if record["kind"] == "cell":
+        s.final(cell, impl, record)
+        return False
+    # a C++ worker's prepare_s is its whole load; a Python worker's excludes its model's build
+    phases.worker("loading", impl, (record.get("prepare_s") or 0.0) + (record.get("build_s") or 0.0))
+    return True
 
 
 def _unprofiled(store: Store, impl: str, cells: list[Cell]) -> bool:

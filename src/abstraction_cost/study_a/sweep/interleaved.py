@@ -113,7 +113,8 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
         return sweep_command(program, impl, inputs, pool.manifest, settings, config, run.device, classes, 0,
                              oom_at, logits) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
 
-    records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(grid)))
+    alone = frozenset(impl for impl in active if registry.times_algorithms(impl, config))
+    records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(grid)), alone)
     blocks = []
     for impl in active:
         mine = [r for r in records if r["implementation"] == impl]

@@ -6,11 +6,13 @@ For one setting of a (model, pair) job, an invocation starts together (start-ups
 role: `clean` (eager and the eager baselines: channels_last, cuda_graphs) and one `compiled` worker per compile mode
 of study_b.models.modes (the whole model compiled; the layer mode's also the selective variants; each also
 `eager_in_process`, eager built after its compiled code). Each prepares its variants (build from the Inductor cache,
-output check, warm-up to a steady state), then every variant of every worker takes `blocks` turns in rotating
-order, each a block of calls filling about `block_ms` and together at least `min_calls`: a slow period of the
-host falls on every variant alike, and the turns pair the variants' times. The end-to-end step and the selective
-step share the clean worker's eager (one measurement: their baselines are the same numbers) and the layer mode's
-compiled worker; the drift of eager in a process with compiled code is eager_in_process against eager, paired.
+output check, warm-up to a steady state), at once, but a worker that times candidate algorithms as it builds (under
+cuDNN's benchmark mode, or a max-autotune mode) after them by itself; then every variant of every worker takes
+`blocks` turns in rotating order, each a block of calls filling about `block_ms` and together at least
+`min_calls`: a slow period of the host falls on every variant alike, and the turns pair the variants' times. The
+end-to-end step and the selective step share the clean worker's eager (one measurement: their baselines are the
+same numbers) and the layer mode's compiled worker; the drift of eager in a process with compiled code is
+eager_in_process against eager, paired.
 
 Invocations repeat in fresh processes: `invocations`, then up to `max_invocations` while some variant's
 invocation medians do not pin its time within `precision` (the t-interval's relative half width). The first
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ...implementations import AUTOTUNE_MODES
 from ...measure import affinity, invocation_protocol, profiled, steps, worker_phases
 from ...measure.statistics import median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
@@ -80,6 +83,15 @@ class Protocol(invocation_protocol.InvocationProtocol):
 
 def worker_key(mode: str | None) -> str:
     return CLEAN if mode is None else f"compiled:{mode}"
+
+
+def times_algorithms(config: dict, workers) -> frozenset[str]:
+    """The workers (keys) that time candidate algorithms as they build their variants, and so prepare alone: every
+    one under cuDNN's benchmark mode (backend_flags.cudnn_benchmark), else the compiled ones of a max-autotune mode
+    (their Inductor cache entry may miss)."""
+    if config["backend_flags"]["cudnn_benchmark"]:
+        return frozenset(workers)
+    return frozenset(k for k in workers if k != CLEAN and k.split(":", 1)[1] in AUTOTUNE_MODES)
 
 
 def _spec(config: dict, case: vm.Case, role: str, choices: dict | None, protocol: Protocol) -> dict:
@@ -121,21 +133,22 @@ class _Invocation:
             self.records[(key, "*")] = {"worker": key, "variant": "*", "status": err.status, "message": message,
                                         "exit_status": err.returncode}
 
-    def up(self) -> None:
-        """Wait for each worker to be up and tell it to prepare (every worker prepares at once; a dead one says how
-        at `ready`)."""
+    def up(self, alone: frozenset[str]) -> None:
+        """Wait for each worker to be up and tell it to prepare (every worker but those of `alone` prepares at once;
+        a dead one says how at `ready`)."""
         for key, worker in self.workers.items():
             try:
                 up = worker.ask(None, "up")
                 self.phases[key] = f"up {up.get('monotonic_s', self.spawned) - self.spawned:.1f} s"
-                worker.send("prepare")
+                if key not in alone:
+                    worker.send("prepare")
                 self.alive[key] = worker
             except WorkerDied as err:
                 self.died(key, err)
 
-    def ready(self) -> None:
-        """Each worker's variants, built, checked and warmed up: their records, with nothing timed yet."""
-        for key in list(self.alive):
+    def ready(self, keys: list[str]) -> None:
+        """Each worker's of `keys` variants, built, checked and warmed up: their records, with nothing timed yet."""
+        for key in [k for k in keys if k in self.alive]:
             try:
                 ready = self.alive[key].ask(None, "ready")
             except WorkerDied as err:
@@ -180,21 +193,27 @@ class _Invocation:
         return [{**r, "invocation": self.inv} for r in self.records.values()]
 
 
-def sessions(specs: dict[str, dict], protocol: Protocol, invs: list[int]) -> Iterator[list[dict]]:
+def sessions(specs: dict[str, dict], protocol: Protocol, invs: list[int],
+             alone: frozenset[str] = frozenset()) -> Iterator[list[dict]]:
     """Invocations `invs`, each in fresh worker processes, their records yielded in order as each ends. The
-    invocations' workers all start and prepare at once (start-ups and builds overlap: nothing is timed yet); then
-    each invocation's variants are timed in rotating turns while the later invocations' workers wait, idle, as a
-    worker of the same invocation waits for the others' turns; then its workers end. Records: one per (worker,
-    variant), with `blocks` ([calls' ms] per turn) and `turns`."""
+    invocations' workers all start and prepare at once (start-ups and builds overlap: nothing is timed yet), but
+    the workers of `alone` (which time candidate algorithms as they build: times_algorithms), which prepare after
+    them one at a time; then each invocation's variants are timed in rotating turns while the later invocations'
+    workers wait, idle, as a worker of the same invocation waits for the others' turns; then its workers end.
+    Records: one per (worker, variant), with `blocks` ([calls' ms] per turn) and `turns`."""
     started, spawned = time.perf_counter(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vision-protocol-") as tmp:
         pending = [_Invocation(specs, inv, Path(tmp), spawned) for inv in invs]   # all launched before any waited for
         try:
             for invocation in pending:
-                invocation.up()
+                invocation.up(alone)
             all_up = time.perf_counter()   # the last one up (the others prepare meanwhile)
             for invocation in pending:
-                invocation.ready()
+                invocation.ready([k for k in specs if k not in alone])
+            for invocation in pending:
+                for key in [k for k in specs if k in alone and k in invocation.alive]:
+                    invocation.alive[key].send("prepare")   # by itself: its choice made on a GPU of its own
+                    invocation.ready([key])
             prepared = time.perf_counter()
             worker_phases.add(all_up - started, prepared - all_up)
             together = f" (invocations {', '.join(map(str, invs))} at once)" if len(invs) > 1 else ""
@@ -268,7 +287,7 @@ def measure(config: dict, model: str, pair: str, setting: vm.Setting, choices: d
         batch = protocol.batch(inv)
         names = {i: f"{prefix}protocol-{i}" for i in batch}
         kept = set(store.kept()) if store is not None else set()
-        fresh = sessions(specs, protocol, [i for i in batch if names[i] not in kept])
+        fresh = sessions(specs, protocol, [i for i in batch if names[i] not in kept], times_algorithms(config, specs))
         with contextlib.closing(fresh):   # a kill between its invocations ends their workers too
             for i in batch:
                 def one():
