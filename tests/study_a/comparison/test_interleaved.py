@@ -147,18 +147,20 @@ def test_the_serial_protocol_measures_each_implementation_in_its_own_run(tmp_pat
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("numerics", ["tf32", "cudnn-benchmark"])   # cudnn-benchmark: each worker loads alone
 def test_on_the_gpu_the_interleaved_comparison_times_every_worker_and_checks_its_logits(tmp_path, smoke_config,
-                                                                                        program):
-    job = _job(tmp_path, smoke_config, program, numerics="tf32", invocations=2, max_invocations=3, blocks=4,
+                                                                                        program, numerics):
+    job = _job(tmp_path, smoke_config, program, numerics=numerics, invocations=2, max_invocations=3, blocks=4,
                block_ms=20)
     job.config["device"] = "cuda"
     job.config["study_a"]["backends"].update(require_gpu=True, batch_size=2, resolution=32)
     eval_backend.run_job(job)
     rows = _rows(job)
     env = tables.read("environment", job.output.env)
-    assert env["device"][0] == "cuda" and env["tf32_matmul"][0] is True
+    assert env["device"][0] == "cuda" and env["tf32_matmul"][0] is (numerics == "tf32")
+    assert env["cudnn_benchmark"][0] is (numerics == "cudnn-benchmark")
     out = comparison.compare(pl.concat(rows.values()), dict(zip(job.params.implementations, job.output.logits)),
-                             comparison.parity_tolerance("tf32", 1e-4), seed=0)
+                             comparison.parity_tolerance(numerics, 1e-4), seed=0)
     for r in out:
         assert r["status"] == "ok", r
         assert 2 <= r["invocations"] <= 3
