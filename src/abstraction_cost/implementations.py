@@ -147,11 +147,14 @@ def times_algorithms(job: str, config: dict) -> bool:
     Inductor's max-autotune. Timed beside other workers' loads, its choice would be made on a shared GPU, so the
     conductor loads such a worker alone."""
     impl, mode = split(job)
-    if config["backend_flags"]["cudnn_benchmark"]:   # every implementation's convolutions go through cuDNN
-        return True
-    if impl.program == "cudnn" and config["study_a"]["cudnn"]["algo"] == "find":
-        return True
-    return mode in AUTOTUNE_MODES
+    return times_candidates(config, mode) or (impl.program == "cudnn" and config["study_a"]["cudnn"]["algo"] == "find")
+
+
+def times_candidates(config: dict, mode: str | None) -> bool:
+    """Whether torch code of compile mode `mode` (None: not compiled) times candidates as it builds or first runs:
+    under cuDNN's benchmark mode every convolution does; a max-autotune build times Inductor's kernels. Study A's
+    jobs (times_algorithms) and Study B's vision workers share this rule."""
+    return config["backend_flags"]["cudnn_benchmark"] or mode in AUTOTUNE_MODES
 
 
 def rank(job: str) -> tuple[int, str]:

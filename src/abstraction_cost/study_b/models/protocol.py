@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ...implementations import AUTOTUNE_MODES
+from ...implementations import times_candidates
 from ...measure import affinity, invocation_protocol, profiled, steps, worker_phases
 from ...measure.statistics import median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
@@ -88,10 +88,8 @@ def worker_key(mode: str | None) -> str:
 def times_algorithms(config: dict, workers) -> frozenset[str]:
     """The workers (keys) that time candidate algorithms as they build their variants, and so prepare alone: every
     one under cuDNN's benchmark mode (backend_flags.cudnn_benchmark), else the compiled ones of a max-autotune mode
-    (their Inductor cache entry may miss)."""
-    if config["backend_flags"]["cudnn_benchmark"]:
-        return frozenset(workers)
-    return frozenset(k for k in workers if k != CLEAN and k.split(":", 1)[1] in AUTOTUNE_MODES)
+    (their Inductor cache entry may miss): implementations.times_candidates."""
+    return frozenset(k for k in workers if times_candidates(config, None if k == CLEAN else k.split(":", 1)[1]))
 
 
 def _spec(config: dict, case: vm.Case, role: str, choices: dict | None, protocol: Protocol) -> dict:
@@ -147,7 +145,7 @@ class _Invocation:
                 self.died(key, err)
 
     def ready(self, keys: list[str]) -> None:
-        """Each worker's of `keys` variants, built, checked and warmed up: their records, with nothing timed yet."""
+        """The variants of each worker in `keys`, built, checked and warmed up: their records, nothing timed yet."""
         for key in [k for k in keys if k in self.alive]:
             try:
                 ready = self.alive[key].ask(None, "ready")
@@ -196,9 +194,9 @@ class _Invocation:
 def sessions(specs: dict[str, dict], protocol: Protocol, invs: list[int],
              alone: frozenset[str] = frozenset()) -> Iterator[list[dict]]:
     """Invocations `invs`, each in fresh worker processes, their records yielded in order as each ends. The
-    invocations' workers all start and prepare at once (start-ups and builds overlap: nothing is timed yet), but
+    invocations' workers all start and prepare at once (start-ups and builds overlap: nothing is timed yet), except
     the workers of `alone` (which time candidate algorithms as they build: times_algorithms), which prepare after
-    them one at a time; then each invocation's variants are timed in rotating turns while the later invocations'
+    the others, one at a time; then each invocation's variants are timed in rotating turns while the later invocations'
     workers wait, idle, as a worker of the same invocation waits for the others' turns; then its workers end.
     Records: one per (worker, variant), with `blocks` ([calls' ms] per turn) and `turns`."""
     started, spawned = time.perf_counter(), time.monotonic()
