@@ -93,6 +93,7 @@ def fake_cores(monkeypatch):
                         lambda pid, cores: (calls if pid == 0 else calls.threads).append(set(cores)))
     monkeypatch.setattr(affinity, "_pinned", "not pinned")
     monkeypatch.setattr(affinity, "_cores", None)
+    monkeypatch.setattr(affinity, "_spare", frozenset())
     return calls
 
 
@@ -119,6 +120,53 @@ def test_a_timing_job_pins_to_its_slot_and_an_untimed_job_off_every_slot(fake_co
     assert len(fake_cores) == 2
 
 
+def test_a_timing_jobs_loads_may_spread_to_the_cores_no_slot_has(fake_cores):
+    affinity.pin_timing(1, 2)
+    assert affinity.loading_cores() == frozenset(range(4, 8)) | frozenset(range(8, 16))
+    assert affinity.environment_columns("start")["cpu_affinity"].startswith("timing slot 1: 4-7; loads on 4-15")
+    affinity.pin_timing(1, 2, spread_loads=False)
+    assert affinity.loading_cores() == frozenset(range(4, 8))
+    assert "loads on" not in affinity.environment_columns("start")["cpu_affinity"]
+
+
+WORKER = """
+import subprocess, sys, threading, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+print(child.pid, flush=True)
+time.sleep(30)
+"""
+
+
+def test_workers_load_on_the_spare_cores_too_and_go_back_after(monkeypatch):
+    """A worker with a thread and a child process of its own (a compile pool): all of it on the job's and the
+    spare cores inside the block, all back on the job's after; with no spare cores nothing moves, and a worker
+    that has ended is passed over."""
+    import subprocess
+    import sys
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPUs")
+    job, spare = frozenset(cores[:1]), frozenset(cores[1:])
+    monkeypatch.setattr(affinity, "_cores", job)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, job))
+    try:
+        child = int(worker.stdout.readline())
+        everything = lambda: [int(t) for p in (worker.pid, child) for t in os.listdir(f"/proc/{p}/task")]
+        assert len(everything()) >= 3 and all(os.sched_getaffinity(t) == job for t in everything())
+        monkeypatch.setattr(affinity, "_spare", frozenset())
+        with affinity.loading([worker.pid]):
+            assert all(os.sched_getaffinity(t) == job for t in everything())
+        monkeypatch.setattr(affinity, "_spare", spare)
+        with affinity.loading([worker.pid, 2**22 + 1]):
+            assert all(os.sched_getaffinity(t) == job | spare for t in everything())
+        assert all(os.sched_getaffinity(t) == job for t in everything())
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def test_a_cpu_timing_job_beside_the_gpus_pins_to_the_cpu_slot_and_untimed_jobs_leave_it(fake_cores, monkeypatch):
     affinity.pin_cpu(2)
     assert fake_cores[-1] == set(range(12, 16)) and affinity.job_cores() == frozenset(range(12, 16))
@@ -137,7 +185,9 @@ def test_a_gpu_timing_job_takes_its_slots_cores(fake_cores, monkeypatch, tmp_pat
     monkeypatch.setattr(gpu_slots, "_held", None)
     job = SimpleNamespace(rule="sweep", config={"device": "cuda", "gpus": {}}, wildcards={"numerics": "fp32"})
     slot = gpu_slots.take(job)
-    assert slot is not None and fake_cores[-1] == set(range(slot.gpu.index * 4, slot.gpu.index * 4 + 4))
+    mine = set(range(slot.gpu.index * 4, slot.gpu.index * 4 + 4))
+    assert slot is not None and fake_cores[-1] == mine
+    assert affinity.loading_cores() == mine | set(range(8, 16))   # gpus.spread_loads by default
 
 
 def test_the_environment_row_says_why_nothing_was_pinned(monkeypatch):
@@ -244,3 +294,10 @@ def test_each_turn_goes_to_the_cpu_its_probe_found_fastest(monkeypatch):
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_spread_loads_is_refused_unless_true_or_false_naming_its_key(smoke_config):
+    from abstraction_cost import config as cfg
+    smoke_config["gpus"] = {"spread_loads": "yes"}
+    with pytest.raises(cfg.ConfigError, match=r"'gpus.spread_loads': 'yes' is not of type 'boolean'"):
+        cfg.validate(smoke_config)

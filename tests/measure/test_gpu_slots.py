@@ -260,7 +260,7 @@ def test_a_short_job_leaves_a_free_gpu_to_a_long_job_in_line_until_it_leaves_or_
 def test_a_long_job_leaves_the_line_when_it_takes_its_gpu(monkeypatch, slot_state):
     fake_gpus(monkeypatch, 1)
     for pin in ("pin_other", "pin_timing"):   # this test's own process: its cores stay as they are
-        monkeypatch.setattr(gpu_slots.affinity, pin, lambda *args: None)
+        monkeypatch.setattr(gpu_slots.affinity, pin, lambda *args, **kwargs: None)
     sweep = job("sweep", {"device": "auto"}, numerics="fp32", shard="0")
     gpu_slots.stage(sweep)
     assert [p.name for p in (slot_state / "first-in-line").iterdir()] == [str(os.getpid())]

@@ -16,6 +16,7 @@ GPU slot's share, is that job's, and the other jobs get the cores between.
     pin_cpu(slots)                                      # a CPU timing job beside the GPU slots
     with turns_on_one_cpu(worker_pids) as turns:       # a timing job's workers take their turns on one CPU,
         turns.pick()  ...                               # before each turn the fastest of the slot's at the moment
+    with loading(worker_pids): ...                      # they start and load on the slot's and the spare cores
 
 A timing job's workers (one process per implementation or variant) take turns, and a turn's pair is fair only if
 both sides meet the same host. On a VM a CPU runs at one of two speeds, 2x apart, switching every second or so and
@@ -25,6 +26,11 @@ issues the work) on one CPU of its slot, and its own threads on the others. Befo
 CPUs (a few milliseconds) and moves the workers to the fastest: a state lasts longer than a turn, so a turn meets
 the slow state less often than on a fixed CPU (benchmarks/turn_cpu.py), and a host-bound cell's median depends less
 on the states its run happened to meet.
+
+While a timing job's workers start and load (builds, compiles from the cache, output checks: nothing of the job is
+timed, and its GPU waits), they may also run on the cores that no timing slot has (gpus.spread_loads, default on):
+a fresh invocation's workers load at once, several to a core of the slot, and their loading was a third of a
+one-GPU run's held GPU time. Another slot's timing job keeps its own cores; the builds on the spare cores share them.
 """
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ PROBE_OPS = 300      # one block of the host probe's op per candidate CPU before
 
 _pinned: str = "not pinned"
 _cores: frozenset[int] | None = None   # where _set put this job
+_spare: frozenset[int] = frozenset()   # a timing job's cores for its workers' loads beyond its slot's (spread_loads)
 _turns_logged = False
 _turn_probes: list[float] = []   # the picked CPU's probe (µs per op) at each of this job's probed turns
 _INITIAL = frozenset(os.sched_getaffinity(0))  # the job's cores before any pinning: every split starts from them
@@ -115,13 +122,16 @@ def _set(cores: frozenset[int], what: str) -> None:
     log.info("CPU affinity: %s", _pinned)
 
 
-def pin_timing(slot_index: int, slots: int, cpu_slot: bool = False) -> None:
-    """Pin this timing job (and the processes it starts) to its GPU slot's cores."""
+def pin_timing(slot_index: int, slots: int, cpu_slot: bool = False, spread_loads: bool = True) -> None:
+    """Pin this timing job (and the processes it starts) to its GPU slot's cores; with `spread_loads` its workers
+    start and load on the cores no timing slot has as well (loading)."""
+    global _spare
     split = plan(_INITIAL, slots, cpu_slot=cpu_slot)
     if split is None or not 0 <= slot_index < slots:
         _note_unpinned(slots)
         return
     _set(split.timing[slot_index], f"timing slot {slot_index}")
+    _spare = split.other if spread_loads else frozenset()
 
 
 def _probe_op_us() -> float:
@@ -204,6 +214,47 @@ def turns_on_one_cpu(pids, probe: Callable[[], float] = _probe_op_us):
             _try_set(tid, cores)
 
 
+def loading_cores() -> frozenset[int]:
+    """Where this job's workers start and load: its slot's cores and the spare ones (pin_timing's spread_loads)."""
+    return job_cores() | _spare
+
+
+def _tasks(pid: int) -> list[int]:
+    """Every thread of process `pid` and of the processes it started (a compile pool), those still there."""
+    out, todo = [], [pid]
+    while todo:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{todo.pop()}/task")]
+        except OSError:   # ended
+            continue
+        for tid in tids:
+            out.append(tid)
+            try:
+                todo += [int(c) for c in Path(f"/proc/{tid}/task/{tid}/children").read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
+@contextmanager
+def loading(pids):
+    """Within the block, every thread of `pids` (workers, and what they started) on loading_cores(), then back on
+    the job's cores, threads started meanwhile too. Nothing moves where the job has no spare cores."""
+    wide = loading_cores()
+    if not pids or wide == job_cores():
+        yield
+        return
+    for pid in pids:
+        for tid in _tasks(pid):
+            _try_set(tid, wide)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            for tid in _tasks(pid):
+                _try_set(tid, job_cores())
+
+
 def job_cores() -> frozenset[int]:
     """The cores this job was pinned to (its first ones where it was not): those of the processes it starts."""
     return _cores if _cores is not None else _INITIAL
@@ -267,7 +318,8 @@ def environment_columns(when: str) -> dict:
     speed where the turns' work was issued, beside the start's and end's probes of the job's whole cores."""
     columns = {f"load_avg_{when}": os.getloadavg()[0]}
     if when == "start":
-        columns.update(cpu_affinity=f"{_pinned}; cores {_ranges(os.sched_getaffinity(0))}",
+        spread = f"; loads on {_ranges(loading_cores())}" if _spare else ""
+        columns.update(cpu_affinity=f"{_pinned}{spread}; cores {_ranges(os.sched_getaffinity(0))}",
                        cpu_governor=_governor())
     else:
         columns.update(probed_turns=len(_turn_probes),

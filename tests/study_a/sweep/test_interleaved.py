@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 import tempfile
 import textwrap
@@ -109,6 +110,37 @@ def test_every_worker_loads_a_cell_at_once_then_warms_up_alone_before_any_is_tim
     assert all(line.endswith("time 2") for line in first_cell if " time " in line)
     assert [r["status"] for r in records] == ["ok"] * 6
     assert [len(r["blocks"]) for r in records] == [3] * 6 and records[0]["turns"] == [0, 1, 2]
+
+
+def test_workers_start_and_load_on_the_spare_cores_too_and_warm_up_and_turn_on_the_jobs(fake, tmp_path,
+                                                                                          monkeypatch):
+    """gpus.spread_loads: each worker reads its cores as it answers each command; a load (and the start-up before
+    it) may use the job's and the spare cores, its warm-up and turns the job's alone."""
+    from abstraction_cost.measure import affinity
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two CPUs")
+    job, spare = frozenset(cores[:1]), frozenset(cores[1:])
+    monkeypatch.setattr(affinity, "_cores", job)
+    monkeypatch.setattr(affinity, "_spare", spare)
+    script = tmp_path / "cores_worker.py"
+    script.write_text(FAKE_WORKER.replace('f.write(f"{name} {line.strip()}\\n")',
+                                          'f.write(f"{name} {line.strip()} {sorted(os.sched_getaffinity(0))}\\n")'))
+    cells = walk([1], [8], ["float32-pageable"])
+    os.sched_setaffinity(0, job)   # the workers start on the job's cores, as from its fork server
+    try:
+        records = conduct(["a", "b"], lambda impl, oom_at: [sys.executable, str(script), impl, str(fake.log), "-1"],
+                          cells, _settings(), _protocol(invocations=2, blocks=2, profile_calls=0),
+                          Store(None, ["a", "b"], len(cells)))
+    finally:
+        os.sched_setaffinity(0, cores)
+    assert [r["status"] for r in records] == ["ok"] * 4
+    seen = {}
+    for line in fake.log.read_text().splitlines():
+        op = line.split()[1]
+        seen.setdefault(op, set()).add(line[line.index("["):])
+    assert seen["load"] == {str(sorted(job | spare))}
+    assert seen["cell"] == seen["time"] == {str(sorted(job))}
 
 
 def test_a_worker_that_times_algorithms_as_it_loads_loads_alone_after_the_others(fake):

@@ -231,8 +231,9 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
     started = time.perf_counter()
     sets = [_Set(inv, impls, command_for, by_index, due, store) for inv, impls in plan.items()]   # all launched
     try:
-        for s in sets:   # before any is waited for: their start-ups overlap
-            s.up()
+        with affinity.loading([w.proc.pid for s in sets for w in s.launched.values()]):
+            for s in sets:   # before any is waited for: their start-ups overlap
+                s.up()
         phases.add("start-up", time.perf_counter() - started)
         log.info("%s: %d workers up in %.1f s", name,
                  sum(w is not None for s in sets for w in s.workers.values()), time.perf_counter() - started)
@@ -273,13 +274,14 @@ def _load(groups: list[tuple[_Set, list[str]]], cell: Cell, phases: Phases,
         return {}
     loading = time.perf_counter()
     together = [(s, impl) for s, group in groups for impl in group if impl not in alone]
-    for s, impl in together:
-        s.workers[impl].send(f"load {cell.index}")
-    kept = {(s.inv, impl) for s, impl in together if _loaded(s, impl, cell, phases)}
-    for s, impl in [(s, impl) for s, group in groups for impl in group if impl in alone]:
-        s.workers[impl].send(f"load {cell.index}")
-        if _loaded(s, impl, cell, phases):
-            kept.add((s.inv, impl))
+    with affinity.loading([s.workers[impl].proc.pid for s, group in groups for impl in group]):
+        for s, impl in together:
+            s.workers[impl].send(f"load {cell.index}")
+        kept = {(s.inv, impl) for s, impl in together if _loaded(s, impl, cell, phases)}
+        for s, impl in [(s, impl) for s, group in groups for impl in group if impl in alone]:
+            s.workers[impl].send(f"load {cell.index}")
+            if _loaded(s, impl, cell, phases):
+                kept.add((s.inv, impl))
     out = {s.inv: [impl for impl in group if (s.inv, impl) in kept] for s, group in groups}
     phases.add("loading", time.perf_counter() - loading)
     return out

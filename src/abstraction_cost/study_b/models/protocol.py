@@ -203,15 +203,16 @@ def sessions(specs: dict[str, dict], protocol: Protocol, invs: list[int],
     with tempfile.TemporaryDirectory(prefix="vision-protocol-") as tmp:
         pending = [_Invocation(specs, inv, Path(tmp), spawned) for inv in invs]   # all launched before any waited for
         try:
-            for invocation in pending:
-                invocation.up(alone)
-            all_up = time.perf_counter()   # the last one up (the others prepare meanwhile)
-            for invocation in pending:
-                invocation.ready([k for k in specs if k not in alone])
-            for invocation in pending:
-                for key in [k for k in specs if k in alone and k in invocation.alive]:
-                    invocation.alive[key].send("prepare")   # by itself: its choice made on a GPU of its own
-                    invocation.ready([key])
+            with affinity.loading([w.proc.pid for invocation in pending for w in invocation.workers.values()]):
+                for invocation in pending:
+                    invocation.up(alone)
+                all_up = time.perf_counter()   # the last one up (the others prepare meanwhile)
+                for invocation in pending:
+                    invocation.ready([k for k in specs if k not in alone])
+                for invocation in pending:
+                    for key in [k for k in specs if k in alone and k in invocation.alive]:
+                        invocation.alive[key].send("prepare")   # by itself: its choice made on a GPU of its own
+                        invocation.ready([key])
             prepared = time.perf_counter()
             worker_phases.add(all_up - started, prepared - all_up)
             together = f" (invocations {', '.join(map(str, invs))} at once)" if len(invs) > 1 else ""
