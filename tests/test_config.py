@@ -132,7 +132,7 @@ def test_the_benchmark_overlays_on_gpu_smoke_make_a_sweep_with_nothing_to_build(
                           "--workflow-profile", "none", "--cores", "4", "results/study_a/sweep.parquet",
                           "--configfile", str(REPO / "config" / "gpu-smoke.yaml"), str(overlays / "sweep_python.yaml"),
                           str(overlays / "prepare_together_off.yaml"), str(overlays / "warm_up_nice.yaml"),
-                          str(overlays / "blocks_min_seconds_off.yaml"), str(overlays / "spread_loads_off.yaml")],
+                          str(overlays / "blocks_min_seconds_off.yaml"), str(overlays / "spread_loads_on.yaml")],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     rules = set(re.findall(r"^(?:local)?rule (\w+):$", run.stdout, flags=re.M))

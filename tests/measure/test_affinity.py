@@ -121,10 +121,10 @@ def test_a_timing_job_pins_to_its_slot_and_an_untimed_job_off_every_slot(fake_co
 
 
 def test_a_timing_jobs_loads_may_spread_to_the_cores_no_slot_has(fake_cores):
-    affinity.pin_timing(1, 2)
+    affinity.pin_timing(1, 2, spread_loads=True)
     assert affinity.loading_cores() == frozenset(range(4, 8)) | frozenset(range(8, 16))
     assert affinity.environment_columns("start")["cpu_affinity"].startswith("timing slot 1: 4-7; loads on 4-15")
-    affinity.pin_timing(1, 2, spread_loads=False)
+    affinity.pin_timing(1, 2)
     assert affinity.loading_cores() == frozenset(range(4, 8))
     assert "loads on" not in affinity.environment_columns("start")["cpu_affinity"]
 
@@ -186,8 +186,13 @@ def test_a_gpu_timing_job_takes_its_slots_cores(fake_cores, monkeypatch, tmp_pat
     job = SimpleNamespace(rule="sweep", config={"device": "cuda", "gpus": {}}, wildcards={"numerics": "fp32"})
     slot = gpu_slots.take(job)
     mine = set(range(slot.gpu.index * 4, slot.gpu.index * 4 + 4))
-    assert slot is not None and fake_cores[-1] == mine
-    assert affinity.loading_cores() == mine | set(range(8, 16))   # gpus.spread_loads by default
+    assert slot is not None and fake_cores[-1] == mine and affinity.loading_cores() == mine
+    os.close(slot.fd)
+    monkeypatch.setattr(gpu_slots, "_held", None)
+    job.config["gpus"]["spread_loads"] = True
+    slot = gpu_slots.take(job)
+    mine = set(range(slot.gpu.index * 4, slot.gpu.index * 4 + 4))
+    assert fake_cores[-1] == mine and affinity.loading_cores() == mine | set(range(8, 16))
 
 
 def test_the_environment_row_says_why_nothing_was_pinned(monkeypatch):

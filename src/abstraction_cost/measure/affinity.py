@@ -28,9 +28,10 @@ the slow state less often than on a fixed CPU (benchmarks/turn_cpu.py), and a ho
 on the states its run happened to meet.
 
 While a timing job's workers start and load (builds, compiles from the cache, output checks: nothing of the job is
-timed, and its GPU waits), they may also run on the cores that no timing slot has (gpus.spread_loads, default on):
-a fresh invocation's workers load at once, several to a core of the slot, and their loading was a third of a
-one-GPU run's held GPU time. Another slot's timing job keeps its own cores; the builds on the spare cores share them.
+timed, and its GPU waits), they may also run on the cores that no timing slot has (gpus.spread_loads, default off):
+where more workers load at once than the slot has cores (the sweep's invocations loading together), that is room.
+Another slot's timing job keeps its own cores; the builds on the spare cores share them. A vision job's loading
+(two workers an invocation, each build one process's) was no shorter with it on one H200.
 """
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def _set(cores: frozenset[int], what: str) -> None:
     log.info("CPU affinity: %s", _pinned)
 
 
-def pin_timing(slot_index: int, slots: int, cpu_slot: bool = False, spread_loads: bool = True) -> None:
+def pin_timing(slot_index: int, slots: int, cpu_slot: bool = False, spread_loads: bool = False) -> None:
     """Pin this timing job (and the processes it starts) to its GPU slot's cores; with `spread_loads` its workers
     start and load on the cores no timing slot has as well (loading)."""
     global _spare

@@ -447,7 +447,7 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
     if not _held.gpu.uuid.startswith("GPU-fake-"):
         os.environ["CUDA_VISIBLE_DEVICES"] = _held.gpu.uuid
     affinity.pin_timing(gpus[:n].index(_held.gpu) if _held.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
-                        spread_loads=config.get("gpus", {}).get("spread_loads", True))
+                        spread_loads=config.get("gpus", {}).get("spread_loads", False))
     if log is not None:
         log.info("GPU slot: GPU %d (%s) after %.1f s", _held.gpu.index, _held.gpu.uuid, _held.wait_s)
     return _held
