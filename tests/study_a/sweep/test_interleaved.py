@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sys
 import tempfile
 import textwrap
@@ -24,6 +23,7 @@ from abstraction_cost.study_a.sweep.cells import (PROTOCOL_DEFAULTS, Protocol, S
 from abstraction_cost.study_a.sweep.conductor import Store, cell_row, conduct
 from abstraction_cost.study_a.sweep.store import CellStore
 from tests.fixtures.repository import REPO
+from tests.fixtures.spare_cores import cores_by_command, saying_cores, spare_cores  # noqa: F401 (a fixture)
 from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 
 
@@ -113,32 +113,18 @@ def test_every_worker_loads_a_cell_at_once_then_warms_up_alone_before_any_is_tim
 
 
 def test_workers_start_and_load_on_the_spare_cores_too_and_warm_up_and_turn_on_the_jobs(fake, tmp_path,
-                                                                                          monkeypatch):
+                                                                                          spare_cores):
     """gpus.spread_loads: each worker reads its cores as it answers each command; a load (and the start-up before
     it) may use the job's and the spare cores, its warm-up and turns the job's alone."""
-    from abstraction_cost.measure import affinity
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        pytest.skip("needs two CPUs")
-    job, spare = frozenset(cores[:1]), frozenset(cores[1:])
-    monkeypatch.setattr(affinity, "_cores", job)
-    monkeypatch.setattr(affinity, "_spare", spare)
+    job, spare = spare_cores
     script = tmp_path / "cores_worker.py"
-    script.write_text(FAKE_WORKER.replace('f.write(f"{name} {line.strip()}\\n")',
-                                          'f.write(f"{name} {line.strip()} {sorted(os.sched_getaffinity(0))}\\n")'))
+    script.write_text(saying_cores(FAKE_WORKER, 'f.write(f"{name} {line.strip()}\\n")'))
     cells = walk([1], [8], ["float32-pageable"])
-    os.sched_setaffinity(0, job)   # the workers start on the job's cores, as from its fork server
-    try:
-        records = conduct(["a", "b"], lambda impl, oom_at: [sys.executable, str(script), impl, str(fake.log), "-1"],
-                          cells, _settings(), _protocol(invocations=2, blocks=2, profile_calls=0),
-                          Store(None, ["a", "b"], len(cells)))
-    finally:
-        os.sched_setaffinity(0, cores)
+    records = conduct(["a", "b"], lambda impl, oom_at: [sys.executable, str(script), impl, str(fake.log), "-1"],
+                      cells, _settings(), _protocol(invocations=2, blocks=2, profile_calls=0),
+                      Store(None, ["a", "b"], len(cells)))
     assert [r["status"] for r in records] == ["ok"] * 4
-    seen = {}
-    for line in fake.log.read_text().splitlines():
-        op = line.split()[1]
-        seen.setdefault(op, set()).add(line[line.index("["):])
+    seen = cores_by_command(fake.log.read_text().splitlines())
     assert seen["load"] == {str(sorted(job | spare))}
     assert seen["cell"] == seen["time"] == {str(sorted(job))}
 

@@ -22,6 +22,7 @@ from abstraction_cost.derived import decomposition
 from abstraction_cost.measure import profiled
 
 from tests.fixtures.repository import REPO as ROOT
+from tests.fixtures.spare_cores import cores_by_command, saying_cores, spare_cores  # noqa: F401 (a fixture)
 
 
 def _config(**models_overrides) -> dict:
@@ -186,35 +187,21 @@ def test_a_worker_that_times_algorithms_as_it_builds_prepares_alone_after_the_ot
     assert [lines[k].split()[1] for k in solo] == ["prepare", "ready", "prepare", "ready"]
 
 
-def test_vision_workers_prepare_on_the_spare_cores_too_and_take_their_turns_on_the_jobs(tmp_path, monkeypatch):
+def test_vision_workers_prepare_on_the_spare_cores_too_and_take_their_turns_on_the_jobs(tmp_path, monkeypatch,
+                                                                                         spare_cores):
     """gpus.spread_loads: each worker reads its cores as it answers; its prepare (builds, checks, warm-ups) may use
     the job's and the spare cores, its turns the job's alone."""
-    import os
-    from abstraction_cost.measure import affinity
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        pytest.skip("needs two CPUs")
-    job, spare = frozenset(cores[:1]), frozenset(cores[1:])
-    monkeypatch.setattr(affinity, "_cores", job)
-    monkeypatch.setattr(affinity, "_spare", spare)
+    job, spare = spare_cores
     script, log = tmp_path / "fake_vision_worker.py", tmp_path / "commands.log"
-    script.write_text(FAKE_WORKER.replace('f.write(f"{key} {line.strip()}\\n")',
-                                          'f.write(f"{key} {line.strip()} {sorted(os.sched_getaffinity(0))}\\n")')
+    script.write_text(saying_cores(FAKE_WORKER, 'f.write(f"{key} {line.strip()}\\n")')
                       .replace("import json, sys", "import json, os, sys"))
     monkeypatch.setattr(vision_protocol, "_command", lambda spec, directory, key: [
         sys.executable, str(script), f"{key}@{spec['invocation']}", str(log), ""])
     protocol = vision_protocol.Protocol.from_config({"protocol": {"blocks": 2, "block_ms": 2.0, "min_calls": 2,
                                                                   "profile_calls": 0}})
-    os.sched_setaffinity(0, job)   # the workers start on the job's cores, as from its fork server
-    try:
-        by_inv = list(vision_protocol.sessions({"clean": {}, "compiled:default": {}}, protocol, [1, 2]))
-    finally:
-        os.sched_setaffinity(0, cores)
+    by_inv = list(vision_protocol.sessions({"clean": {}, "compiled:default": {}}, protocol, [1, 2]))
     assert all(r["status"] == "ok" for records in by_inv for r in records)
-    seen = {}
-    for line in log.read_text().splitlines():
-        if "[" in line:
-            seen.setdefault(line.split()[1], set()).add(line[line.index("["):])
+    seen = cores_by_command(log.read_text().splitlines())
     assert seen["prepare"] == {str(sorted(job | spare))} and seen["time"] == {str(sorted(job))}
 
 
