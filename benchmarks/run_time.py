@@ -26,9 +26,10 @@ added up) is the slot's held time, split into
                  job that started staged (its environment rows' gpu_slot_taken_at), from when it took its slot:
                  its imports before that overlapped the job timing on the slot; and inside its measured runs,
                  each invocation's start of fresh workers until the last was up (worker_start_s)
-    builds       the workers' loading inside measured runs (models, programs, compiled builds: worker_load_s),
-                 and the time no timing job held the slot while a build or
-                 compile job ran (the C++ programs, the compile warm-up, the AOTInductor and TorchScript artifacts)
+    builds       the workers' loading inside measured runs (models, programs, compiled builds: worker_load_s;
+                 loading_s, by rule loading_rules_s), and the time no timing job held the slot while a build or
+                 compile job ran (waiting_s: the C++ programs, the compile warm-up, the AOTInductor and
+                 TorchScript artifacts)
     other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
     idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
 A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
@@ -267,8 +268,9 @@ def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, t
 
 def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: dict) -> list[dict]:
     """Each slot's held time (the logs' spans) split into measuring, start-up, builds, other and idle, and its
-    timing jobs' time on it by rule (rules_s: a staged job's from its lock, so not its job seconds); `placed`:
-    on_slots of the finished jobs."""
+    timing jobs' time on it by rule (rules_s: a staged job's from its lock, so not its job seconds); its builds
+    split into the workers' loading inside timing jobs (loading_s, and by rule loading_rules_s) and the time it
+    waited while builds ran (waiting_s); `placed`: on_slots of the finished jobs."""
     done = [j for j in jobs.values() if j.end is not None]
     logs = {k[0] for k in jobs}
     spans = [(min(_utc(j.start) for k, j in jobs.items() if k[0] == log and j.end is not None),
@@ -277,7 +279,8 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
     held = sum(b - a for a, b in spans)
     slots = timing_slots(runs)
     per = {s: {"slot": s, "held_s": held, "jobs": 0, "measuring_s": 0.0, "start_up_s": 0.0, "builds_s": 0.0,
-               "other_s": 0.0, "idle_s": 0.0, "rules_s": {}} for s in slots}
+               "other_s": 0.0, "idle_s": 0.0, "rules_s": {}, "loading_s": 0.0, "loading_rules_s": {},
+               "waiting_s": 0.0} for s in slots}
     occupied: dict[str, list[tuple[float, float]]] = {s: [] for s in slots}
     for job, (slot, start, mine) in placed.items():
         end = _utc(job.end)
@@ -291,6 +294,8 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
         s["rules_s"][job.rule] = s["rules_s"].get(job.rule, 0.0) + (end - start)
         s["measuring_s"] += measured - builds - workers
         s["builds_s"] += builds
+        s["loading_s"] += builds
+        s["loading_rules_s"][job.rule] = s["loading_rules_s"].get(job.rule, 0.0) + builds
         s["start_up_s"] += start_up + workers
         s["other_s"] += max(0.0, (end - start) - measured - start_up)
         occupied[slot].append((start, end))
@@ -299,6 +304,7 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
         free = _minus(spans, occupied[slot])
         waiting = union_length([p for a, b in building for p in _clip(free, a, b)])
         s["builds_s"] += waiting
+        s["waiting_s"] = waiting
         s["idle_s"] = max(0.0, held - s["measuring_s"] - s["start_up_s"] - s["builds_s"] - s["other_s"])
         for k in ("measuring", "start_up", "builds", "other", "idle"):
             s[f"{k}_pct"] = 100.0 * s[f"{k}_s"] / held if held else None
@@ -372,6 +378,10 @@ def main() -> None:
         for s in result["slots"]:
             print(f"{s['slot'][:24]:24s} on the slot by rule: " + ", ".join(
                 f"{rule} {sec:.0f} s" for rule, sec in sorted(s["rules_s"].items(), key=lambda kv: -kv[1])))
+        for s in result["slots"]:
+            print(f"{s['slot'][:24]:24s} builds: the workers' loading {s['loading_s']:.0f} s (" + ", ".join(
+                f"{rule} {sec:.0f} s" for rule, sec in sorted(s["loading_rules_s"].items(), key=lambda kv: -kv[1])
+                if sec) + f"), waiting while builds ran {s['waiting_s']:.0f} s")
         for s in result["slots"]:
             print(f"{s['slot'][:24]:24s} {s['held_s']:7.0f} {s['jobs']:5d} " + " ".join(
                 f"{s[k + '_s']:6.0f} s {s[k + '_pct']:4.0f}%" for k in ("measuring", "start_up", "builds", "other",

@@ -309,6 +309,9 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
     (slot,) = result["slots"]
     assert slot["slot"] == "cpu" and slot["held_s"] == 42.0 and slot["jobs"] == 2
     assert _parts(slot) == {"measuring": 15.0, "start_up": 5.0, "builds": 14.0, "other": 4.0, "idle": 4.0}
+    # the builds: the sweep's compiled builds inside its run, and the slot waiting while build_native ran
+    assert (slot["loading_s"], slot["loading_rules_s"], slot["waiting_s"]) == (4.0, {"eval_backend": 0.0,
+                                                                                       "sweep": 4.0}, 10.0)
     assert [(s["rule"], s["waited_s"]) for s in result["critical_path"]] == [
         ("build_native", None), ("sweep", 12.0), ("concat", 0.0)]
     assert result["critical_path_s"] == 30.0
@@ -337,6 +340,8 @@ def test_run_time_counts_the_workers_start_ups_inside_measured_runs_as_start_up(
     result = _run_time_of(tmp_path / "loads", jobs, {**environment, **loads}, sweep=sweep)
     (slot,) = result["slots"]
     assert _parts(slot) == {"measuring": 8.0, "start_up": 9.0, "builds": 17.0, "other": 4.0, "idle": 4.0}
+    assert (slot["loading_s"], slot["loading_rules_s"], slot["waiting_s"]) == (7.0, {"eval_backend": 2.0,
+                                                                                       "sweep": 5.0}, 10.0)
 
 
 @pytest.mark.parametrize("second_gpu, bound", [("GPU-a", "gpu_load"), ("GPU-b", "places")])
