@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from abstraction_cost.measure import affinity, gpu_slots
+from tests.fixtures.spare_cores import spare_cores  # noqa: F401 (a fixture)
 
 
 @pytest.mark.parametrize("cores,slots,timing,other", [
@@ -138,19 +139,15 @@ time.sleep(30)
 """
 
 
-def test_workers_load_on_the_spare_cores_too_and_go_back_after(monkeypatch):
+def test_workers_load_on_the_spare_cores_too_and_go_back_after(monkeypatch, spare_cores):
     """A worker with a thread and a child process of its own (a compile pool): all of it on the job's and the
     spare cores inside the block, all back on the job's after; with no spare cores nothing moves, and a worker
     that has ended is passed over."""
     import subprocess
     import sys
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        pytest.skip("needs two CPUs")
-    job, spare = frozenset(cores[:1]), frozenset(cores[1:])
-    monkeypatch.setattr(affinity, "_cores", job)
-    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True,
-                              preexec_fn=lambda: os.sched_setaffinity(0, job))
+    job, spare = spare_cores
+    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True)
+    child = None
     try:
         child = int(worker.stdout.readline())
         everything = lambda: [int(t) for p in (worker.pid, child) for t in os.listdir(f"/proc/{p}/task")]
@@ -163,6 +160,8 @@ def test_workers_load_on_the_spare_cores_too_and_go_back_after(monkeypatch):
             assert all(os.sched_getaffinity(t) == job | spare for t in everything())
         assert all(os.sched_getaffinity(t) == job for t in everything())
     finally:
+        if child is not None:
+            os.kill(child, 9)
         worker.kill()
         worker.wait()
 

@@ -30,8 +30,9 @@ on the states its run happened to meet.
 While a timing job's workers start and load (builds, compiles from the cache, output checks: nothing of the job is
 timed, and its GPU waits), they may also run on the cores that no timing slot has (gpus.spread_loads, default off):
 where more workers load at once than the slot has cores (the sweep's invocations loading together), that is room.
-Another slot's timing job keeps its own cores; the builds on the spare cores share them. A vision job's loading
-(two workers an invocation, each building in one process) was no shorter with it on one H200.
+Another slot's timing job keeps its own cores; the builds on the spare cores share them. It does not shorten a load
+that is one process's work: a vision job's (two workers an invocation, each building in one process) was no shorter
+with it (docs/results/).
 """
 from __future__ import annotations
 
