@@ -48,6 +48,15 @@ def test_a_compile_job_name_resolves_to_its_entry_and_mode():
         im.split("compiled-fastest")
 
 
+def test_only_a_compile_entry_compiles_as_it_loads():
+    """Such a worker's first build is cold, so its job's first invocation prepares alone (InvocationProtocol.batch):
+    every torch.compile entry in any mode, and no other implementation (AOTInductor loads a package)."""
+    compiling = [j for j in ["eager", "eager-cudagraphs", "torchscript-python", "aoti", "cudnn-graphs",
+                             "compiled-default", "compiled-reduce-overhead", "compiled-static-max-autotune"]
+                 if im.compiles(j)]
+    assert compiling == ["compiled-default", "compiled-reduce-overhead", "compiled-static-max-autotune"]
+
+
 def test_the_workers_that_time_algorithms_as_they_load_follow_the_jobs_numerics_and_settings():
     """They load alone (sweep/conductor._load): every one under cuDNN's benchmark mode, the hand-written program's
     under cudnnFind, a max-autotune build; none under a plain fp32 job."""

@@ -157,6 +157,13 @@ def times_candidates(config: dict, mode: str | None) -> bool:
     return config["backend_flags"]["cudnn_benchmark"] or mode in AUTOTUNE_MODES
 
 
+def compiles(job: str) -> bool:
+    """Whether a job's worker compiles with torch.compile as it loads (a compile entry, <name>-<mode>). Study A keeps
+    no compile cache of its own, so the first invocation's build is a cold compile: it prepares alone
+    (InvocationProtocol.batch's first_alone)."""
+    return split(job)[1] is not None
+
+
 def rank(job: str) -> tuple[int, str]:
     """The report's sort key of a job's name: its entry's place in REGISTRY (unknown names last), then the name."""
     order = list(REGISTRY)

@@ -3,8 +3,9 @@
 to `max_invocations` while some median is not pinned within `precision` (the t-interval's relative half width);
 in each invocation, turns of `blocks` blocks of calls filling about `block_ms`, after a steady-state warm-up of at
 most `warmup_max` calls, and in the first one a profiled pass of `profile_calls` calls (0: none). With
-`prepare_together` (default on) the invocations after the first start their workers and load at once, and are then
-timed one after another (InvocationProtocol.batch).
+`prepare_together` (default on) the first `invocations` start their workers and load at once, and are then timed one
+after another; where a worker compiles cold as it loads, the first loads alone before the others
+(InvocationProtocol.batch).
 
 Each study's Protocol adds its own keys and defaults (study_a.sweep.cells.Protocol, study_b.models.protocol.Protocol);
 the shared keys' fields, their checks and the messages that name the key at fault are here.
@@ -70,9 +71,13 @@ class InvocationProtocol:
     profile_calls: int = 0   # the profiled pass's calls, in the first invocation after its turns; 0: none
     prepare_together: bool = True
 
-    def batch(self, inv: int) -> list[int]:
-        """The invocations whose workers start and prepare at once with `inv` (prepare_together): the first alone
-        (its builds are the ones the tables keep, and only it has a profiled pass); the rest of the first
+    def batch(self, inv: int, *, first_alone: bool) -> list[int]:
+        """The invocations whose workers start and prepare at once with `inv` (prepare_together): the first
         `invocations` together, their loads overlapping while nothing is timed, then timed one invocation after
-        another; the extra ones one at a time, each decided by the invocations before it."""
-        return list(range(inv, self.invocations)) if self.prepare_together and 0 < inv < self.invocations else [inv]
+        another; the extra ones one at a time, each decided by the invocations before it. With `first_alone` (a
+        worker compiles cold as it loads: its build fills the cache the later invocations hit, and is the build time
+        the tables keep, which compiles beside it would slow) the first alone, then the rest of the first
+        `invocations` together."""
+        if not self.prepare_together or inv >= self.invocations or (first_alone and inv == 0):
+            return [inv]
+        return list(range(inv, self.invocations))

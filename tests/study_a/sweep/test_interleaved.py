@@ -136,21 +136,24 @@ def test_a_worker_that_times_algorithms_as_it_loads_loads_alone_after_the_others
     without it."""
     cells = walk([1, 2], [8], ["float32-pageable"])
     command_for = lambda impl, oom_at: fake.command_for()(impl, oom_at) + ["mark"]   # noqa: E731
-    records = conduct(["a", "b", "c"], command_for, cells, _settings(),
-                      _protocol(invocations=3, blocks=2, profile_calls=0), Store(None, ["a", "b", "c"], len(cells)),
-                      alone=frozenset({"b", "c"}))
-    lines = fake.log.read_text().splitlines()
-    for cell in (0, 1):
-        loads = [line for line in lines if line.split()[1:] in (["load", str(cell)], ["loaded", str(cell)])]
-        assert len(loads) == 2 * 3 * 3   # invocation 0 alone, then 1 and 2 together: each worker's load, loaded
-        first, later = loads[:6], loads[6:]
-        for walked in (first, later):
-            solo = [k for k, line in enumerate(walked) if line.split()[0] in "bc"]
-            together = [k for k, line in enumerate(walked) if line.split()[0] == "a"]
-            assert max(together) < min(solo)   # a's loads all answered before b or c loads
-            # b and c one at a time: each load followed at once by its own answer
-            assert all(walked[k].split()[0] == walked[k + 1].split()[0] and walked[k].split()[1] == "load"
-                       for k in solo[::2])
+    for first_alone in (False, True):
+        fake.log.unlink(missing_ok=True)
+        records = conduct(["a", "b", "c"], command_for, cells, _settings(),
+                          _protocol(invocations=3, blocks=2, profile_calls=0),
+                          Store(None, ["a", "b", "c"], len(cells)), alone=frozenset({"b", "c"}),
+                          first_alone=first_alone)
+        lines = fake.log.read_text().splitlines()
+        for cell in (0, 1):
+            loads = [line for line in lines if line.split()[1:] in (["load", str(cell)], ["loaded", str(cell)])]
+            assert len(loads) == 2 * 3 * 3   # each worker's load and loaded, in three invocations
+            # all three walking together, or invocation 0 alone and then 1 and 2 together
+            for walked in ([loads[:6], loads[6:]] if first_alone else [loads]):
+                solo = [k for k, line in enumerate(walked) if line.split()[0] in "bc"]
+                together = [k for k, line in enumerate(walked) if line.split()[0] == "a"]
+                assert max(together) < min(solo)   # a's loads all answered before b or c loads
+                # b and c one at a time: each load followed at once by its own answer
+                assert all(walked[k].split()[0] == walked[k + 1].split()[0] and walked[k].split()[1] == "load"
+                           for k in solo[::2])
     assert [r["status"] for r in records] == ["ok"] * 18 and all(len(r["blocks"]) == 2 for r in records)
 
 
@@ -238,10 +241,40 @@ def test_each_invocation_is_a_fresh_set_of_processes_and_a_dead_worker_is_starte
     assert all(by[(inv, c, "a")]["status"] == "ok" for inv in (0, 1) for c in (0, 1, 2))
 
 
-def test_later_invocations_walk_the_cells_together_loading_at_once_and_timed_one_after_another(fake):
-    """Invocations 1 and 2 of 3: each cell is loaded by all four of their workers before either is timed, then
-    invocation 1's turns, then invocation 2's; a cell one set may hold but not two is walked one invocation at a
-    time, each releasing it before the next loads it. Each process is named by its launch (impl@n)."""
+def test_the_first_invocations_walk_the_cells_together_and_are_timed_one_after_another(fake):
+    """Invocations 0, 1 and 2: their six workers start at once, and each cell is loaded by all six before any is
+    warmed up or timed; then invocation 0's warm-ups and turns, then 1's, then 2's; invocation 0's profiled pass
+    comes after every timed call. Each process is named by its launch (impl@n)."""
+    import itertools
+    launches = itertools.count()
+    base = fake.command_for()
+    command_for = lambda impl, oom_at: [*base(f"{impl}@{next(launches)}", oom_at)]
+    cells = walk([1, 2], [8], ["float32-pageable"])
+    records = conduct(["a", "b"], command_for, cells, _settings(), _protocol(invocations=3, blocks=2),
+                      Store(None, ["a", "b"], len(cells)))
+    assert {(r["invocation"], r["implementation"], r["cell"]) for r in records if r["status"] == "ok"} == {
+        (i, impl, c) for i in range(3) for impl in "ab" for c in range(2)}
+    lines = fake.log.read_text().splitlines()
+    invs = [("a@0", "b@1"), ("a@2", "b@3"), ("a@4", "b@5")]
+    ops = lambda who, op: [i for i, line in enumerate(lines) if line.split()[0] in who and line.split()[1] == op]
+    everyone = invs[0] + invs[1] + invs[2]
+    loads = [i for i, line in enumerate(lines) if line.split()[1:] == ["load", "0"]]
+    assert len(loads) == 6 and max(loads) < min(ops(everyone, "cell") + ops(everyone, "time"))
+    profiles = ops(everyone, "profile")
+    assert {lines[i].split()[0] for i in profiles} == set(invs[0]) and min(profiles) > max(ops(everyone, "time"))
+    cell_1 = min(ops(everyone, "load")[6:])
+    passes = min(i for i in ops(everyone, "cell") if i > max(ops(everyone, "time")))   # the profiled pass's walk
+    for walked in (range(0, cell_1), range(cell_1, passes)):   # each cell: one invocation after another
+        mine = lambda who: [i for i in walked if lines[i].split()[0] in who  # noqa: E731
+                            and lines[i].split()[1] in ("cell", "time", "end")]
+        assert all(max(mine(earlier)) < min(mine(later)) for earlier, later in zip(invs, invs[1:]))
+
+
+def test_with_a_cold_compile_the_first_invocation_walks_alone_then_the_later_ones_together(fake):
+    """first_alone (an implementation compiles cold as it loads): invocation 0 walks alone; then each cell is loaded
+    by all four workers of invocations 1 and 2 before either is timed, then invocation 1's turns, then invocation
+    2's; a cell one set may hold but not two is walked one invocation at a time, each releasing it before the next
+    loads it. Each process is named by its launch (impl@n)."""
     import itertools
     launches = itertools.count()
     base = fake.command_for()
@@ -249,7 +282,7 @@ def test_later_invocations_walk_the_cells_together_loading_at_once_and_timed_one
     cells = walk([1, 2], [8], ["float32-pageable"])
     records = conduct(["a", "b"], command_for, cells, _settings(),
                       _protocol(invocations=3, blocks=2, profile_calls=0, interleave_max_pixels=8 * 8 * 2),
-                      Store(None, ["a", "b"], len(cells)))
+                      Store(None, ["a", "b"], len(cells)), first_alone=True)
     assert {(r["invocation"], r["implementation"], r["cell"]) for r in records if r["status"] == "ok"} == {
         (i, impl, c) for i in range(3) for impl in "ab" for c in range(2)}
     lines = fake.log.read_text().splitlines()
@@ -272,7 +305,7 @@ def test_later_invocations_walk_the_cells_together_loading_at_once_and_timed_one
     launches = itertools.count()
     conduct(["a", "b"], command_for, cells, _settings(),
             _protocol(invocations=3, blocks=2, profile_calls=0, prepare_together=False),
-            Store(None, ["a", "b"], len(cells)))
+            Store(None, ["a", "b"], len(cells)), first_alone=True)
     lines = fake.log.read_text().splitlines()
     assert max(at(inv1, "end")) < min(at(inv2, "load 0"))
 
@@ -294,7 +327,8 @@ def test_invocations_after_the_minimum_measure_only_the_cells_not_yet_precise(tm
     records = conduct(["a", "b"], command_for, cells, _settings(),
                       _protocol(invocations=2, max_invocations=4, precision=0.05, blocks=1,
                                 profile_calls=0),
-                      Store(None, ["a", "b"], len(cells)))
+                      Store(None, ["a", "b"], len(cells)), first_alone=True)   # one invocation after another: the
+    # fake worker counts the invocations before its own in the log as it starts
     walked = [(r["invocation"], r["implementation"], r["cell"]) for r in records]
     assert walked == [(0, "a", 0), (0, "b", 0), (0, "a", 1), (0, "b", 1), (1, "a", 0), (1, "b", 0), (1, "a", 1),
                       (1, "b", 1), (2, "a", 1), (2, "b", 1), (3, "a", 1), (3, "b", 1)]

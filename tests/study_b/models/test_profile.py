@@ -145,7 +145,8 @@ def test_later_invocations_prepare_at_once_and_are_timed_one_after_another(tmp_p
     monkeypatch.setattr(vision_protocol, "_command", lambda spec, directory, key: [
         sys.executable, str(script), f"{key}@{spec['invocation']}", str(log), ""])
     protocol = vision_protocol.Protocol.from_config({"protocol": {"blocks": 2, "block_ms": 2.0, "min_calls": 2}})
-    assert [protocol.batch(i) for i in range(5)] == [[0], [1, 2], [2], [3], [4]]
+    assert [protocol.batch(i, first_alone=False) for i in range(5)] == [[0, 1, 2], [1, 2], [2], [3], [4]]
+    assert [protocol.batch(i, first_alone=True) for i in range(5)] == [[0], [1, 2], [2], [3], [4]]
     before = len(worker_phases._seconds)
     by_inv = list(vision_protocol.sessions({"clean": {}, "compiled:default": {}}, protocol, [1, 2]))
     assert len(worker_phases._seconds) == before + 1
@@ -161,7 +162,7 @@ def test_later_invocations_prepare_at_once_and_are_timed_one_after_another(tmp_p
 
     # prepare_together off: each invocation alone
     off = vision_protocol.Protocol.from_config({"protocol": {"prepare_together": False}})
-    assert [off.batch(i) for i in range(4)] == [[0], [1], [2], [3]]
+    assert [off.batch(i, first_alone=False) for i in range(4)] == [[0], [1], [2], [3]]
     with pytest.raises(ValueError, match=r"study_b\.models\.protocol\.prepare_together"):
         vision_protocol.Protocol.from_config({"protocol": {"prepare_together": 1}})
 

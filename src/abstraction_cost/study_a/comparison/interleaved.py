@@ -152,7 +152,8 @@ def measure(implementations: list[str], inputs, settings: EvalSettings, protocol
             logits_root / impl) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
 
     alone = frozenset(impl for impl in active if registry.times_algorithms(impl, config))
-    records = conduct(active, command_for, [cell], walk, protocol, Store(store, active, 1), alone)
+    records = conduct(active, command_for, [cell], walk, protocol, Store(store, active, 1), alone,
+                      first_alone=any(registry.compiles(impl) for impl in active))
     for impl in active:
         mine = [r for r in records if r["implementation"] == impl]
         impl_rows = []

@@ -12,10 +12,12 @@ process's calls describe that process at that moment only. The conductor therefo
   itself, as a user's process would; then the workers warm up to a steady state one at a time,
   then gives them `blocks` turns each, in rotating order, of calls filling about `block_ms`: every slow period of
   the host falls on all implementations alike;
-- repeats the walk in `invocations` sets of fresh processes: the first alone (its builds are the table's build_s, and
-  only it has the profiled pass), the others together (`prepare_together`, default on): they start at once and at
-  each cell all load it at once, then take their turns one invocation after another, so the loads of fresh processes
-  are paid once rather than per invocation and nothing is timed while any worker loads;
+- repeats the walk in `invocations` sets of fresh processes, together (`prepare_together`, default on): they start
+  at once and at each cell all load it at once, then take their turns one invocation after another (only the first
+  has the profiled pass, after its turns), so the loads of fresh processes are paid once rather than per invocation
+  and nothing is timed while any worker loads; where an implementation compiles cold as it loads (the sweep's
+  torch.compile entries) the first walks alone, since its builds are the table's build_s and fill the cache the
+  others hit;
 - then, up to `max_invocations`, walks again the cells
   whose invocations do not yet pin some implementation's time within `precision` (the t-interval's relative half
   width): the device-bound cells settle in a few invocations, the host-bound ones take more (Kalibera & Jones'
@@ -83,15 +85,18 @@ CommandFor = Callable[[str, str], list[str]]
 
 
 def conduct(implementations: list[str], command_for: CommandFor, cells: list[Cell], settings: SweepSettings,
-            protocol: Protocol, store: Store, alone: frozenset[str] = frozenset()) -> list[dict]:
+            protocol: Protocol, store: Store, alone: frozenset[str] = frozenset(),
+            first_alone: bool = False) -> list[dict]:
     """Every (invocation, implementation, cell) record measured, each with its `invocation` and `implementation`;
     `block` records are gathered into each cell record's `blocks` ([[calls' ms] per turn]) and `turns`. `cells`
     may be a shard of the grid (whole resolutions, indices the grid's); the workers know the whole grid.
-    Invocations that protocol.batch puts together walk the cells together (_invocations). The implementations in
-    `alone` time candidate algorithms as they load (implementations.times_algorithms): each loads a cell alone."""
+    Invocations that protocol.batch puts together walk the cells together (_invocations); `first_alone` (some
+    implementation compiles cold as it loads: implementations.compiles) keeps the first invocation's walk alone. The
+    implementations in `alone` time candidate algorithms as they load (implementations.times_algorithms): each loads
+    a cell alone."""
     inv = 0
     while inv < protocol.max_invocations:
-        batch = protocol.batch(inv)
+        batch = protocol.batch(inv, first_alone=first_alone)
         due = cells if inv < protocol.invocations else imprecise(store, implementations, cells, inv,
                                                                  protocol.precision)
         if not due:

@@ -114,7 +114,8 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
                              oom_at, logits) + ["--serve", "1", "--warmup-max", str(protocol.warmup_max)]
 
     alone = frozenset(impl for impl in active if registry.times_algorithms(impl, config))
-    records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(grid)), alone)
+    records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(grid)), alone,
+                      first_alone=any(registry.compiles(impl) for impl in active))
     blocks = []
     for impl in active:
         mine = [r for r in records if r["implementation"] == impl]

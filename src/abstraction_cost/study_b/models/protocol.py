@@ -15,11 +15,13 @@ same numbers) and the layer mode's compiled worker; the drift of eager in a proc
 eager_in_process against eager, paired.
 
 Invocations repeat in fresh processes: `invocations`, then up to `max_invocations` while some variant's
-invocation medians do not pin its time within `precision` (the t-interval's relative half width). The first
-invocation prepares alone (its builds are the vision_builds rows); the workers of the rest of the first
-`invocations` start and prepare at once (`prepare_together`, sessions), since a fresh process's build from the
-Inductor cache takes several times an invocation's turns; then each invocation is timed in turn, the later ones'
-workers waiting idle as a worker waits for the other workers' turns in its own invocation. Each
+invocation medians do not pin its time within `precision` (the t-interval's relative half width). The workers
+of the first `invocations` start and prepare at once (`prepare_together`, sessions), since a fresh process's build
+from the Inductor cache takes several times an invocation's turns; then each invocation is timed in turn, the later
+ones' workers waiting idle as a worker waits for the other workers' turns in its own invocation. The first
+invocation's builds are the vision_builds rows: each compiled worker builds in one thread (inductor_env), so
+beside the others' builds it is timed as alone; with study_b.fresh_compile_cache (cold compiles in parallel compile
+workers, filling the cache the later invocations hit) the first prepares alone. Each
 invocation's records are kept as a step of the job (measure/steps.py), so a resumed job keeps the invocations it
 has. A worker that dies makes its unfinished variants of that invocation `error` records with its exit status;
 the other invocations still count.
@@ -283,7 +285,7 @@ def measure(config: dict, model: str, pair: str, setting: vm.Setting, choices: d
     while inv < protocol.max_invocations:
         if inv >= protocol.invocations and not imprecise(out, protocol.precision):
             break
-        batch = protocol.batch(inv)
+        batch = protocol.batch(inv, first_alone=config["study_b"]["fresh_compile_cache"])
         names = {i: f"{prefix}protocol-{i}" for i in batch}
         kept = set(store.kept()) if store is not None else set()
         fresh = sessions(specs, protocol, [i for i in batch if names[i] not in kept], times_algorithms(config, specs))
