@@ -1,7 +1,7 @@
 """An ESTIMATE, not a measurement: a config's end-to-end wall time on N H100s, from per-job costs measured on H100s
 (docs/results/) and a list schedule of its timing jobs on the GPU slots. It sized config/config.yaml for issue 28's
 "at most 20 minutes on two H100s, from cold caches, the report included"; the measured time replaces it (README).
-Its constants predate `protocol.prepare_together` (the invocations after the first loading at once): it models every
+Its constants predate `protocol.prepare_together` (a job's invocations loading at once): it models every
 invocation's worker start-ups and loads one after another, so it overestimates the sweep, the comparison and the
 vision jobs until a run with it recalibrates them.
 
