@@ -19,9 +19,9 @@ invocation medians do not pin its time within `precision` (the t-interval's rela
 of the first `invocations` start and prepare at once (`prepare_together`, sessions), since a fresh process's build
 from the Inductor cache takes several times an invocation's turns; then each invocation is timed in turn, the later
 ones' workers waiting idle as a worker waits for the other workers' turns in its own invocation. The first
-invocation's builds are the vision_builds rows: each compiled worker builds in one thread (inductor_env), so
-beside the others' builds it is timed as alone; with study_b.fresh_compile_cache (cold compiles in parallel compile
-workers, filling the cache the later invocations hit) the first prepares alone. Each
+invocation's builds are the vision_builds rows, taken beside the other invocations' builds (each compiled worker
+builds from the cache in one compile thread: inductor_env); with study_b.fresh_compile_cache (cold compiles in
+Inductor's parallel compile workers, filling the cache the later invocations hit) the first prepares alone. Each
 invocation's records are kept as a step of the job (measure/steps.py), so a resumed job keeps the invocations it
 has. A worker that dies makes its unfinished variants of that invocation `error` records with its exit status;
 the other invocations still count.
