@@ -293,7 +293,6 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
         s["jobs"] += 1
         s["rules_s"][job.rule] = s["rules_s"].get(job.rule, 0.0) + (end - start)
         s["measuring_s"] += measured - builds - workers
-        s["builds_s"] += builds
         s["loading_s"] += builds
         s["loading_rules_s"][job.rule] = s["loading_rules_s"].get(job.rule, 0.0) + builds
         s["start_up_s"] += start_up + workers
@@ -303,8 +302,8 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
     for slot, s in per.items():
         free = _minus(spans, occupied[slot])
         waiting = union_length([p for a, b in building for p in _clip(free, a, b)])
-        s["builds_s"] += waiting
         s["waiting_s"] = waiting
+        s["builds_s"] = s["loading_s"] + waiting
         s["idle_s"] = max(0.0, held - s["measuring_s"] - s["start_up_s"] - s["builds_s"] - s["other_s"])
         for k in ("measuring", "start_up", "builds", "other", "idle"):
             s[f"{k}_pct"] = 100.0 * s[f"{k}_s"] / held if held else None
