@@ -61,8 +61,8 @@ JOBID = re.compile(r"^\s+jobid: (\d+)$")
 FILES = re.compile(r"^\s+(input|output|wildcards|priority): (.*)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\S+)\)$")
 # Rules that build or compile for the timing jobs, none of them a timing job itself.
-BUILD_RULES = ("build_native", "build_native_cudnn", "compile_cache", "package_aoti", "package_aoti_sweep",
-               "script_torchscript")
+BUILD_RULES = ("build_native", "build_native_cudnn", "compile_cache_blocks", "compile_cache_model",
+               "compile_cache_sweep", "package_aoti", "package_aoti_sweep", "script_torchscript")
 # A sweep job whose build_s is its own in-job compile time (aoti's is its package's, another job's).
 IN_JOB_BUILDS = "compiled-"
 BUSY_BOUND = 0.9   # a GPU slot busy (not idle) this share of the run left no room for a waiting job

@@ -1,7 +1,7 @@
-"""Nothing serial that need not be, read from the DAG of a dry run (no job runs): Study B's compile warm-ups take
-no timing slot and a bounded share of the cores, so Study A's timing jobs run beside them, and only a warm-up's
-own timing job waits for it; no compile runs beside a CPU timing job; summaries and the report come first among
-ready jobs, the longest timing jobs before the other timing jobs."""
+"""Nothing serial that need not be, read from the DAG of a dry run (no job runs): the compile warm-ups (Study B's,
+the sweep's) take no timing slot and a bounded share of the cores, so Study A's timing jobs run beside them, and
+only a warm-up's own timing job waits for it; no compile runs beside a CPU timing job; summaries and the report
+come first among ready jobs, the longest timing jobs before the other timing jobs."""
 import os
 import re
 import subprocess
@@ -17,7 +17,7 @@ from abstraction_cost.study_b import compile_cache
 REPO = Path(__file__).resolve().parents[1]
 CORES = 16
 GPUS = 2
-WARM_UPS = {"compile_cache_blocks", "compile_cache_model"}
+WARM_UPS = {"compile_cache_blocks", "compile_cache_model", "compile_cache_sweep"}
 STUDY_A_TIMING = set(gpu_slots.DEVICE_RULES)
 STUDY_B_TIMING = set(gpu_slots.PAIR_RULES)
 SUMMARIES = {"concat_training", "concat_backend_eval", "compare_backends", "concat_sweep", "sweep_h2d",
@@ -98,8 +98,9 @@ def test_study_a_timing_jobs_can_run_while_the_compile_warm_ups_do(gpu_dag):
     for warm in warm_ups:
         assert amount(warm, "timing") == 0 and amount(warm, "gpu") == 0, warm["resources"]
         assert amount(warm, "compile") == 1 and warm["threads"] < CORES
-    for job in study_a:
-        assert not any(u["rule"] in WARM_UPS for u in upstream(gpu_dag, job)), job["output"]
+    for job in study_a:   # the sweep waits for its own warm-up only (test_only_a_warm_ups_own_timing_job_waits_for_it)
+        waits = {u["rule"] for u in upstream(gpu_dag, job)} & WARM_UPS
+        assert waits == ({"compile_cache_sweep"} if job["rule"] == "sweep" else set()), job["output"]
         assert amount(job, "gpu") == 1 and amount(job, "timing") == 1 and amount(job, "compile") == 0
 
 
@@ -117,15 +118,17 @@ def test_a_gpu_timing_job_claims_none_of_the_cores_the_builds_share_where_its_sl
 
 
 def test_only_a_warm_ups_own_timing_job_waits_for_it(gpu_dag):
-    study_b = [j for j in gpu_dag if j["rule"] in STUDY_B_TIMING]
+    timing = [j for j in gpu_dag if j["rule"] in STUDY_B_TIMING | {"sweep"}]
     waited = {}
-    for job in study_b:
+    for job in timing:
         manifests = [p for p in job["input"] if "compile-cache-manifests" in p]
         assert len(manifests) <= 1, job["input"]
         for path in manifests:
             w = job["wildcards"]
-            mine = (f"/blocks/{w['experiment']}/{w['pair']}-{w['mode']}.json" if job["rule"] == "study_b_block_timing"
-                    else f"/models/{w['pair']}/{w['model']}.json")
+            mine = {"study_b_block_timing": f"/blocks/{w.get('experiment')}/{w.get('pair')}-{w.get('mode')}.json",
+                    "vision_model": f"/models/{w.get('pair')}/{w.get('model')}.json",
+                    "sweep": f"/sweep/compile-cache-manifests/{w.get('numerics')}-shard{w.get('shard')}.json"}
+            mine = mine[job["rule"]]
             assert path.endswith(mine), (job["wildcards"], path)
             waited[path] = waited.get(path, 0) + 1
     warm_outputs = [p for j in gpu_dag if j["rule"] in WARM_UPS for p in j["output"]]

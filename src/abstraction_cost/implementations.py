@@ -158,9 +158,10 @@ def times_candidates(config: dict, mode: str | None) -> bool:
 
 
 def compiles(job: str) -> bool:
-    """Whether a job's worker compiles with torch.compile as it loads (a compile entry, <name>-<mode>). Study A keeps
-    no compile cache of its own, so the first invocation's build is a cold compile: it prepares alone
-    (InvocationProtocol.batch's first_alone)."""
+    """Whether a job's worker compiles with torch.compile as it loads (a compile entry, <name>-<mode>). The sweep's
+    compile warm-up builds these before the job (study_a/sweep/compile_warm_up.py); without it the first
+    invocation's build is a cold compile, and that invocation prepares alone (InvocationProtocol.batch's
+    first_alone)."""
     return split(job)[1] is not None
 
 

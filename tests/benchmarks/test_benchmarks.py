@@ -317,6 +317,17 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
     assert result["critical_path_s"] == 30.0
 
 
+def test_every_rule_run_time_counts_as_a_build_is_a_rule_of_the_workflow():
+    """A renamed build or warm-up rule would drop out of the slots' waiting time into their idle time."""
+    import re
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import run_time
+    rules = {m.group(1) for path in (REPO / "workflow" / "rules").glob("*.smk")
+             for m in re.finditer(r"^\s*rule (\w+):", path.read_text(), re.M)}
+    assert set(run_time.BUILD_RULES) <= rules, set(run_time.BUILD_RULES) - rules
+    assert {"compile_cache_blocks", "compile_cache_model", "compile_cache_sweep"} <= set(run_time.BUILD_RULES)
+
+
 def test_run_time_counts_the_workers_start_ups_inside_measured_runs_as_start_up(tmp_path):
     """The same run, with each measured run's worker start-ups in its environment row (1 s in the first eval run,
     none in the second, 3 s in the sweep's): 4 s move from measuring to start-up, and nothing else changes. Where

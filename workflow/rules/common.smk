@@ -117,6 +117,10 @@ SWEEP = _SweepSettings.from_config(config)  # refuses a bad grid, transfer or im
 SWEEP_PROTOCOL = _Protocol.from_config(config["study_a"]["sweep"])
 SWEEP_DIR = "results/study_a/sweep"
 SWEEP_JOBS = SWEEP.jobs()
+# The interleaved sweep's compile warm-ups (study_a/sweep/compile_warm_up.py): one per job with a torch.compile entry
+SWEEP_CACHE_DIR = (f"{SWEEP_DIR}/compile-cache/" if SWEEP_PROTOCOL.mode == "interleaved"
+                   and config["study_a"]["sweep"].get("compile_warm_up", True)
+                   and any(_implementations.compiles(job) for job in SWEEP_JOBS) else None)
 # the kernel table from the interleaved sweep's profiled pass of its kernel point, else from jobs of its own
 KERNELS_FROM_SWEEP = SWEEP_PROTOCOL.mode == "interleaved" and _kernel_point.read_from_sweep(
     SWEEP, SWEEP_PROTOCOL.profile_calls)
@@ -254,6 +258,14 @@ def sweep_interleaved_inputs():
 def derived_inputs(*names):
     """Whole tables (TABLES or SUMMARIES) by name, as a derived table's named inputs."""
     return {name: {**TABLES, **SUMMARIES}[name] for name in names}
+
+
+def sweep_warm_up(wildcards):
+    """An interleaved sweep job's own compile warm-up (its manifest); none where no entry compiles, with
+    study_a.sweep.compile_warm_up false, or for a job that measures nothing here."""
+    if SWEEP_CACHE_DIR is None or measures_nothing("sweep", wildcards):
+        return {}
+    return {"warm_up": f"{SWEEP_DIR}/compile-cache-manifests/{wildcards.numerics}-shard{wildcards.shard}.json"}
 
 
 def block_warm_up(wildcards):

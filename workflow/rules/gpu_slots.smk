@@ -128,8 +128,8 @@ def cluster_gpu(needed):
     return dict(gpu=lambda wildcards: int(needed and GPU_SLOTS is None))
 
 
-def warm_up_job():
+def warm_up_job(on_gpu=lambda w: w.pair == "gpu"):
     """A compile warm-up's resources: no timing slot, so it runs beside GPU timing jobs on the cores they leave,
     and one compile unit, so never beside a CPU timing job that keeps the box; on a cluster a GPU where it compiles
-    for its job's `pair` gpu."""
-    return dict(compile=1, gpu=lambda w: int(GPU_SLOTS is None and w.pair == "gpu" and DEVICE != "cpu"))
+    for the GPU (on_gpu(wildcards): Study B's for its job's `pair` gpu)."""
+    return dict(compile=1, gpu=lambda w: int(GPU_SLOTS is None and on_gpu(w) and DEVICE != "cpu"))

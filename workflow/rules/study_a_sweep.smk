@@ -63,10 +63,36 @@ if SWEEP_PROTOCOL.mode == "interleaved":
     # study_a.sweep.shards: whole resolutions per shard, balanced by estimated cost (study_a/sweep/shards.py)
     SWEEP_SHARDS = list(range(len(_sweep_shards.of_config(config))))
 
+    rule compile_cache_sweep:
+        # one sweep job's torch.compile entries built into the sweep's Inductor cache before the job, off its GPU
+        # slot, by the job's own workers (study_a/sweep/compile_warm_up.py); one per job, with its config as params
+        input:
+            unpack(lambda wildcards: {k: v for job in SWEEP_JOBS if _implementations.compiles(job)
+                                      for k, v in sweep_inputs_of(job).items()}),
+        output:
+            manifest=f"{SWEEP_DIR}/compile-cache-manifests/{{numerics}}-shard{{shard}}.json",
+        wildcard_constraints:
+            numerics="fp32|tf32|bf16-autocast",
+            shard=r"\d+",
+        log:
+            "logs/study_a/sweep/compile-cache-{numerics}-shard{shard}.log",
+        params:
+            cache_dir=SWEEP_CACHE_DIR,
+            grid=SWEEP_GRID,  # the job's: a change builds again
+            implementations=SWEEP_JOBS,
+            shards=len(SWEEP_SHARDS),
+            torch_version=TORCH_VERSION,
+        threads: MODEL_WARM_UP_THREADS  # a compile entry's worker each (gpu-smoke's two), sharing the threads
+        priority: LONG_WARM_UP_PRIORITY  # its sweep job is one of a run's longest
+        resources:
+            **warm_up_job(on_gpu=lambda w: True),
+        script:
+            "../../scripts/compile_cache_sweep.py"
+
     rule sweep:
         # one job per numerics and shard: every implementation as a worker, in turns (study_a/sweep/conductor.py)
         input:
-            unpack(lambda wildcards: sweep_interleaved_inputs()),
+            unpack(lambda wildcards: {**sweep_interleaved_inputs(), **sweep_warm_up(wildcards)}),
         output:
             table=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.rows.parquet",
             blocks=f"{SWEEP_DIR}/jobs/{{numerics}}-shard{{shard}}.blocks.parquet",
@@ -86,6 +112,7 @@ if SWEEP_PROTOCOL.mode == "interleaved":
             shards=len(SWEEP_SHARDS),  # another split gives a shard other cells
             # the kernel point, whose profiled pass gives the kernel table's rows (every kernel ranked)
             kernels=(SWEEP.kernel_batch, SWEEP.kernel_resolution, SWEEP.kernel_numerics) if KERNELS_FROM_SWEEP else None,
+            cache_dir=SWEEP_CACHE_DIR,  # its compile warm-up's cache, where one runs
         threads: timing_threads("sweep")
         resources:
             **timing_job("sweep"),

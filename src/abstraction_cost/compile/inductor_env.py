@@ -1,4 +1,5 @@
-"""Where a Study B timing job's compiles are cached and how they run: environment set before torch is imported.
+"""Where a Study B timing job's compiles are cached and how they run: environment set before torch is imported;
+how low a compile warm-up runs (yield_cores).
 
     from abstraction_cost.compile import inductor_env
     inductor_env.configure(snakemake.config, snakemake.params.cache_dir)   # first, before anything imports torch
@@ -15,6 +16,7 @@ job-like process compiling one task again) and skips itself where the probe miss
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import sys
@@ -65,3 +67,17 @@ def configure(config: dict, shared_dir: str | None) -> str | None:
     # workers left in a timing job's process is a suspect of eager drift (benchmarks/eager_drift.py)
     os.environ.update(cache_env(path, 1))
     return path
+
+
+def yield_cores(config: dict) -> int:
+    """Lower a compile warm-up's CPU priority (Study B's, the sweep's) by config gpus.warm_up_nice (0: not), its
+    compile workers inheriting it: the builds that timing jobs read (the C++ programs; the AOTInductor packages,
+    whose mostly serial builds are a two-GPU run's critical path) and the timing jobs' staged starts share the
+    cores that time nothing with the warm-ups, and Snakemake's priorities order only when jobs start, not their
+    share of a busy core. Returns the niceness added."""
+    nice = (config.get("gpus") or {}).get("warm_up_nice", 0)
+    if nice:
+        os.nice(nice)
+        logging.getLogger(__name__).info("compile warm-up at niceness +%d (gpus.warm_up_nice): the builds timing "
+                                         "jobs read go first", nice)
+    return nice

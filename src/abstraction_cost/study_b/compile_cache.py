@@ -127,19 +127,6 @@ def worker_plan(n_tasks: int, threads: int) -> tuple[int, int, bool]:
     return workers, max(1, threads // (workers + probes)), probes
 
 
-def yield_cores(config: dict) -> int:
-    """Lower this warm-up's CPU priority by config gpus.warm_up_nice (0: not), its compile workers inheriting it:
-    the builds that timing jobs read (the C++ programs; the AOTInductor packages, whose mostly serial builds are a
-    two-GPU run's critical path) and the timing jobs' staged starts share the cores that time nothing with the
-    warm-ups, and Snakemake's priorities order only when jobs start, not their share of a busy core. Returns the
-    niceness added."""
-    nice = (config.get("gpus") or {}).get("warm_up_nice", 0)
-    if nice:
-        os.nice(nice)
-        log.info("compile warm-up at niceness +%d (gpus.warm_up_nice): the builds timing jobs read go first", nice)
-    return nice
-
-
 def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) -> dict:
     """Compile every task (of one timing job: of_job) into `cache_dir` with up to threads // 2 worker
     processes, unless the probe shows that the jobs cannot hit the entries; the manifest to write. A warm-up with
@@ -147,7 +134,7 @@ def warm(config: dict, cache_dir: str, threads: int, job: dict | None = None) ->
     benchmarks of candidate kernels would otherwise run on a GPU where a timing job measures."""
     todo, skipped = (of_job(found, job) for found in tasks(config))
     if not any(autotunes(t) for t in todo):
-        nice = yield_cores(config)   # not while holding a GPU: that would hold it longer
+        nice = inductor_env.yield_cores(config)   # not while holding a GPU: that would hold it longer
         return {**_warm(config, cache_dir, threads, todo, skipped, {}), "nice": nice}
     owner = f"compile warm-up {json.dumps(job, sort_keys=True)} (pid {os.getpid()})"
     with gpu_slots.gpu_held(config, owner, log) as slot:

@@ -50,7 +50,11 @@ SCHEMAS = {
         "h2d_ms_high": pl.Float64,
         "build": pl.String,                   # how the model met this shape: none | dynamic | per-shape
         "build_s": pl.Float64,                # compiled: the shape's first call, its compile (never timed; kept
-                                              # on an oom or error row too); aoti: the package's build
+                                              # on an oom or error row too), from the sweep's compile cache where
+                                              # its warm-up ran (study_a.sweep.compile_warm_up); aoti: the
+                                              # package's build
+        "cold_build_s": pl.Float64,           # compiled, where the warm-up built the shape: that first call, a
+                                              # cold compile, off the GPU slot beside other jobs (else null)
         "prepare_s": pl.Float64,              # the cell's device buffer and host input made (untimed)
         "warmup_calls": pl.Int64,             # untimed calls before the timed ones: study_a.sweep.warmup on a
                                               # cold cell (its shape's first, or the first uint8-pinned), else 0

@@ -13,6 +13,7 @@ from abstraction_cost.study_a import transfer
 from abstraction_cost.study_a.sweep import cells as sweep_cells, native_walk, python_model, python_walk
 from abstraction_cost.study_a.sweep.cells import walk
 
+from tests.fixtures.repository import REPO
 from tests.fixtures.sweep_fakes import pool_dir, TinyModel  # noqa: F401 (fixtures)
 
 
@@ -111,3 +112,35 @@ def test_dynamic_compile_on_cuda_times_every_shape_after_one_checked_build(pool_
     assert [r["status"] for r in rows] == ["ok"] * 4, [r.get("message") for r in rows]
     assert all(r["time_ms"] > 0 for r in rows)
     assert all(r["build_s"] > 0 for r in rows)
+
+
+@pytest.mark.gpu
+def test_a_fresh_worker_builds_from_what_the_compile_warm_up_compiled(pool_dir, tmp_path, monkeypatch):
+    """compile_warm_up.warm: the sweep's own worker (its spec, its thread count) compiles a dynamic build of
+    ResNet-50 at two shapes into a cache; a fresh worker of the same spec then loads the same cells from that
+    cache: every compiled graph a hit, none a miss."""
+    from abstraction_cost import config as config_module
+    from abstraction_cost.compile import inductor_env
+    from abstraction_cost.models import resnet, weights_file
+    from abstraction_cost.programs import fork_server
+    from abstraction_cost.study_a.sweep import compile_warm_up, conductor, interleaved
+    from abstraction_cost.study_a.sweep.cells import PROTOCOL_DEFAULTS, Protocol, SweepSettings
+    weights = tmp_path / "w.weights"
+    weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    monkeypatch.setenv(fork_server.DISABLE_ENV, "0")   # started directly, in this environment
+    for var, value in {**inductor_env.job_thread_env(), **inductor_env.cache_env(str(tmp_path / "cache"), 4)}.items():
+        monkeypatch.setenv(var, value)
+    settings = SweepSettings(batches=(2,), resolutions=(8, 16), warmup=0, repeats=1, transfers=("float32-pageable",),
+                             implementations=("compiled",), compile_modes=("default",), pool=2, kernel_batch=2,
+                             kernel_resolution=16, kernel_top=1, require_gpu=True, compile_shapes="dynamic")
+    config = config_module.load(REPO / "config/gpu-smoke.yaml")
+    spec = interleaved.python_spec("compiled-default", {"inputs": str(pool_dir), "weights": str(weights)}, 10,
+                                   torch.device("cuda"), "fp32", settings, Protocol(**PROTOCOL_DEFAULTS), config)
+    command = conductor.python_worker_command(spec, tmp_path)
+    cells = settings.cells()
+    cold = compile_warm_up.warm(["compiled-default"], lambda impl: command(""), cells)["compiled-default"]
+    warm = compile_warm_up.warm(["compiled-default"], lambda impl: command(""), cells)["compiled-default"]
+    assert [b["status"] for b in cold + warm] == ["ok"] * 4, [b["message"] for b in cold + warm]
+    count = lambda builds, key: sum(b[key] or 0 for b in builds)  # noqa: E731 - a shape's build may be one run
+    assert count(cold, "cache_misses") > 0 and count(cold, "cache_hits") == 0, cold
+    assert count(warm, "cache_hits") > 0 and count(warm, "cache_misses") == 0, warm

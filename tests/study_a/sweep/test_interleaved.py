@@ -445,8 +445,11 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
                                                 "block_ms": 1, "warmup_max": 0})
     weights = tmp_path / "w.weights"
     weights_file.save(resnet.resnet50(3, 10).state_dict(), weights)
+    # a compile warm-up's manifest (compile_warm_up.py): its cold builds are the rows' cold_build_s
+    warm_up = tmp_path / "warm-up.json"
+    warm_up.write_text(json.dumps({"builds": {"eager": [{"cell": 0, "build_s": 1.5}, {"cell": 2, "build_s": None}]}}))
     inputs = SimpleNamespace(inputs=str(make_pool(tmp_path)), weights=str(weights),
-                             program_libtorch=str(native.ensure_built("libtorch")))
+                             program_libtorch=str(native.ensure_built("libtorch")), warm_up=str(warm_up))
     job = interleaved_job(config, inputs, "fp32", tmp_path)
     monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:crash@2,cell:wrong@5")
     started = time.time()
@@ -460,6 +463,8 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
         assert frame["status"][5] == "wrong_output" and frame["time_ms"][5] is None
         assert frame["status"][7] == "ok" and frame["time_per_sample_ms"][7] > 0
         assert frame["blocks"][7] == 2 and frame["invocations"][7] == 1 and frame["protocol"][7] == "interleaved"
+    assert by["eager"]["cold_build_s"].to_list() == [1.5] + [None] * 7
+    assert by["libtorch"]["cold_build_s"].null_count() == 8
     assert by["libtorch"]["exit_status"][2] is not None and "SIGSEGV" in by["libtorch"]["message"][2]
     assert by["libtorch"]["message"][5].startswith("libtorch at input (1, 3, 16, 16): logits differ from eager's")
     env = tables.read("environment", job.output.env)

@@ -146,6 +146,9 @@ def check(s: dict, built: tuple[str, ...] | None = None) -> None:
         raise SweepConfigError(f"config key 'study_a.sweep.cell_budget_s': {budget!r} is not a positive number of "
                                "seconds (leave it out for every cell's full repeats)")
     _check_protocol(s.get("protocol") or {})
+    if not isinstance(s.get("compile_warm_up", True), bool):
+        raise SweepConfigError(f"config key 'study_a.sweep.compile_warm_up': {s['compile_warm_up']!r} is not true or "
+                               "false")
     if s.get("compile_shapes", "per-shape") not in COMPILE_SHAPES:
         raise SweepConfigError(f"config key 'study_a.sweep.compile_shapes': {s['compile_shapes']!r} is not one of "
                                f"{list(COMPILE_SHAPES)}")

@@ -16,8 +16,8 @@ process's calls describe that process at that moment only. The conductor therefo
   at once and at each cell all load it at once, then take their turns one invocation after another (only the first
   has the profiled pass, after its turns), so the loads of fresh processes are paid once rather than per invocation
   and nothing is timed while any worker loads; where an implementation compiles cold as it loads (the sweep's
-  torch.compile entries) the first walks alone, since its builds are the table's build_s and fill the cache the
-  others hit;
+  torch.compile entries without their compile warm-up: compile_warm_up.py) the first walks alone, since its
+  builds are the table's build_s and fill the cache the others hit;
 - then, up to `max_invocations`, walks again the cells
   whose invocations do not yet pin some implementation's time within `precision` (the t-interval's relative half
   width): the device-bound cells settle in a few invocations, the host-bound ones take more (Kalibera & Jones'

@@ -5,6 +5,7 @@ table of each turn's median, from which comparisons are resampled as pairs."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import tempfile
 import time
@@ -72,14 +73,25 @@ def profile_rows(impl: str, cells, records: list[dict],
     return out
 
 
+def python_spec(impl: str, named: dict, classes: int, device, numerics: str, settings: SweepSettings,
+                protocol: Protocol, config: dict) -> dict:
+    """A Python worker's spec (sweep/worker.py): its implementation, inputs, the whole grid and the numerics; the
+    job's and its compile warm-up's workers (compile_warm_up.py) alike, so that they build the same graphs."""
+    return {"implementation": impl, "inputs": named, "classes": classes, "device": str(device), "numerics": numerics,
+            "compile_shapes": settings.compile_shapes,
+            "cells": [[c.index, c.batch, c.resolution, c.transfer] for c in settings.cells()],
+            "warmup": settings.warmup, "warmup_max": protocol.warmup_max, "config": config}
+
+
 def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings, protocol: Protocol, config: dict,
                      classes: int, run: Run, store: CellStore | None, numerics: str, logits_root: Path,
                      profiles: list[dict] | None = None, cells: list[Cell] | None = None,
-                     kernel_point: Cell | None = None, kernels: list[dict] | None = None
+                     kernel_point: Cell | None = None, kernels: list[dict] | None = None, warmed: bool = False
                      ) -> tuple[dict[str, list[dict]], list[dict]]:
     """Rows of the sweep table by implementation over `cells` (a shard; default every cell of the grid), and the
     sweep_blocks rows; the sweep_profile rows are appended to `profiles`, and the kernel table's rows of
-    `kernel_point` (one of `cells`) to `kernels`."""
+    `kernel_point` (one of `cells`) to `kernels`. `warmed`: the job's compile warm-up ran (compile_warm_up.py), so
+    no worker compiles cold as it loads the first invocation's cells and the first invocations walk together."""
     grid = settings.cells()
     cells = grid if cells is None else cells
     kernels = [] if kernels is None else kernels
@@ -98,10 +110,7 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
     spec_dir = Path(tempfile.mkdtemp(prefix="sweep-workers-", dir=logits_root))
     named = {k: str(v) for k, v in _named(inputs).items()}
     python_specs = {impl: python_worker_command(
-        {"implementation": impl, "inputs": named, "classes": classes, "device": str(run.device),
-         "numerics": numerics, "compile_shapes": settings.compile_shapes,
-         "cells": [[c.index, c.batch, c.resolution, c.transfer] for c in grid], "warmup": settings.warmup,
-         "warmup_max": protocol.warmup_max, "config": config}, spec_dir)
+        python_spec(impl, named, classes, run.device, numerics, settings, protocol, config), spec_dir)
         for impl in active if kind(impl)[1] == "python"}
 
     def command_for(impl: str, oom_at: str) -> list[str]:
@@ -115,7 +124,7 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
 
     alone = frozenset(impl for impl in active if registry.times_algorithms(impl, config))
     records = conduct(active, command_for, cells, settings, protocol, Store(store, active, len(grid)), alone,
-                      first_alone=any(registry.compiles(impl) for impl in active))
+                      first_alone=not warmed and any(registry.compiles(impl) for impl in active))
     blocks = []
     for impl in active:
         mine = [r for r in records if r["implementation"] == impl]
@@ -151,6 +160,21 @@ def interleaved_rows(implementations: list[str], inputs, settings: SweepSettings
     return rows, blocks
 
 
+def _warm_up(inputs) -> dict | None:
+    """The job's compile warm-up's manifest (input warm_up, rule compile_cache_sweep: compile_warm_up.py); None
+    where none ran."""
+    path = _named(inputs).get("warm_up")
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def _cold_builds(manifest: dict | None) -> dict[tuple[str, int], float]:
+    """A warm-up manifest's cold builds by (implementation, cell); nothing without a warm-up."""
+    if manifest is None:
+        return {}
+    return {(impl, b["cell"]): b["build_s"] for impl, records in manifest["builds"].items() for b in records
+            if b["build_s"] is not None}
+
+
 @contextlib.contextmanager
 def _scratch(store: CellStore | None):
     """Where workers' specs and the C++ programs' logits go: beside the kept records (a resumed job checks those
@@ -184,11 +208,13 @@ def run(snakemake) -> None:
     kernels: list[dict] = []  # the kernel table's rows where this job has the kernel point in a numerics it profiles
     point = (point_cell(settings, cells) if hasattr(snakemake.output, "kernels")
              and numerics in settings.kernel_numerics else None)
+    warm_up = _warm_up(inputs)
     with measured_run(config, rule=snakemake.rule, job=job, env_path=snakemake.output.env, device=device,
                       run_id=store.run_id, resumes=store.resumes) as measured, _scratch(store) as scratch:
         try:
             rows, blocks = interleaved_rows(implementations, inputs, settings, protocol, config, classes, measured,
-                                            store, numerics, scratch, profiles, cells, point, kernels)
+                                            store, numerics, scratch, profiles, cells, point, kernels,
+                                            warmed=warm_up is not None)
         except Exception as err:  # the job could not start its walk: every cell says why
             log.error("sweep %s shard %d failed:\n%s", numerics, shard, traceback.format_exc())
             rows = {impl: _not_run_rows(cells, "error", _first_line(err)) for impl in implementations}
@@ -197,6 +223,7 @@ def run(snakemake) -> None:
                        for impl in implementations] if point is not None else []
     defaults = dict.fromkeys(tables.schema("sweep"))
     aoti_build = aoti_dynamic.read_meta(inputs.package).get("prepare_s") if "aoti" in implementations else None
+    cold = _cold_builds(warm_up)
     table = []
     for impl in implementations:
         backend, runtime = kind(impl)
@@ -204,7 +231,7 @@ def run(snakemake) -> None:
                 "device": device.type, "dataset": dataset, "build": build_kind(impl, settings.compile_shapes),
                 "attempt": 0, "protocol": "interleaved", "run_id": measured.run_id,
                 "build_s": aoti_build if impl == "aoti" else None}
-        table += [{**defaults, **base, **row} for row in rows[impl]]
+        table += [{**defaults, **base, **row, "cold_build_s": cold.get((impl, row["cell"]))} for row in rows[impl]]
     tables.write("sweep", table, snakemake.output.table)
     tables.write("sweep_blocks", [{**b, "numerics": numerics, "run_id": measured.run_id} for b in blocks],
                  snakemake.output.blocks)

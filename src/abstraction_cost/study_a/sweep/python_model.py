@@ -43,6 +43,7 @@ class PythonModel:
         self._built_for = self._checked_for = None  # input shapes the compiled build last met, and its check's
         self._reference = None  # eager's output on the cell's input that the next check compares with
         self.build_s = None  # the last build()'s first call, also when it failed (an oom after its compile)
+        self.cache = None  # a compiled build's Inductor cache (hits, misses) in its last build() (compile_warm_up)
 
     def build(self, example: torch.Tensor) -> float | None:
         """The compiled build's first call at a new input shape, timed apart; None when the model needs no build
@@ -52,7 +53,7 @@ class PythonModel:
         call's time is also kept in build_s when it raises: a shape out of memory is often found after its
         compile, which took what a build takes. eager-cudagraphs: a CUDA graph captured per shape (its warm-up
         calls and capture) and one replay."""
-        self.build_s = None
+        self.build_s = self.cache = None
         if not self.builds or example.shape == self._built_for:
             return None
         if self._graphed is not None:
@@ -68,6 +69,7 @@ class PythonModel:
                                     self.device)
             self._compiled = True
         self._built_for = None
+        before = _fx_graph_cache()
         started = time.perf_counter()
         try:
             with self._shapes():
@@ -77,6 +79,8 @@ class PythonModel:
             synchronize(example.device)
         finally:
             self.build_s = time.perf_counter() - started
+            if self.mode is not None:
+                self.cache = tuple(a - b for a, b in zip(_fx_graph_cache(), before))
         self._built_for = example.shape
         return self.build_s
 
@@ -121,6 +125,12 @@ class PythonModel:
         self._reference.require(self.forward, (cell_input(),),
                                 f"{self.implementation} at input {tuple(self._built_for)}")
         self._checked_for, self._reference = self._built_for, None
+
+
+def _fx_graph_cache() -> tuple[int, int]:
+    """Inductor's FX graph cache (hits, misses) in this process so far."""
+    from torch._dynamo.utils import counters
+    return int(counters["inductor"]["fxgraph_cache_hit"]), int(counters["inductor"]["fxgraph_cache_miss"])
 
 
 def _stepped(compiled: Callable, mode: str, device: torch.device) -> Callable:

@@ -67,8 +67,9 @@ class ServedCells:
     # ------------------------------------------------------------------------------------------ commands
     def load(self, index: int) -> dict:
         failed = self._load(index)
+        cache = self.model.cache or (None, None)
         return failed or {"kind": "cell_loaded", "cell": index, "prepare_s": self.prepare_s,
-                          "build_s": self.model.build_s}
+                          "build_s": self.model.build_s, "cache_hits": cache[0], "cache_misses": cache[1]}
 
     def prepare(self, index: int) -> dict:
         if self.loaded != index:
