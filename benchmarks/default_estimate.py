@@ -26,7 +26,9 @@ training jobs' and the vision jobs' constants:
   load (LOAD_CELL_S; the workers load at once, their first calls on one GPU add up), each implementation's warm-up
   (PREPARE_CELL_S) and `blocks` turns of max(block_ms, a call); the first invocation's profiled pass
   (PROFILE_CELL_S per implementation and cell) and cold compiled builds (COMPILE_BUILD_S per mode, the modes in
-  parallel); every cell walked `invocations` times and EXTRA_SHARE of the invocations up to max_invocations
+  parallel) unless the sweep's compile warm-up (study_a.sweep.compile_warm_up) makes them before the job, beside
+  the AOTInductor package it also waits for (one whose modes autotune holds a GPU slot: a job of the GPU schedule);
+  every cell walked `invocations` times and EXTRA_SHARE of the invocations up to max_invocations
   more (DEFAULT_RUN: both jobs walked all 5, nearly every cell outside `precision` after 3), then SWEEP_END_S.
 - The backend comparison: one job per numerics, EVAL_INVOCATION_S per invocation (cudnn-benchmark's workers each
   search their convolution algorithms), EXTRA_SHARE of the further invocations (EVAL_EXTRA_SHARE where one
@@ -66,7 +68,8 @@ GPU_SMOKE_MEASURED_S = 879.0
 # gpu-smoke as that run had it, since resized (vision jobs at batch 1 only, the sweep in one transfer mode)
 GPU_SMOKE_AS_MEASURED = {("study_b", "models", "batch_size"): {"cpu": [1], "gpu": [1, 32]},
                          ("study_a", "sweep", "batches"): [8, 32],
-                         ("study_a", "sweep", "transfers"): ["float32-pageable", "uint8-pinned"]}
+                         ("study_a", "sweep", "transfers"): ["float32-pageable", "uint8-pinned"],
+                         ("study_a", "sweep", "compile_warm_up"): False}   # its first invocation compiled cold
 FIXED_START_S = 32.0           # gpu-smoke: Snakemake's start 12 s, the first timing job 20 s later
 TAIL_S = 30.0                  # gpu-smoke: the comparison's summary 10 s, the report 17 s
 START_S = 1.2                  # gpu-smoke: the next job took the slot 0.8-1.6 s after the last one ended (its
@@ -189,16 +192,22 @@ def sweep_jobs(config: dict) -> list[dict]:
     protocol = Protocol.from_config(config["study_a"]["sweep"])
     impls = settings.jobs()
     modes = [i.removeprefix("compiled-") for i in impls if i.startswith("compiled-")]
+    builds = max((COMPILE_BUILD_S.get(m, 60.0) for m in modes), default=0.0)   # the modes' workers in parallel
+    warm_up = bool(modes) and protocol.mode == "interleaved" and config["study_a"]["sweep"].get("compile_warm_up", True)
     jobs = []
     for numerics in settings.numerics:
         for k, cells in enumerate(sweep_shards.of_config(config)):
             invocation = _sweep_invocation_s(cells, len(impls), protocol)
             extra = math.ceil((protocol.max_invocations - protocol.invocations) * EXTRA_SHARE)
             seconds = START_S + (protocol.invocations + extra) * invocation + SWEEP_END_S
-            seconds += max((COMPILE_BUILD_S.get(m, 60.0) for m in modes), default=0.0)
+            if not warm_up:   # cold, in its first invocation on the slot
+                seconds += builds
+            elif any(m in AUTOTUNE_MODES for m in modes):   # the warm-up holds a GPU slot while it builds
+                jobs.append({"job": f"compile_cache_sweep[{numerics},shard{k}]", "s": builds, "after": 0.0})
             if protocol.profile_calls:
                 seconds += PROFILE_CELL_S * len(cells) * len(impls)
-            jobs.append({"job": f"sweep[{numerics},shard{k}]", "s": seconds, "after": AOTI_PACKAGE_S})
+            jobs.append({"job": f"sweep[{numerics},shard{k}]", "s": seconds,
+                         "after": max(AOTI_PACKAGE_S, builds) if warm_up else AOTI_PACKAGE_S})
         for impl in impls:  # kernel jobs where the sweep's profiled pass does not give the kernel table
             if numerics in settings.kernel_numerics and not read_from_sweep(settings, protocol.profile_calls):
                 jobs.append({"job": f"sweep_kernels_job[{numerics},{impl}]",

@@ -512,6 +512,22 @@ def test_default_estimate_puts_the_cpu_pairs_jobs_beside_the_gpus_with_cpu_besid
     assert beside["fixed_s"] + beside["gpu_schedule_s"] <= beside["total_s"] < alone["total_s"]
 
 
+def test_default_estimate_takes_the_sweeps_cold_builds_off_its_slot_with_the_compile_warm_up():
+    """study_a.sweep.compile_warm_up: the cold compiles leave the sweep job (it starts once they and its AOTInductor
+    package are done); a warm-up whose modes autotune holds a GPU slot, so it is a job of the GPU schedule."""
+    estimate = _benchmark("default_estimate")
+    config = config_module.load(REPO / "config" / "config.yaml")
+    sweep = config["study_a"]["sweep"]
+    jobs = lambda **keys: {j["job"]: j for j in estimate.sweep_jobs({**config, "study_a": {  # noqa: E731
+        **config["study_a"], "sweep": {**sweep, **keys}}})}
+    cold, warm = jobs(compile_warm_up=False), jobs(compile_warm_up=True)
+    builds = max(estimate.COMPILE_BUILD_S[m] for m in sweep["compile_modes"])
+    assert cold["sweep[fp32,shard0]"]["s"] - warm["sweep[fp32,shard0]"]["s"] == pytest.approx(builds)
+    assert warm["sweep[fp32,shard0]"]["after"] >= builds and not any(j.startswith("compile_cache") for j in warm)
+    autotuned = jobs(compile_warm_up=True, compile_modes=["default", "max-autotune"])
+    assert autotuned["compile_cache_sweep[fp32,shard0]"]["s"] == estimate.COMPILE_BUILD_S["max-autotune"]
+
+
 def _benchmark(name: str):
     """A benchmark script imported as a module (they import one another from their folder)."""
     import importlib
