@@ -38,6 +38,12 @@ def test_bad_values_name_their_keys(smoke_config):
     assert "'study_a.training.epochs': 0 is less than the minimum of 1" in message
     assert "'device': 'tpu' is not one of ['auto', 'cuda', 'cpu']" in message
     assert "'study_a.training.datasets.0': 'imagenet' is not one of" in message
+    bad = copy.deepcopy(smoke_config)
+    bad["study_a"]["sweep"]["compile_warm_up"] = "yes"
+    bad.setdefault("gpus", {})["take_free_slot_at_start"] = 1
+    message = _error(bad)
+    assert "'study_a.sweep.compile_warm_up': 'yes' is not of type 'boolean'" in message
+    assert "'gpus.take_free_slot_at_start': 1 is not of type 'boolean'" in message
 
 
 def test_missing_section_is_named(smoke_config):
@@ -132,8 +138,11 @@ def test_the_benchmark_overlays_on_gpu_smoke_make_a_sweep_with_nothing_to_build(
                           "--workflow-profile", "none", "--cores", "4", "results/study_a/sweep.parquet",
                           "--configfile", str(REPO / "config" / "gpu-smoke.yaml"), str(overlays / "sweep_python.yaml"),
                           str(overlays / "prepare_together_off.yaml"), str(overlays / "warm_up_nice.yaml"),
-                          str(overlays / "blocks_min_seconds_off.yaml"), str(overlays / "spread_loads_on.yaml")],
+                          str(overlays / "blocks_min_seconds_off.yaml"), str(overlays / "spread_loads_on.yaml"),
+                          str(overlays / "sweep_compile_warm_up_off.yaml"),
+                          str(overlays / "take_free_slot_at_start.yaml")],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     rules = set(re.findall(r"^(?:local)?rule (\w+):$", run.stdout, flags=re.M))
-    assert "sweep" in rules and not rules & {"build_native", "build_native_cudnn", "package_aoti_sweep"}
+    assert "sweep" in rules and not rules & {"build_native", "build_native_cudnn", "package_aoti_sweep",
+                                             "compile_cache_sweep"}

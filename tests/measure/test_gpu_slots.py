@@ -269,6 +269,46 @@ def test_a_long_job_leaves_the_line_when_it_takes_its_gpu(monkeypatch, slot_stat
     assert list((slot_state / "first-in-line").iterdir()) == [] and gpu_slots._in_line is None
 
 
+def test_with_take_free_slot_at_start_a_job_takes_a_free_gpu_as_it_starts_and_imports_on_its_cores(
+        monkeypatch, slot_state):
+    """gpus.take_free_slot_at_start: stage() locks a GPU that no job holds and pins the job to that slot's cores
+    before its imports, and take() then returns that slot at once; a held GPU, one a long job in the line waits
+    for, or the key off leave stage() as it was (imports on the cores no slot has, the slot taken after them)."""
+    fake_gpus(monkeypatch, 2)
+    pinned = []
+    monkeypatch.setattr(gpu_slots.affinity, "pin_other", lambda *args: pinned.append("other"))
+    monkeypatch.setattr(gpu_slots.affinity, "pin_timing", lambda index, *args, **kw: pinned.append(index))
+    gpus = gpu_slots.visible_gpus()
+    on = {"device": "auto", "gpus": {"take_free_slot_at_start": True}}
+    eval_job = job("eval_backend", on, numerics="fp32")
+    gpu_slots.stage(job("eval_backend", {"device": "auto"}, numerics="fp32"))   # the key off
+    assert gpu_slots.held() is None and pinned == ["other"]
+    gpu_slots.stage(eval_job)
+    slot = gpu_slots.held()
+    assert slot is not None and slot.gpu.index == 0 and pinned == ["other", "other", 0]
+    assert gpu_slots.try_acquire(gpus[:1], "another job") is None   # locked from the job's start
+    assert gpu_slots.take(eval_job) is slot and pinned == ["other", "other", 0]   # nothing more to wait for
+    assert gpu_slots.environment_columns()["gpu_slot_taken_at"] == slot.taken_at
+    os.close(slot.fd)
+    monkeypatch.setattr(gpu_slots, "_held", None)
+    # both GPUs held by other jobs: staged as without the key
+    others = [gpu_slots.try_acquire([g], "another job") for g in gpus]
+    gpu_slots.stage(eval_job)
+    assert gpu_slots.held() is None and pinned[-1] == "other"
+    for other in others:
+        os.close(other.fd)
+    # a long job in the line waits for GPU 0 and GPU 1 is held: a short job leaves GPU 0 free as it starts
+    held = gpu_slots.try_acquire(gpus[1:], "another job")
+    long_job = in_line([0], slot_state)
+    try:
+        gpu_slots.stage(eval_job)
+        assert gpu_slots.held() is None
+    finally:
+        long_job.kill()
+        long_job.wait()
+        os.close(held.fd)
+
+
 # --- the Snakemake half: a workflow of timing jobs using workflow/rules/gpu_slots.smk on fake GPUs ---
 
 JOB_SCRIPT = """

@@ -18,7 +18,11 @@ waits for this one, and never on the cores or the device of the job measuring (w
 docs/results/2026-11-26-h100-gpu-smoke-staged-starts.md). `stage(snakemake)`,
 the first call of a timing script, keeps the job off the timing slots' cores until it has its slot (the cores of
 compiles and summaries, measure/affinity.py), so a staged job's imports do not disturb the job timing beside it;
-`take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores.
+`take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores. With
+gpus.take_free_slot_at_start a job that finds a slot free as it starts (no job holds it: none is timing there or
+waiting for it, and no long job in the line wants it) takes it in stage() and imports on its quiet cores: at a
+run's start and after a build the slot otherwise waits while the job imports on cores the builds crowd (4-10 s for
+each of gpu-smoke's first four timing jobs on one H200, docs/results/2026-11-29-h200-gpu-smoke-sweep-warm-up.md).
 
 Long jobs first: a long job (FIRST_IN_LINE: the sweep's and Study B's vision jobs, the run's longest chains) joins
 a line when it starts (a flocked file in LOCK_DIR/first-in-line naming the GPUs it waits for), and a short job
@@ -314,6 +318,18 @@ def long_job_waiting(candidates: list[Gpu]) -> bool:
     return False
 
 
+def try_acquire(candidates: list[Gpu], owner: str, *, after_long: bool = False, start: float | None = None
+                ) -> Slot | None:
+    """One look: the lowest free candidate GPU locked, or None; with after_long, none while a long job in the line
+    waits for one of them. Its wait_s counts from `start` (time.monotonic(); default now)."""
+    for gpu in ([] if after_long and long_job_waiting(candidates) else candidates):
+        fd = _try_lock(gpu, owner)
+        if fd is not None:
+            return Slot(gpu, round(time.monotonic() - (time.monotonic() if start is None else start), 3), fd,
+                        dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
+    return None
+
+
 def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None, *, after_long: bool = False) -> Slot:
     """Wait until one of the candidate GPUs is free, lock it and return it (the lowest free index first); with
     after_long, not while a long job in the line waits for one of them."""
@@ -322,11 +338,9 @@ def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None
     start = time.monotonic()
     told = False
     while True:
-        for gpu in ([] if after_long and long_job_waiting(candidates) else candidates):
-            fd = _try_lock(gpu, owner)
-            if fd is not None:
-                return Slot(gpu, round(time.monotonic() - start, 3), fd,
-                            dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
+        slot = try_acquire(candidates, owner, after_long=after_long, start=start)
+        if slot is not None:
+            return slot
         if not told and log is not None:
             log.info("waiting for a free GPU slot among %s (%s)", [g.index for g in candidates], LOCK_DIR)
             told = True
@@ -395,7 +409,7 @@ def one_thread_where_none_claimed(environ=os.environ) -> None:
 def stage(snakemake) -> None:
     """The first call of a timing script, before torch is imported: a job that will take a GPU slot starts
     (imports, its fork server) on the cores of the jobs that time nothing, while another job may be timing on the
-    GPU it waits for."""
+    GPU it waits for; with gpus.take_free_slot_at_start, on a slot that is free now, taken at once."""
     one_thread_where_none_claimed()
     config, rule, wildcards = snakemake.config, snakemake.rule, dict(snakemake.wildcards.items())
     _, n = _job_slots(config)
@@ -411,6 +425,11 @@ def stage(snakemake) -> None:
         affinity.pin_other(n, cpu_beside(config, n))
         if rule in FIRST_IN_LINE:   # in line from its start: its imports take seconds that a short job would use
             join_line(_candidates(config, rule, wildcards, n), _owner(rule, wildcards))
+        if config.get("gpus", {}).get("take_free_slot_at_start", False):
+            slot = try_acquire(_candidates(config, rule, wildcards, n), _owner(rule, wildcards),
+                               after_long=rule not in FIRST_IN_LINE)
+            if slot is not None:   # no job waits for it: its imports run on the slot's quiet cores instead
+                _hold(slot, config, n)
     elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
         affinity.pin_cpu(n)
 
@@ -431,7 +450,6 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
     """In every timing script, after its imports (stage) and before CUDA is initialised: the job's GPU slot,
     waited for while another job holds it, with CUDA_VISIBLE_DEVICES set to it and every thread of the job on
     the slot's cores; None for a job on the CPU or where there is no GPU."""
-    global _held
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         raise RuntimeError("gpu_slots.take() runs after CUDA was initialised: call it before any CUDA call")
@@ -441,16 +459,28 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # gpus.slots: 0 with device auto times on the CPU
     if not on_gpu(rule, wildcards, config, n) or n == 0:
         return None
-    _held = acquire(_candidates(config, rule, wildcards, n), _owner(rule, wildcards), log,
-                    after_long=rule not in FIRST_IN_LINE)
-    _leave_line()
-    if not _held.gpu.uuid.startswith("GPU-fake-"):
-        os.environ["CUDA_VISIBLE_DEVICES"] = _held.gpu.uuid
-    affinity.pin_timing(gpus[:n].index(_held.gpu) if _held.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
-                        spread_loads=config.get("gpus", {}).get("spread_loads", False))
+    if _held is not None:   # taken free as the job started (stage, gpus.take_free_slot_at_start)
+        if log is not None:
+            log.info("GPU slot: GPU %d (%s), free when the job started (%s)", _held.gpu.index, _held.gpu.uuid,
+                     _held.taken_at)
+        return _held
+    _hold(acquire(_candidates(config, rule, wildcards, n), _owner(rule, wildcards), log,
+                  after_long=rule not in FIRST_IN_LINE), config, n)
     if log is not None:
         log.info("GPU slot: GPU %d (%s) after %.1f s", _held.gpu.index, _held.gpu.uuid, _held.wait_s)
     return _held
+
+
+def _hold(slot: Slot, config: Mapping, n: int) -> None:
+    """This job's slot: out of the line, CUDA pointed at its GPU, every thread on the slot's cores."""
+    global _held
+    _held = slot
+    _leave_line()
+    gpus = visible_gpus()   # before CUDA_VISIBLE_DEVICES narrows them
+    if not slot.gpu.uuid.startswith("GPU-fake-"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu.uuid
+    affinity.pin_timing(gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
+                        spread_loads=config.get("gpus", {}).get("spread_loads", False))
 
 
 def pin_untimed(snakemake) -> None:
