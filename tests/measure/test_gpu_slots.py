@@ -219,11 +219,11 @@ def test_a_launched_program_holds_the_slot_after_its_job_dies(monkeypatch, slot_
     os.close(slot.fd)
 
 
-def in_line(gpus: list, lock_dir: Path) -> subprocess.Popen:
-    """A long job in the line for `gpus`, in a process of its own (a flock is per open file: another process's
-    is what a short job sees)."""
+def in_line(gpus: list, lock_dir: Path, folder: str = gpu_slots.LINE) -> subprocess.Popen:
+    """A long job in the line for `gpus` (or a job with a place in another folder: gpu_slots.WAITING), in a
+    process of its own (a flock is per open file: another process's is what a short job sees)."""
     code = ("import sys, time; from abstraction_cost.measure import gpu_slots as g; "
-            f"g.join_line([g.Gpu(i, f'GPU-fake-{{i}}') for i in {gpus}], 'sweep[numerics=fp32]'); "
+            f"g._enter({folder!r}, [g.Gpu(i, f'GPU-fake-{{i}}') for i in {gpus}], 'sweep[numerics=fp32]'); "
             "print('in line', flush=True); time.sleep(60)")
     long_job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": str(REPO / "src"),
@@ -307,6 +307,39 @@ def test_with_take_free_slot_at_start_a_job_takes_a_free_gpu_as_it_starts_and_im
         long_job.kill()
         long_job.wait()
         os.close(held.fd)
+    # a job waiting in acquire() for GPU 0 (its place in the waiting folder): a job that starts takes GPU 1
+    waiter = in_line([0], slot_state, folder=gpu_slots.WAITING)
+    try:
+        gpu_slots.stage(eval_job)
+        assert gpu_slots.held().gpu.index == 1
+    finally:
+        waiter.kill()
+        waiter.wait()
+
+
+def test_a_job_waiting_for_a_gpu_says_so_until_it_has_one(monkeypatch, slot_state):
+    """acquire() keeps a place in the waiting folder while it waits, which a job starting with
+    gpus.take_free_slot_at_start respects; the place goes once it has its GPU."""
+    fake_gpus(monkeypatch, 1)
+    gpus = gpu_slots.visible_gpus()
+    held = gpu_slots.try_acquire(gpus, "the job timing")
+    code = ("import sys; from abstraction_cost.measure import gpu_slots as g; "
+            "s = g.acquire(g.visible_gpus(), 'eval_backend[numerics=tf32]'); print('got', s.gpu.index, flush=True); "
+            "sys.stdin.read()")
+    waiter = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO / "src"),
+                                   "ABSTRACTION_COST_GPU_LOCK_DIR": str(slot_state)})
+    try:
+        deadline = time.monotonic() + 20
+        while not gpu_slots._wanted(gpu_slots.WAITING, gpus) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gpu_slots._wanted(gpu_slots.WAITING, gpus)
+        os.close(held.fd)
+        assert waiter.stdout.readline().strip() == "got 0"
+        assert not gpu_slots._wanted(gpu_slots.WAITING, gpus)
+    finally:
+        waiter.kill()
+        waiter.wait()
 
 
 # --- the Snakemake half: a workflow of timing jobs using workflow/rules/gpu_slots.smk on fake GPUs ---

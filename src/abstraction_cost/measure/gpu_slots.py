@@ -19,8 +19,9 @@ docs/results/2026-11-26-h100-gpu-smoke-staged-starts.md). `stage(snakemake)`,
 the first call of a timing script, keeps the job off the timing slots' cores until it has its slot (the cores of
 compiles and summaries, measure/affinity.py), so a staged job's imports do not disturb the job timing beside it;
 `take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores. With
-gpus.take_free_slot_at_start a job that finds a slot free as it starts (no job holds it: none is timing there or
-waiting for it, and no long job in the line wants it) takes it in stage() and imports on its quiet cores: at a
+gpus.take_free_slot_at_start a job that finds a slot free as it starts (no job holds it, none waits for it in
+acquire(), which keeps a place in LOCK_DIR/waiting meanwhile, and no long job in the line wants it) takes it in
+stage() and imports on its quiet cores: at a
 run's start and after a build the slot otherwise waits while the job imports on cores the builds crowd (4-10 s for
 each of gpu-smoke's first four timing jobs on one H200, docs/results/2026-11-29-h200-gpu-smoke-sweep-warm-up.md).
 
@@ -266,49 +267,46 @@ def _try_lock(gpu: Gpu, owner: str) -> int | None:
     return fd
 
 
-def _line_dir() -> Path:
-    return LOCK_DIR / "first-in-line"
+LINE = "first-in-line"   # the long jobs, from their start until they have a GPU (join_line)
+WAITING = "waiting"      # every job while it waits in acquire(): a job that starts then leaves a free GPU to it
 
 
-def join_line(candidates: list[Gpu], owner: str) -> None:
-    """A long job's place in the line until it has a GPU: a file it holds a flock on (the kernel drops it when the
-    job dies), naming the GPUs it waits for; made under another name and renamed, so it is never seen unlocked."""
-    global _in_line
-    line = _line_dir()
-    if not line.is_dir():
-        line.mkdir(parents=True, exist_ok=True)
+def _enter(folder: str, candidates: list[Gpu], owner: str) -> int:
+    """A place in LOCK_DIR/folder: a file this process holds a flock on (the kernel drops it when the process
+    dies), naming the GPUs it waits for; made under another name and renamed, so it is never seen unlocked."""
+    where = LOCK_DIR / folder
+    if not where.is_dir():
+        where.mkdir(parents=True, exist_ok=True)
         _share(LOCK_DIR, 0o1777)
-        _share(line, 0o1777)
-    making = line / f".{os.getpid()}"
+        _share(where, 0o1777)
+    making = where / f".{os.getpid()}"
     fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.write(fd, f"{' '.join(g.uuid for g in candidates)}\n{owner}\n".encode())
-    os.replace(making, line / str(os.getpid()))
-    _in_line = fd
+    os.replace(making, where / str(os.getpid()))
+    return fd
 
 
-def _leave_line() -> None:
-    global _in_line
-    if _in_line is not None:
-        (_line_dir() / str(os.getpid())).unlink(missing_ok=True)
-        os.close(_in_line)
-        _in_line = None
+def _leave(folder: str, fd: int) -> None:
+    (LOCK_DIR / folder / str(os.getpid())).unlink(missing_ok=True)
+    os.close(fd)
 
 
-def long_job_waiting(candidates: list[Gpu]) -> bool:
-    """Whether another job in the line waits for one of these GPUs; a place whose job died is removed."""
-    line = _line_dir()
+def _wanted(folder: str, candidates: list[Gpu]) -> bool:
+    """Whether another process with a place in LOCK_DIR/folder waits for one of these GPUs; a place whose process
+    died is removed."""
+    where = LOCK_DIR / folder
     wanted = {g.uuid for g in candidates}
-    for path in (line.iterdir() if line.is_dir() else ()):
+    for path in (where.iterdir() if where.is_dir() else ()):
         if path.name.startswith(".") or path.name == str(os.getpid()):
             continue
         try:
             fd = os.open(path, os.O_RDONLY)
-        except OSError:   # it left the line meanwhile
+        except OSError:   # it left meanwhile
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:   # its job holds it: waiting
+        except BlockingIOError:   # its process holds it: waiting
             if wanted & set(os.read(fd, 4096).decode(errors="replace").split("\n", 1)[0].split()):
                 return True
         else:
@@ -316,6 +314,24 @@ def long_job_waiting(candidates: list[Gpu]) -> bool:
         finally:
             os.close(fd)
     return False
+
+
+def join_line(candidates: list[Gpu], owner: str) -> None:
+    """A long job's place in the line until it has a GPU."""
+    global _in_line
+    _in_line = _enter(LINE, candidates, owner)
+
+
+def _leave_line() -> None:
+    global _in_line
+    if _in_line is not None:
+        _leave(LINE, _in_line)
+        _in_line = None
+
+
+def long_job_waiting(candidates: list[Gpu]) -> bool:
+    """Whether another job in the line waits for one of these GPUs."""
+    return _wanted(LINE, candidates)
 
 
 def try_acquire(candidates: list[Gpu], owner: str, *, after_long: bool = False, start: float | None = None
@@ -337,14 +353,16 @@ def acquire(candidates: list[Gpu], owner: str, log: logging.Logger | None = None
         raise GpuSlotsError("no GPU to take a slot on")
     start = time.monotonic()
     told = False
-    while True:
-        slot = try_acquire(candidates, owner, after_long=after_long, start=start)
-        if slot is not None:
-            return slot
-        if not told and log is not None:
-            log.info("waiting for a free GPU slot among %s (%s)", [g.index for g in candidates], LOCK_DIR)
-            told = True
-        time.sleep(POLL_S)
+    waiting = _enter(WAITING, candidates, owner)   # a job starting meanwhile leaves a free one to this one
+    try:
+        while (slot := try_acquire(candidates, owner, after_long=after_long, start=start)) is None:
+            if not told and log is not None:
+                log.info("waiting for a free GPU slot among %s (%s)", [g.index for g in candidates], LOCK_DIR)
+                told = True
+            time.sleep(POLL_S)
+    finally:
+        _leave(WAITING, waiting)
+    return slot
 
 
 @contextmanager
@@ -423,12 +441,15 @@ def stage(snakemake) -> None:
         # CUDA_VISIBLE_DEVICES once, when it starts: an import that asks must not fix the GPUs before take()
         os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         affinity.pin_other(n, cpu_beside(config, n))
+        candidates = _candidates(config, rule, wildcards, n)
         if rule in FIRST_IN_LINE:   # in line from its start: its imports take seconds that a short job would use
-            join_line(_candidates(config, rule, wildcards, n), _owner(rule, wildcards))
+            join_line(candidates, _owner(rule, wildcards))
         if config.get("gpus", {}).get("take_free_slot_at_start", False):
-            slot = try_acquire(_candidates(config, rule, wildcards, n), _owner(rule, wildcards),
-                               after_long=rule not in FIRST_IN_LINE)
-            if slot is not None:   # no job waits for it: its imports run on the slot's quiet cores instead
+            # a free GPU that no job waits for (acquire) nor a long job in line: its imports on the slot's quiet
+            # cores instead
+            unwanted = [g for g in candidates if not _wanted(WAITING, [g])]
+            slot = try_acquire(unwanted, _owner(rule, wildcards), after_long=rule not in FIRST_IN_LINE)
+            if slot is not None:
                 _hold(slot, config, n)
     elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
         affinity.pin_cpu(n)
