@@ -19,11 +19,12 @@ from tests.study_a.sweep.test_interleaved import FAKE_WORKER, _settings
 CONFIG = {"backend_flags": {"cudnn_benchmark": False}, "study_a": {"cudnn": {"algo": "heuristic"}}}
 
 
-def test_it_builds_each_shape_once_at_its_first_cell_and_only_shapes_one_set_of_workers_may_hold():
+def test_it_builds_each_shape_once_at_its_first_cell_and_only_shapes_the_first_invocations_hold_together():
     cells = walk([1, 2, 64], [8, 16], ["float32-pageable", "uint8-pinned"])
-    protocol = Protocol(**{**PROTOCOL_DEFAULTS, "interleave_max_pixels": 2 * 16 * 16})
+    protocol = Protocol(**{**PROTOCOL_DEFAULTS, "invocations": 3, "interleave_max_pixels": 3 * 2 * 16 * 16})
     warmed = compile_warm_up.warmed_cells(cells, protocol)
-    # per resolution: batch 1 and 2 fit (2 × 16² is the bound), batch 64 does not; a shape's uint8 cell shares its build
+    # per resolution: batch 1 and 2 fit three times (3 × 2 × 16² is the bound), batch 64 does not; a shape's uint8
+    # cell shares its build
     assert [(c.batch, c.resolution, c.transfer) for c in warmed] == [
         (1, 8, "float32-pageable"), (2, 8, "float32-pageable"), (1, 16, "float32-pageable"),
         (2, 16, "float32-pageable")]

@@ -12,9 +12,11 @@ The warm-up runs the job's own workers (the sweep worker with the job's spec, fo
 job's are, at the job's torch thread count: Inductor's cache key includes it), each told to load the cells one
 after another, nothing timed; so its graphs are the job's graphs, shape for shape. It takes no timing slot: like
 Study B's warm-ups (study_b/compile_cache.py) it runs beside the timing jobs on the cores they leave, its first
-calls and output checks on a GPU where another job may time. So it loads only the cells one set of workers may
-hold (Protocol.together): a larger cell's memory would press on the job timing beside it, and such cells are walked
-one invocation at a time in the job anyway, the first invocation's build filling the cache for the next. A warm-up
+calls and output checks on a GPU where another job may time. So it loads only the cells that the job's first
+`invocations` walk together, every set of workers holding them at once (Protocol.together): those are where a cold
+compile would hold every invocation back. A larger cell's memory would press on the job timing beside the warm-up,
+and the job walks such a cell one invocation at a time, the first invocation's build (a recompile there, if any)
+filling the cache for the next. A warm-up
 whose entries time candidate algorithms as they load (max-autotune, cuDNN's benchmark mode:
 implementations.times_algorithms) holds a GPU slot's lock throughout (gpu_slots.gpu_held), so that nothing times
 beside its benchmarks.
@@ -48,11 +50,11 @@ log = logging.getLogger(__name__)
 
 def warmed_cells(cells: list[Cell], protocol: Protocol) -> list[Cell]:
     """The cells whose builds the warm-up makes: the first cell of each shape (a shape's other transfer modes run
-    its build) that one set of workers may hold, in the walk's order."""
+    its build) that the first `invocations` walk together, in the walk's order."""
     seen, out = set(), []
     for cell in cells:
         shape = (cell.batch, cell.resolution)
-        if shape not in seen and protocol.together(cell):
+        if shape not in seen and protocol.together(cell, protocol.invocations):
             seen.add(shape)
             out.append(cell)
     return out
