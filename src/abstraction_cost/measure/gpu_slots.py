@@ -21,9 +21,9 @@ compiles and summaries, measure/affinity.py), so a staged job's imports do not d
 `take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores. With
 gpus.take_free_slot_at_start a job that finds a slot free as it starts (no job holds it, none waits for it in
 acquire(), which keeps a place in LOCK_DIR/waiting meanwhile, and no long job in the line wants it) takes it in
-stage() and imports on its quiet cores: at a
-run's start and after a build the slot otherwise waits while the job imports on cores the builds crowd (4-10 s for
-each of gpu-smoke's first four timing jobs on one H200, docs/results/2026-11-29-h200-gpu-smoke-sweep-warm-up.md).
+stage() and imports on its quiet cores. The invariant: a job
+takes a slot early only where no job could time on it meanwhile, so the slot's wait for that job's imports (at a
+run's start, after a build) shrinks and no ready job waits longer (docs/results/ has what the wait was).
 
 Long jobs first: a long job (FIRST_IN_LINE: the sweep's and Study B's vision jobs, the run's longest chains) joins
 a line when it starts (a flocked file in LOCK_DIR/first-in-line naming the GPUs it waits for), and a short job
@@ -338,10 +338,11 @@ def try_acquire(candidates: list[Gpu], owner: str, *, after_long: bool = False, 
                 ) -> Slot | None:
     """One look: the lowest free candidate GPU locked, or None; with after_long, none while a long job in the line
     waits for one of them. Its wait_s counts from `start` (time.monotonic(); default now)."""
+    start = time.monotonic() if start is None else start
     for gpu in ([] if after_long and long_job_waiting(candidates) else candidates):
         fd = _try_lock(gpu, owner)
         if fd is not None:
-            return Slot(gpu, round(time.monotonic() - (time.monotonic() if start is None else start), 3), fd,
+            return Slot(gpu, round(time.monotonic() - start, 3), fd,
                         dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"))
     return None
 
@@ -430,7 +431,7 @@ def stage(snakemake) -> None:
     GPU it waits for; with gpus.take_free_slot_at_start, on a slot that is free now, taken at once."""
     one_thread_where_none_claimed()
     config, rule, wildcards = snakemake.config, snakemake.rule, dict(snakemake.wildcards.items())
-    _, n = _job_slots(config)
+    gpus, n = _job_slots(config)
     if measures_nothing(rule, wildcards, config, n):
         # what its resources planned: no CUDA, so its rows are not_run; and no fork server (no worker to start)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
@@ -450,7 +451,7 @@ def stage(snakemake) -> None:
             unwanted = [g for g in candidates if not _wanted(WAITING, [g])]
             slot = try_acquire(unwanted, _owner(rule, wildcards), after_long=rule not in FIRST_IN_LINE)
             if slot is not None:
-                _hold(slot, config, n)
+                _hold(slot, gpus, config, n)
     elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
         affinity.pin_cpu(n)
 
@@ -486,18 +487,18 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
                      _held.taken_at)
         return _held
     _hold(acquire(_candidates(config, rule, wildcards, n), _owner(rule, wildcards), log,
-                  after_long=rule not in FIRST_IN_LINE), config, n)
+                  after_long=rule not in FIRST_IN_LINE), gpus, config, n)
     if log is not None:
         log.info("GPU slot: GPU %d (%s) after %.1f s", _held.gpu.index, _held.gpu.uuid, _held.wait_s)
     return _held
 
 
-def _hold(slot: Slot, config: Mapping, n: int) -> None:
-    """This job's slot: out of the line, CUDA pointed at its GPU, every thread on the slot's cores."""
+def _hold(slot: Slot, gpus: list[Gpu], config: Mapping, n: int) -> None:
+    """This job's slot: out of the line, CUDA pointed at its GPU, every thread on the slot's cores (`gpus`: the
+    job's, seen before CUDA_VISIBLE_DEVICES narrows them)."""
     global _held
     _held = slot
     _leave_line()
-    gpus = visible_gpus()   # before CUDA_VISIBLE_DEVICES narrows them
     if not slot.gpu.uuid.startswith("GPU-fake-"):
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu.uuid
     affinity.pin_timing(gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, n, cpu_beside(config, n),

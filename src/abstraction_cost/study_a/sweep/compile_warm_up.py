@@ -2,8 +2,8 @@
 job starts, its torch.compile entries build the shapes it will build into the sweep's own Inductor cache, off the
 GPU slot, so that the job's workers build from that cache.
 
-Without it the job's first invocation compiles cold on the slot (23-26 s of gpu-smoke's 109 s sweep on one H200,
-docs/results/2026-11-29-h200-gpu-smoke-first-together.md) and walks the cells alone, since its builds fill the
+Without it the job's first invocation compiles cold on the slot (a cold compile of ResNet-50 is tens of seconds,
+most of a small sweep's loading: docs/results/) and walks the cells alone, since its builds fill the
 cache the later invocations hit (InvocationProtocol.batch's first_alone). With it, every invocation's build is a
 warm one, so the first invocations walk together; the job's `build_s` is then a warm build, as Study B's first
 calls are, and the warm-up's cold builds are the table's `cold_build_s`.
@@ -79,10 +79,10 @@ def run(snakemake) -> dict:
              if not_run(impl, settings, numerics, device, snakemake.input) is None]
     cells = warmed_cells(sweep_shards.of_config(config)[shard], protocol)
     threads = max(1, snakemake.threads // max(1, len(impls)))
-    os.environ.update({**inductor_env.job_thread_env(),
-                       **inductor_env.cache_env(os.path.abspath(snakemake.params.cache_dir), threads)})
+    cache_dir = os.path.abspath(snakemake.params.cache_dir)
+    os.environ.update({**inductor_env.job_thread_env(), **inductor_env.cache_env(cache_dir, threads)})
     named = {k: str(v) for k, v in _named(snakemake.input).items()}
-    manifest = {"cache_dir": os.path.abspath(snakemake.params.cache_dir), "numerics": numerics, "shard": shard,
+    manifest = {"cache_dir": cache_dir, "numerics": numerics, "shard": shard,
                 "cells": [c.index for c in cells], "compile_threads": threads, "nice": 0, "gpu": None,
                 "gpu_wait_s": None}
     started = time.perf_counter()
