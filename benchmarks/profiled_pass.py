@@ -26,7 +26,7 @@ import polars as pl
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from repeatability import MEASURED, cells, run_once  # noqa: E402
+from repeatability import MEASURED, cells, run_and_save  # noqa: E402
 
 # per measured table: the config section whose protocol has the pass, and the rule that measures it
 SECTIONS = {"backend_comparison": ("study_a", "backends"), "sweep": ("study_a", "sweep")}
@@ -139,8 +139,8 @@ def main(argv=None) -> dict:
         # the first run builds what the rule needs; the arms' configs differ in the protocol alone, so later runs
         # rerun the measuring rule (forced), never the builds (rerun on file times only)
         forced = [] if k == 0 and not (workdir / m.path).exists() else list(m.rules)
-        wall = run_once(workdir, [str(configs[name])], chosen, forced, args.cores, saved,
-                        extra=("--rerun-triggers", "mtime"))
+        wall, _ = run_and_save(workdir, [str(configs[name])], chosen, forced, args.cores, saved,
+                               extra=("--rerun-triggers", "mtime"))
         frames[name].append(cells(pl.read_parquet(saved / Path(m.path).name), m))
         runs.append({"run": k + 1, "arm": name, "wall_s": wall, "forced": forced})
         print(f"run {k + 1} ({name}): {wall:.0f} s", flush=True)

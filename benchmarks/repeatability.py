@@ -22,12 +22,24 @@ base, overlay, overlay, base, base, ... (so that a drift of the host in time fal
 `conditions` sets each setting's runs against its own first (how far a setting agrees with itself) and each overlay
 run against the base run next to it in time (how far the two settings differ): a key changes the numbers only where
 the second is wider than the first. --from-runs takes the same with --conditions naming each folder's setting.
+
+With --cold every run starts from cold compile caches, to weigh what a key costs in time, not only whether it
+changes the numbers: its Snakemake gets Inductor's and Triton's caches in fresh folders of its own (runs/<k>/caches/),
+the workflow's own compile caches (WORKFLOW_CACHES: the sweep's and Study B's warm-ups') are removed before it, and
+every run but a fresh first one forces the tables' warm-ups (the rules that fill those caches) beside their measuring
+rules. Each run's record has `rules_s`, per rule the summed wall seconds of its jobs, read from that run's Snakemake
+output as run_time.py reads a log:
+
+    python benchmarks/repeatability.py --configfile config/gpu-smoke.yaml \
+        --overlay benchmarks/overlays/sweep_compile_warm_up_off.yaml --runs 4 --cold --tables sweep --workdir /tmp/ab \
+        --out result.json                # what the sweep's compile warm-up costs and saves, from cold caches
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -39,7 +51,15 @@ import polars as pl
 
 from abstraction_cost.study_b.blocks.registry import experiment
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # run_time.py beside it, also where loaded by its path
+from run_time import jobs_of, summary  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
+# --cold: the compile warm-ups build into caches of the workflow's own (SWEEP_CACHE_DIR, STUDY_B_CACHE_DIR in
+# workflow/rules/common.smk), which TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR do not reach, and their manifests
+# tell Snakemake a warm-up is done: all removed before each run
+WORKFLOW_CACHES = ("results/study_a/sweep/compile-cache", "results/study_a/sweep/compile-cache-manifests",
+                   "results/study_b/compile-cache", "results/study_b/compile-cache-manifests")
 
 
 @dataclass(frozen=True)
@@ -50,6 +70,7 @@ class Measured:
     rules: tuple[str, ...]  # the rules that measure it (forced again in each later run)
     extras: tuple[str, ...] = ()  # tables made from the same measurements, built and copied beside it
     also: tuple[str, ...] = ()    # other per-cell medians of the table, whose spread over the runs is given too
+    warm_ups: tuple[str, ...] = ()  # the rules that fill its compile caches (forced again with --cold)
 
 
 def block_table(name: str) -> Measured:
@@ -58,13 +79,13 @@ def block_table(name: str) -> Measured:
     blocks = "results/study_b/blocks"
     return Measured(f"{blocks}/{name}.speedups.parquet", (*experiment(name).keys, "pair", "mode"), "speedup",
                     ("study_b_block_timing",), (f"{blocks}/{name}.parquet", f"{blocks}/{name}.env.parquet"),
-                    ("eager_median_ms", "compiled_median_ms"))
+                    ("eager_median_ms", "compiled_median_ms"), warm_ups=("compile_cache_blocks",))
 
 
 MEASURED = {
     "sweep": Measured("results/study_a/sweep.parquet", ("numerics", "implementation", "cell"), "time_ms", ("sweep",),
                       ("results/study_a/sweep_blocks.parquet", "results/study_a/sweep_speedups.parquet",
-                       "results/study_a/sweep.env.parquet")),
+                       "results/study_a/sweep.env.parquet"), warm_ups=("compile_cache_sweep",)),
     "backend_comparison": Measured("results/study_a/backend_comparison.parquet",
                                    ("numerics", "implementation", "batch_size", "resolution"), "time_per_sample_ms",
                                    ("eval_backend",)),
@@ -76,7 +97,7 @@ MEASURED = {
                            ("results/study_b/models/vision_e2e.parquet",
                             "results/study_b/models/vision_eager_baselines.parquet",
                             "results/study_b/models/vision_selective_summary.parquet",
-                            "results/study_b/models/vision_e2e.env.parquet")),
+                            "results/study_b/models/vision_e2e.env.parquet"), warm_ups=("compile_cache_model",)),
     # the blocks' batch-1 cases are host-bound and timed within milliseconds: their medians moved up to 2.5x
     **{f"blocks_{name}": block_table(name) for name in ("matmul", "conv_ablation", "conv_blocks")},
 }
@@ -112,30 +133,56 @@ def compare(first: pl.DataFrame, later: pl.DataFrame, m: Measured, tolerance: fl
 
 
 def snakemake(workdir: Path, configfiles: list[str], targets: list[str], forcerun: list[str], cores: str,
-              extra: tuple[str, ...] = ()) -> float:
+              extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> tuple[float, str]:
+    """One Snakemake run (in `env`, else this process's environment): its wall seconds and its output."""
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
                "--configfile", *(str(Path(c).resolve()) for c in configfiles), "--cores", cores, *targets, *extra]
     if forcerun:
         command += ["--forcerun", *forcerun]
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
-    (workdir / "repeatability.snakemake.log").open("a").write(result.stdout + result.stderr)
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    output = result.stdout + result.stderr
+    (workdir / "repeatability.snakemake.log").open("a").write(output)
     if result.returncode != 0:
         raise SystemExit(f"snakemake failed (rc {result.returncode}); its output: "
-                         f"{workdir / 'repeatability.snakemake.log'}\n{(result.stdout + result.stderr)[-3000:]}")
-    return time.perf_counter() - started
+                         f"{workdir / 'repeatability.snakemake.log'}\n{output[-3000:]}")
+    return time.perf_counter() - started, output
 
 
-def run_once(workdir: Path, configfiles: list[str], chosen: dict, forced: list[str], cores: str, saved: Path,
-             extra: tuple[str, ...] = ()) -> float:
-    """One Snakemake run of the chosen tables' targets and their extras; the tables copied to `saved`."""
+def run_and_save(workdir: Path, configfiles: list[str], chosen: dict, forced: list[str], cores: str, saved: Path,
+                 extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> tuple[float, str]:
+    """One Snakemake run of the chosen tables' targets and their extras, its wall seconds and output; the tables
+    copied to `saved`."""
     targets = [path for m in chosen.values() for path in (m.path, *m.extras)]
-    wall = snakemake(workdir, configfiles, targets, forced, cores, extra)
+    wall, output = snakemake(workdir, configfiles, targets, forced, cores, extra, env)
     saved.mkdir(parents=True, exist_ok=True)
     for m in chosen.values():
         for path in (m.path, *m.extras):
             shutil.copy(workdir / path, saved / Path(path).name)
-    return wall
+    return wall, output
+
+
+def cold_start(workdir: Path, saved: Path) -> dict[str, str]:
+    """Before a run from cold compile caches: the workflow's own removed (WORKFLOW_CACHES), and the environment
+    for its Snakemake, with Inductor's and Triton's caches in fresh folders under the run's `saved` folder, so that
+    the user's own caches are neither read nor removed."""
+    for path in WORKFLOW_CACHES:
+        if (workdir / path).exists():
+            shutil.rmtree(workdir / path)
+    caches = saved / "caches"
+    if caches.exists():   # this run's folder from an earlier call in the same working directory
+        shutil.rmtree(caches)
+    env = dict(os.environ)
+    for name, folder in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        (caches / folder).mkdir(parents=True)
+        env[name] = str(caches / folder)
+    return env
+
+
+def rules_seconds(output: str) -> dict[str, float]:
+    """Per rule, the summed wall seconds of the jobs in one run's Snakemake output (run_time.py's reading of a
+    log), the longest first."""
+    return {r["rule"]: r["job_s"] for r in summary(jobs_of(output.splitlines()))["rules"]}
 
 
 def variance_components(blocks: pl.DataFrame) -> dict:
@@ -287,6 +334,8 @@ def main(argv=None) -> dict:
                    help="compare these saved runs instead of running (one: its variance and probes alone)")
     p.add_argument("--conditions", nargs="+", help="with --from-runs: each folder's setting (e.g. base overlay "
                    "overlay base), compared as --overlay's runs are")
+    p.add_argument("--cold", action="store_true", help="every run from cold compile caches (fresh Inductor and "
+                   "Triton caches of its own, the workflow's removed), its warm-ups forced too")
     p.add_argument("--workdir", default=".", help="the pipeline's working directory (default: here)")
     p.add_argument("--cores", default="all")
     p.add_argument("--out", required=True, help="the result, JSON")
@@ -298,6 +347,8 @@ def main(argv=None) -> dict:
         dirs = args.from_runs   # one run gives its own variance, probes and host speed, and nothing to compare
         if conditions is not None and len(conditions) != len(dirs):
             p.error(f"--conditions names {len(conditions)} settings for {len(dirs)} folders of --from-runs")
+        if args.cold:
+            p.error("--cold is for runs made here; --from-runs runs nothing")
     else:
         if conditions is not None:
             p.error("--conditions is for --from-runs; runs made here take theirs from --overlay")
@@ -305,16 +356,20 @@ def main(argv=None) -> dict:
         if args.configfile is None or args.runs < 2:
             p.error("need --configfile and --runs of at least 2 (or --from-runs)")
         workdir = Path(args.workdir).resolve()
-        forced = sorted({rule for m in chosen.values() for rule in m.rules})
+        forced = sorted({rule for m in chosen.values() for rule in (*m.rules, *(m.warm_ups if args.cold else ()))})
         dirs = [workdir / "runs" / str(k + 1) for k in range(args.runs)]
         for k, saved in enumerate(dirs):
             fresh = k == 0 and not all((workdir / m.path).exists() for m in chosen.values())
             under = conditions and conditions[k] == "overlay"
-            wall = run_once(workdir, [*args.configfile, *([args.overlay] if under else [])], chosen,
-                            [] if fresh else forced, args.cores, saved)
-            runs.append({"run": k + 1, "wall_s": wall, "forced": [] if fresh else forced,
+            env = cold_start(workdir, saved) if args.cold else None
+            wall, output = run_and_save(workdir, [*args.configfile, *([args.overlay] if under else [])], chosen,
+                                        [] if fresh else forced, args.cores, saved, env=env)
+            rules_s = rules_seconds(output)
+            runs.append({"run": k + 1, "wall_s": wall, "forced": [] if fresh else forced, "rules_s": rules_s,
                          **({"condition": conditions[k]} if conditions else {})})
-            print(f"run {k + 1}{f' ({conditions[k]})' if conditions else ''}: {wall:.0f} s", flush=True)
+            spent = ", ".join(f"{rule} {s:.0f} s" for rule, s in rules_s.items())
+            print(f"run {k + 1}{f' ({conditions[k]})' if conditions else ''}: {wall:.0f} s"
+                  f"{f'; {spent}' if spent else ''}", flush=True)
     turns = {str(d): pl.read_parquet(d / "sweep_blocks.parquet") for d in dirs
              if (d / "sweep_blocks.parquet").exists()}
     result = {"config": args.configfile, "overlay": args.overlay, **environment(dirs[0]), "runs": runs,

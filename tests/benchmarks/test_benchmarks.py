@@ -1,5 +1,6 @@
 """The benchmarks run (tiny, on the CPU); their numbers are not asserted here."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,9 @@ def test_repeatability_runs_the_sweep_twice_and_compares_every_cell(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())
     assert [r["forced"] for r in data["runs"]] == [[], ["sweep"]]
+    # each run's rules' seconds, from what its own Snakemake printed: the first builds, the second measures again
+    assert {"prepare_dataset", "sweep", "concat_sweep"} <= set(data["runs"][0]["rules_s"])
+    assert "sweep" in data["runs"][1]["rules_s"] and "prepare_dataset" not in data["runs"][1]["rules_s"]
     sweep = data["tables"]["sweep"]["run2_vs_run1"]
     assert sweep["cells"] == 2  # eager and libtorch at the one cell
     assert all(r["ratio"] > 0 and r["covered"] in (True, False) for r in sweep["ratios"])
@@ -210,7 +214,7 @@ def test_repeatability_alternates_an_overlay_and_sets_each_run_against_its_neigh
     repeatability = _repeatability()
     made = []
 
-    def fake_run(workdir, configfiles, chosen, forced, cores, saved, extra=()):
+    def fake_run(workdir, configfiles, chosen, forced, cores, saved, extra=(), env=None):
         made.append([Path(c).name for c in configfiles])
         shift = 1.2 if configfiles[-1] == "off.yaml" else 1.0       # the overlay makes every cell 20% slower
         drift = 1 + 0.01 * len(made)                          # and the host drifts by 1% a run
@@ -219,9 +223,9 @@ def test_repeatability_alternates_an_overlay_and_sets_each_run_against_its_neigh
         pl.DataFrame({"numerics": "fp32", "implementation": "eager", "cell": [0, 1], "status": "ok",
                       "time_ms": times, "time_ms_low": [t * 0.97 for t in times],
                       "time_ms_high": [t * 1.03 for t in times]}).write_parquet(saved / "sweep.parquet")
-        return 1.0
+        return 1.0, ""
 
-    monkeypatch.setattr(repeatability, "run_once", fake_run)
+    monkeypatch.setattr(repeatability, "run_and_save", fake_run)
     out = tmp_path / "result.json"
     result = repeatability.main(["--configfile", "base.yaml", "python.yaml", "--overlay", "off.yaml", "--runs", "4",
                                  "--workdir", str(tmp_path), "--out", str(out)])
@@ -247,6 +251,120 @@ def test_repeatability_alternates_an_overlay_and_sets_each_run_against_its_neigh
         repeatability.main(["--from-runs", *result["dirs"], "--conditions", "base", "overlay", "--out", str(out)])
     assert repeatability.alternating(6) == ["base", "overlay", "overlay", "base", "base", "overlay"]
 
+
+def _fake_snakemake(monkeypatch, repeatability, output=lambda k: ""):
+    """subprocess.run for repeatability's Snakemake runs: each call's forced rules, environment, and which of the
+    workflow's compile caches were there when it started; it writes the sweep table and fills the workflow's caches
+    again (as the warm-up would), printing output(k) for its k-th call."""
+    import dataclasses
+
+    import polars as pl
+    # the sweep's turns, speedups and environment rows left out: read from real runs only
+    sweep = dataclasses.replace(repeatability.MEASURED["sweep"], extras=())
+    monkeypatch.setitem(repeatability.MEASURED, "sweep", sweep)
+    calls = []
+
+    def run(command, capture_output, text, env=None):
+        workdir = Path(command[command.index("--directory") + 1])
+        forced = command[command.index("--forcerun") + 1:] if "--forcerun" in command else []
+        caches = {c: (workdir / c).exists() for c in repeatability.WORKFLOW_CACHES}
+        calls.append({"forced": forced, "env": env, "caches_there": caches})
+        table = workdir / repeatability.MEASURED["sweep"].path
+        table.parent.mkdir(parents=True, exist_ok=True)
+        pl.DataFrame({"numerics": "fp32", "implementation": "eager", "cell": [0], "status": "ok",
+                      "time_ms": [2.0]}).write_parquet(table)
+        for cache in repeatability.WORKFLOW_CACHES:
+            (workdir / cache).mkdir(parents=True, exist_ok=True)
+            (workdir / cache / "entry").write_text("built")
+        return subprocess.CompletedProcess(command, 0, stdout=output(len(calls)), stderr="")
+
+    monkeypatch.setattr(repeatability.subprocess, "run", run)
+    return calls
+
+
+@pytest.mark.parametrize("cold", [True, False])
+def test_repeatability_cold_runs_each_from_fresh_compile_caches_and_forces_the_warm_up(tmp_path, monkeypatch,
+                                                                                        cold):
+    """--cold: each run's Snakemake gets fresh Inductor and Triton caches of its own, the workflow's compile
+    caches and warm-up manifests are gone when it starts, and the warm-up is forced with the sweep, on the first run
+    too where the table is there already; the user's own cache is left alone. Without it none of this."""
+    repeatability = _repeatability()
+    calls = _fake_snakemake(monkeypatch, repeatability)
+    mine = tmp_path / "my-inductor-cache"
+    (mine / "entry").parent.mkdir()
+    (mine / "entry").write_text("the user's")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(mine))
+    workdir = tmp_path / "work"
+    for cache in repeatability.WORKFLOW_CACHES:   # an earlier run's warm-up
+        (workdir / cache).mkdir(parents=True)
+        (workdir / cache / "entry").write_text("built")
+    (workdir / "runs" / "2" / "caches" / "inductor").mkdir(parents=True)   # an earlier call's run 2
+    (workdir / "runs" / "2" / "caches" / "inductor" / "stale").write_text("warm")
+    (workdir / repeatability.MEASURED["sweep"].path).parent.mkdir(parents=True, exist_ok=True)
+    (workdir / repeatability.MEASURED["sweep"].path).write_bytes(b"")   # the first run is not a fresh one
+    result = repeatability.main(["--configfile", "base.yaml", "--runs", "2", *(["--cold"] if cold else []),
+                                 "--workdir", str(workdir), "--out", str(tmp_path / "result.json")])
+    forced = ["compile_cache_sweep", "sweep"] if cold else ["sweep"]
+    assert [c["forced"] for c in calls] == [forced, forced] and [r["forced"] for r in result["runs"]] == [forced] * 2
+    assert (mine / "entry").read_text() == "the user's" and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(mine)
+    if not cold:
+        assert [c["env"] for c in calls] == [None, None]   # this process's environment, as it is
+        assert all(all(c["caches_there"].values()) for c in calls)
+        return
+    assert [c["caches_there"] for c in calls] == [dict.fromkeys(repeatability.WORKFLOW_CACHES, False)] * 2
+    for k, call in enumerate(calls, start=1):
+        caches = workdir / "runs" / str(k) / "caches"
+        assert call["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(caches / "inductor")
+        assert call["env"]["TRITON_CACHE_DIR"] == str(caches / "triton")
+        assert call["env"]["PATH"] == os.environ["PATH"]   # the rest of the environment kept
+        assert not any((caches / "inductor").iterdir()) and not any((caches / "triton").iterdir())
+
+
+def test_repeatability_reads_each_runs_rule_seconds_from_its_own_snakemake_output(tmp_path, monkeypatch, capsys):
+    """rules_s: per rule, the summed seconds of the jobs that run's Snakemake printed (not an earlier run's)."""
+    repeatability = _repeatability()
+
+    def output(k):
+        sweep_s = 40 + k   # run 1: 41 s, run 2: 42 s in two jobs
+        return f"""Building DAG of jobs...
+[Mon Nov 23 14:50:00 2026]
+localrule compile_cache_sweep:
+    output: results/study_a/sweep/compile-cache-manifests/fp32-shard0.json
+    jobid: 3
+    wildcards: numerics=fp32, shard=0
+[Mon Nov 23 14:50:30 2026]
+Finished jobid: 3 (Rule: compile_cache_sweep)
+[Mon Nov 23 14:50:30 2026]
+rule sweep:
+    jobid: 1
+    wildcards: numerics=fp32, shard=0
+[Mon Nov 23 14:50:40 2026]
+Finished jobid: 1 (Rule: sweep)
+[Mon Nov 23 14:50:40 2026]
+rule sweep:
+    jobid: 2
+    wildcards: numerics=fp32, shard=1
+[Mon Nov 23 14:51:{sweep_s - 30:02d} 2026]
+Finished jobid: 2 (Rule: sweep)
+"""
+
+    _fake_snakemake(monkeypatch, repeatability, output)
+    result = repeatability.main(["--configfile", "base.yaml", "--runs", "2", "--cold", "--workdir", str(tmp_path),
+                                 "--out", str(tmp_path / "result.json")])
+    assert [r["rules_s"] for r in result["runs"]] == [{"sweep": 41.0, "compile_cache_sweep": 30.0},
+                                                      {"sweep": 42.0, "compile_cache_sweep": 30.0}]
+    printed = capsys.readouterr().out
+    assert "run 2: " in printed and "s; sweep 42 s, compile_cache_sweep 30 s\n" in printed
+    # both runs' output kept in the working directory's log
+    assert (tmp_path / "repeatability.snakemake.log").read_text() == output(1) + output(2)
+
+
+def test_repeatability_refuses_cold_with_saved_runs(tmp_path, capsys):
+    """--cold says how runs made here start; --from-runs makes none."""
+    repeatability = _repeatability()
+    with pytest.raises(SystemExit):
+        repeatability.main(["--from-runs", str(tmp_path), "--cold", "--out", str(tmp_path / "result.json")])
+    assert "--cold" in capsys.readouterr().err
 
 def _log_stamp(epoch: float) -> str:
     import datetime as dt
@@ -326,6 +444,18 @@ def test_every_rule_run_time_counts_as_a_build_is_a_rule_of_the_workflow():
              for m in re.finditer(r"^\s*rule (\w+):", path.read_text(), re.M)}
     assert set(run_time.BUILD_RULES) <= rules, set(run_time.BUILD_RULES) - rules
     assert {"compile_cache_blocks", "compile_cache_model", "compile_cache_sweep"} <= set(run_time.BUILD_RULES)
+
+
+def test_every_warm_up_repeatability_forces_with_cold_is_a_rule_of_the_workflow():
+    """--cold forces each table's warm-ups: a renamed one would fail every run, and a table whose measuring rule
+    compiles without its warm-up named would start warm."""
+    import re
+    repeatability = _repeatability()
+    rules = {m.group(1) for path in (REPO / "workflow" / "rules").glob("*.smk")
+             for m in re.finditer(r"^\s*rule (\w+):", path.read_text(), re.M)}
+    warm_ups = {name: m.warm_ups for name, m in repeatability.MEASURED.items()}
+    assert {rule for names in warm_ups.values() for rule in names} <= rules
+    assert all(warm_ups[name] for name in warm_ups if name != "backend_comparison"), warm_ups
 
 
 def test_run_time_counts_the_workers_start_ups_inside_measured_runs_as_start_up(tmp_path):
