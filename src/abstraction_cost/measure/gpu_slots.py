@@ -21,9 +21,9 @@ compiles and summaries, measure/affinity.py), so a staged job's imports do not d
 `take`, after the imports, waits for the slot's lock and moves the job (every thread) onto the slot's cores. With
 gpus.take_free_slot_at_start a job that finds a slot free as it starts (no job holds it, none waits for it in
 acquire(), which keeps a place in LOCK_DIR/waiting meanwhile, and no long job in the line wants it) takes it in
-stage() and imports on its quiet cores. The invariant: a job
-takes a slot early only where no job could time on it meanwhile, so the slot's wait for that job's imports (at a
-run's start, after a build) shrinks and no ready job waits longer (docs/results/ has what the wait was).
+stage() and imports on its quiet cores. The invariant: a job takes a slot early only where no job could time on it
+meanwhile, so the slot's wait for that job's imports (at a run's start, after a build) shrinks and no ready job
+waits longer (docs/results/ has what the wait was).
 
 Long jobs first: a long job (FIRST_IN_LINE: the sweep's and Study B's vision jobs, the run's longest chains) joins
 a line when it starts (a flocked file in LOCK_DIR/first-in-line naming the GPUs it waits for), and a short job
@@ -292,11 +292,10 @@ def _leave(folder: str, fd: int) -> None:
     os.close(fd)
 
 
-def _wanted(folder: str, candidates: list[Gpu]) -> bool:
-    """Whether another process with a place in LOCK_DIR/folder waits for one of these GPUs; a place whose process
+def _waited_for(folder: str) -> set[str]:
+    """The UUIDs of the GPUs that other processes with a place in LOCK_DIR/folder wait for; a place whose process
     died is removed."""
-    where = LOCK_DIR / folder
-    wanted = {g.uuid for g in candidates}
+    where, uuids = LOCK_DIR / folder, set()
     for path in (where.iterdir() if where.is_dir() else ()):
         if path.name.startswith(".") or path.name == str(os.getpid()):
             continue
@@ -307,13 +306,17 @@ def _wanted(folder: str, candidates: list[Gpu]) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:   # its process holds it: waiting
-            if wanted & set(os.read(fd, 4096).decode(errors="replace").split("\n", 1)[0].split()):
-                return True
+            uuids.update(os.read(fd, 4096).decode(errors="replace").split("\n", 1)[0].split())
         else:
             path.unlink(missing_ok=True)
         finally:
             os.close(fd)
-    return False
+    return uuids
+
+
+def _wanted(folder: str, candidates: list[Gpu]) -> bool:
+    """Whether another process with a place in LOCK_DIR/folder waits for one of these GPUs."""
+    return not _waited_for(folder).isdisjoint(g.uuid for g in candidates)
 
 
 def join_line(candidates: list[Gpu], owner: str) -> None:
@@ -448,7 +451,8 @@ def stage(snakemake) -> None:
         if config.get("gpus", {}).get("take_free_slot_at_start", False):
             # a free GPU that no job waits for (acquire) nor a long job in line: its imports on the slot's quiet
             # cores instead
-            unwanted = [g for g in candidates if not _wanted(WAITING, [g])]
+            waited = _waited_for(WAITING)   # one look at the folder, not one per GPU
+            unwanted = [g for g in candidates if g.uuid not in waited]
             slot = try_acquire(unwanted, _owner(rule, wildcards), after_long=rule not in FIRST_IN_LINE)
             if slot is not None:
                 _hold(slot, gpus, config, n)
