@@ -4,9 +4,10 @@ N GPU slots. Issue 28 asks for the one-GPU time of the default config from the s
     python benchmarks/replay_on_gpus.py .snakemake/log/<run>.snakemake.log --results results --gpus 1 [--out x.json]
 
 The model, every part from the run (benchmarks/run_time.py reads the same log and environment rows):
-- A timing job on a GPU costs its time on its slot (from taking the slot's lock to its end; a staged job's imports
-  before that overlap the job before it, as they would on fewer GPUs), and the slot passes to the next job after
-  the run's median handoff (a slot's free time between two jobs where the next was already waiting).
+- A timing job on a GPU costs its time on its slot (from taking the slot's lock to giving it back, at its end or
+  where the next job on its slot took it before: run_time.on_slots; a staged job's imports before that overlap the
+  job before it, as they would on fewer GPUs), and the slot passes to the next job after the run's median handoff
+  (a slot's free time between two jobs where the next was already waiting).
 - Timing jobs on the CPU (Study B's cpu pair) keep their own lane where the run had them beside the GPUs
   (gpus.cpu_beside: they overlapped GPU jobs); otherwise each takes every GPU slot, as gpu_slots.smk makes them.
 - Every other job (data, builds, compile warm-ups, summaries, the report) starts as soon as its inputs exist and
@@ -44,16 +45,17 @@ def costs(jobs: list[Job], runs: list[dict]) -> tuple[dict[Job, tuple[str, float
     lane = {}
     for job in jobs:
         if job in placed:
-            slot, taken, _ = placed[job]
-            lane[job] = ("cpu" if slot == "cpu" else "gpu", _utc(job.end) - taken)
+            p = placed[job]
+            lane[job] = ("cpu" if p.slot == "cpu" else "gpu", p.given_back - p.taken)
         else:   # not a timing job, or one whose slot is not known (counted as a GPU's)
             lane[job] = ("gpu" if is_timing_rule(job.rule) else "any", (job.end - job.start).total_seconds())
     handoffs = []
-    for slot in {s for s, _, _ in placed.values()}:
-        held = sorted((taken, _utc(j.end), _utc(j.start)) for j, (s, taken, _) in placed.items() if s == slot)
+    for slot in {p.slot for p in placed.values()}:
+        held = sorted((p.taken, p.given_back, _utc(j.start)) for j, p in placed.items() if p.slot == slot)
         handoffs += [b[0] - a[1] for a, b in zip(held, held[1:]) if b[2] < a[1] <= b[0]]   # b waited for a
-    gpu_spans = [(p[1], _utc(j.end)) for j, p in placed.items() if p[0] != "cpu"]
-    beside = any(p[0] == "cpu" and any(a < _utc(j.end) and p[1] < b for a, b in gpu_spans) for j, p in placed.items())
+    gpu_spans = [(p.taken, p.given_back) for p in placed.values() if p.slot != "cpu"]
+    beside = any(p.slot == "cpu" and any(a < p.given_back and p.taken < b for a, b in gpu_spans)
+                 for p in placed.values())
     return lane, (statistics.median(handoffs) if handoffs else 0.0), beside
 
 

@@ -30,7 +30,8 @@ added up) is the slot's held time, split into
                  loading_s, by rule loading_rules_s), and the time no timing job held the slot while a build or
                  compile job ran (waiting_s: the C++ programs, the compile warm-up, the AOTInductor and
                  TorchScript artifacts)
-    other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables)
+    other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables),
+                 until each gives its slot back (gpu_slots.release, or its end)
     idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
 A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
 the measuring seconds over the held seconds of every GPU slot together (issue 28's measure of a run; the CPU slot
@@ -165,7 +166,7 @@ def critical_path(jobs: dict[tuple[str, int], Job], placed: dict | None = None) 
     done = {k: j for k, j in jobs.items() if j.end is not None}
     if not done:
         return []
-    taken = {j: t for j, (_, t, _) in (placed or {}).items()}
+    taken = {j: p.taken for j, p in (placed or {}).items()}
     made: dict[Job, list[Job]] = {}
     for log in {k[0] for k in done}:
         made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
@@ -247,11 +248,21 @@ def timing_slots(runs: list[dict]) -> list[str]:
     return sorted({r["slot"] for r in runs if is_timing_rule(r["rule"])}) or ["cpu"]
 
 
-def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, tuple[str, float, list[dict]]]:
-    """Each finished timing job's slot, when it took it (epoch seconds) and its measured runs. A job's runs are
+@dataclass(frozen=True)
+class Placed:
+    """A finished timing job's place on a slot: when it took the slot and gave it back (epoch seconds), its runs."""
+    slot: str
+    taken: float
+    given_back: float
+    runs: list[dict]
+
+
+def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, Placed]:
+    """Each finished timing job's slot, when it took it and gave it back, and its measured runs. A job's runs are
     found by rule, time and wildcards (not a job beside it); a staged job holds its slot from its lock on
-    (gpu_slots.stage), not from its start. A timing job with no measured run on a box of several slots is left
-    out: its GPU is not known."""
+    (gpu_slots.stage), not from its start, and gives it back as its script ends (gpu_slots.release), before its
+    process does: where the next job on its slot took the lock before this one ended, that is when this one gave
+    it back. A timing job with no measured run on a box of several slots is left out: its GPU is not known."""
     found = {}
     for job in (j for j in done if is_timing_rule(j.rule)):
         start, end = _utc(job.start), _utc(job.end)
@@ -262,8 +273,17 @@ def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, t
         if slot is None:
             continue
         taken = [r["taken"] for r in mine if r.get("taken") is not None]
-        found[job] = (slot, min(max(start, min(taken)), end) if taken else start, mine)
-    return found
+        found[job] = (slot, min(max(start, min(taken)), end) if taken else start, end, mine, bool(taken))
+    placed = {}
+    for slot in {f[0] for f in found.values()}:
+        lane = sorted((f[1], job) for job, f in found.items() if f[0] == slot)
+        for i, (taken, job) in enumerate(lane):
+            end, mine = found[job][2], found[job][3]
+            after = lane[i + 1][1] if i + 1 < len(lane) else None
+            if after is not None and found[after][4] and taken < found[after][1] < end:   # the next one's lock
+                end = found[after][1]
+            placed[job] = Placed(slot, taken, end, mine)
+    return placed
 
 
 def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: dict) -> list[dict]:
@@ -282,8 +302,8 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
                "other_s": 0.0, "idle_s": 0.0, "rules_s": {}, "loading_s": 0.0, "loading_rules_s": {},
                "waiting_s": 0.0} for s in slots}
     occupied: dict[str, list[tuple[float, float]]] = {s: [] for s in slots}
-    for job, (slot, start, mine) in placed.items():
-        end = _utc(job.end)
+    for job, p in placed.items():
+        slot, start, end, mine = p.slot, p.taken, p.given_back, p.runs
         s = per[slot]
         inside = _clip([(r["start"], r["end"]) for r in mine], start, end)
         measured, builds = union_length(inside), sum(r["build_s"] for r in mine)

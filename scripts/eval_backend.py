@@ -14,3 +14,4 @@ from abstraction_cost.study_a.comparison import job as eval_backend  # noqa: E40
 gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 
 eval_backend.run_job(snakemake)
+gpu_slots.release(log)  # last: the slot to the next job while this one exits, off the timing cores

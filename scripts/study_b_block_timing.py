@@ -27,3 +27,4 @@ with measured_run(config, rule=snakemake.rule, job=dict(w), env_path=snakemake.o
 df = tables.write(experiment(w.experiment).table, rows, snakemake.output.table)
 log.info("%s %s/%s: %d rows, status %s", w.experiment, w.pair, w.mode, df.height,
          dict(df.group_by("status").len().iter_rows()))
+gpu_slots.release(log)  # last: the slot to the next job while this one exits, off the timing cores

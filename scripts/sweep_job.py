@@ -19,3 +19,4 @@ from abstraction_cost.study_a.sweep import serial as sweep, interleaved as sweep
 gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 
 (sweep_interleaved if "numerics" in snakemake.wildcards.keys() else sweep).run(snakemake)
+gpu_slots.release(log)  # last: the slot to the next job while this one exits, off the timing cores

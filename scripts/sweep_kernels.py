@@ -11,3 +11,4 @@ from abstraction_cost.study_a.sweep import kernels as sweep_kernels  # noqa: E40
 gpu_slots.take(snakemake, log)  # after the imports, before CUDA starts: this job's GPU slot, once it is free
 
 sweep_kernels.run(snakemake)
+gpu_slots.release(log)  # last: the slot to the next job while this one exits, off the timing cores

@@ -26,3 +26,4 @@ def trainer(run, data, order, weights_path, settings):
 
 
 training_job.run(snakemake, "cudnn", trainer)
+gpu_slots.release(log)  # last: the slot to the next job while this one exits, off the timing cores

@@ -22,3 +22,4 @@ def trainer(run, data, order, weights_path, settings):
 
 
 training_job.run(snakemake, "libtorch", trainer)
+gpu_slots.release(log)  # last: the slot to the next job while this one exits, off the timing cores

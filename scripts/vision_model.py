@@ -28,3 +28,4 @@ with measured_run(config, rule="vision_model", job=dict(w), env_path=snakemake.o
 for name, rows in out.items():
     log.info("%s: %d rows", name, tables.write(name, rows, snakemake.output[name]).height)
 store.clear()
+gpu_slots.release(log)  # last: the slot to the next job while this one exits, off the timing cores

@@ -101,8 +101,8 @@ def eval_numerics(numerics: str) -> str | None:
 def kill_job() -> None:
     """The job dies at once, as under a scheduler's time limit or a lost node: its programs, then itself, by
     SIGKILL."""
-    from .run_guard import _children
-    for child in _children(os.getpid()):
+    from .run_guard import descendants
+    for child in descendants(os.getpid()):
         try:
             os.kill(child, signal.SIGKILL)
         except OSError:

@@ -103,7 +103,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _children(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every descendant of `pid`, children first: a job's workers are its fork server's children
     (programs/fork_server.py)."""
     parents = {}
@@ -131,7 +131,7 @@ def watch_snakemake(interval_s: float = 0.5) -> None:
             time.sleep(interval_s)
         log.error("its Snakemake (pid %d) is gone (killed?): this job stops, leaving no output; the next "
                   "`snakemake` run does it again", parent)
-        for child in _children(os.getpid()):
+        for child in descendants(os.getpid()):
             try:
                 os.kill(child, 9)
             except OSError:

@@ -518,6 +518,24 @@ def test_run_time_counts_a_staged_jobs_slot_time_from_when_it_took_the_slot(tmp_
     assert [(step["jobid"], step["slot_wait_s"]) for step in result["critical_path"]] == [(2, 6.0)]
 
 
+def test_run_time_ends_a_jobs_slot_time_where_the_next_job_took_the_slot_it_gave_back(tmp_path):
+    """The first job gives its slot back as its script ends (gpu_slots.release), at 8 s, and exits at 10 s; the
+    staged second job takes the slot at 8 s: the first's time on the slot ends there, so the slot's parts still add
+    up to its held time and the first job's exit is nobody's 'other'."""
+    import datetime as dt
+    iso = lambda s: dt.datetime.fromtimestamp(T0 + s, dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: E731
+    result = _run_time_of(tmp_path, [(1, "eval_backend", "numerics=fp32", 0, 10, "", "a"),
+                                     (2, "eval_backend", "numerics=tf32", 4, 19, "", "b")],
+                          {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
+                           "gpu_uuid": ["GPU-a"] * 2, "job": ["numerics=fp32", "numerics=tf32"],
+                           "gpu_slot_taken_at": [iso(0), iso(8)], "start": [2, 9], "end": [7, 18]})
+    (slot,) = result["slots"]
+    assert slot["held_s"] == 19.0 and slot["jobs"] == 2
+    assert _parts(slot) == {"measuring": 14.0, "start_up": 3.0, "builds": 0.0, "other": 2.0, "idle": 0.0}
+    assert slot["rules_s"] == {"eval_backend": 19.0}   # 8 s and 11 s on the slot, of 10 s and 15 s of job
+    assert [(step["jobid"], step["slot_wait_s"]) for step in result["critical_path"]] == [(2, 4.0)]
+
+
 def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
     """Two eval jobs at once on two GPUs: each job's measured run is found by its wildcards, not by its times
     alone (the aoti job's run ends within a second of the eager job's end)."""

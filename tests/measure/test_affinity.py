@@ -95,6 +95,7 @@ def fake_cores(monkeypatch):
     monkeypatch.setattr(affinity, "_pinned", "not pinned")
     monkeypatch.setattr(affinity, "_cores", None)
     monkeypatch.setattr(affinity, "_spare", frozenset())
+    monkeypatch.setattr(affinity, "_left", frozenset())
     return calls
 
 
@@ -119,6 +120,16 @@ def test_a_timing_job_pins_to_its_slot_and_an_untimed_job_off_every_slot(fake_co
     gpu_slots.pin_untimed(SimpleNamespace(rule="sweep", config={"device": "auto"}))   # a timing rule: take() pins
     gpu_slots.pin_untimed(SimpleNamespace(rule="prepare_dataset", config={"device": "cpu"}))
     assert len(fake_cores) == 2
+
+
+def test_a_timing_job_that_gives_its_slot_back_leaves_its_cores_with_every_thread(fake_cores):
+    affinity.leave_slot()   # not pinned to a slot: nothing to leave
+    assert fake_cores == [] and fake_cores.threads == []
+    affinity.pin_timing(0, 2)
+    affinity.leave_slot()
+    assert fake_cores[-1] == set(range(8, 16)) and fake_cores.threads[-1] == set(range(8, 16))
+    assert affinity.job_cores() == frozenset(range(8, 16))
+    assert affinity.environment_columns("start")["cpu_affinity"].startswith("no timing (slot given back): 8-15")
 
 
 def test_a_timing_jobs_loads_may_spread_to_the_cores_no_slot_has(fake_cores):

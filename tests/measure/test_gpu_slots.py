@@ -1,5 +1,6 @@
 """GPU slots (measure/gpu_slots.py, workflow/rules/gpu_slots.smk): on fake GPUs on the CPU, and on NVML's real ones."""
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -219,6 +220,55 @@ def test_a_launched_program_holds_the_slot_after_its_job_dies(monkeypatch, slot_
     os.close(slot.fd)
 
 
+def test_a_job_gives_its_slot_back_as_its_script_ends_unless_a_process_it_started_holds_it(monkeypatch, slot_state,
+                                                                                              caplog):
+    """release(): the lock freed for the next job and the job off the slot's cores, but not while a program the
+    job launched (here `sleep`, given the lock as native.launch gives it) still runs: it may use the GPU."""
+    fake_gpus(monkeypatch, 1)
+    left = []
+    monkeypatch.setattr(gpu_slots.affinity, "pin_timing", lambda *args, **kw: None)
+    monkeypatch.setattr(gpu_slots.affinity, "leave_slot", lambda: left.append(True))
+    gpu_slots.release()   # no slot: nothing to give back
+    assert left == []
+    gpu = gpu_slots.visible_gpus()[0]
+    gpu_slots.take(job("eval_backend", {"device": "cuda"}, numerics="fp32"))
+    program = subprocess.Popen(["sleep", "30"], pass_fds=gpu_slots.held_fds())
+    try:
+        gpu_slots.release(logging.getLogger("job"))
+        assert gpu_slots.held() is not None and gpu_slots._try_lock(gpu, "next job") is None and left == []
+        assert f"processes [{program.pid}] it started still hold its lock" in caplog.text
+    finally:
+        program.kill()
+        program.wait()
+    gpu_slots.release()
+    assert gpu_slots.held() is None and gpu_slots.held_fds() == () and left == [True]
+    slot = gpu_slots.try_acquire([gpu], "next job")
+    assert slot is not None
+    os.close(slot.fd)
+
+
+def test_every_timing_script_stages_takes_and_last_gives_its_slot_back():
+    """A timing rule's script that took its slot and never gave it back would hold the GPU through its exit; one
+    that gave it back before its last statement could time on a GPU it no longer holds."""
+    import ast
+    import re
+    scripts = {}
+    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
+        parts = re.split(r"^[ \t]*rule (\w+):", smk.read_text(), flags=re.M)   # text, name, body, name, body...
+        for rule, body in zip(parts[1::2], parts[2::2]):
+            found = re.search(r'script:\s*"([^"]+)"', body)
+            if gpu_slots.is_timing_rule(rule) and found:
+                scripts[rule] = (smk.parent / found.group(1)).resolve()
+    assert set(scripts) == set(gpu_slots.DEVICE_RULES) | set(gpu_slots.PAIR_RULES)
+    for rule, path in scripts.items():
+        calls = [f"{n.value.func.attr}" for n in ast.parse(path.read_text()).body
+                 if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                 and isinstance(n.value.func, ast.Attribute) and getattr(n.value.func.value, "id", "") == "gpu_slots"]
+        assert calls == ["stage", "take", "release"], (rule, path.name, calls)
+        last = ast.parse(path.read_text()).body[-1]
+        assert ast.unparse(last).startswith("gpu_slots.release("), (rule, path.name)
+
+
 def in_line(gpus: list, lock_dir: Path, folder: str = gpu_slots.LINE) -> subprocess.Popen:
     """A long job in the line for `gpus` (or a job with a place in another folder: gpu_slots.WAITING), in a
     process of its own (a flock is per open file: another process's is what a short job sees)."""
@@ -353,7 +403,10 @@ time.sleep(0.5)   # the imports of a staged job
 slot = gpu_slots.take(snakemake)
 start = time.time()
 time.sleep(1.5)
-json.dump({"gpu": slot.gpu.index if slot else None, "begun": begun, "start": start, "end": time.time(),
+end = time.time()
+gpu_slots.release()
+time.sleep(0.8)   # its exit: interpreter, fork server, CUDA context
+json.dump({"gpu": slot.gpu.index if slot else None, "begun": begun, "start": start, "end": end, "exit": time.time(),
            "pair": snakemake.wildcards.pair}, open(snakemake.output[0], "w"))
 """
 
@@ -425,6 +478,8 @@ def test_the_next_timing_job_starts_while_one_times_and_times_only_once_the_gpu_
         assert b["start"] >= a["end"] - 0.05, "two jobs timing at once on one GPU"
     # staged: a later job was already running (its imports done) while the one before it timed
     assert sum(b["begun"] < a["end"] - 0.4 for a, b in zip(gpu_jobs, gpu_jobs[1:])) >= len(gpu_jobs) // 2
+    # given back: a later job timed while the one before it was still exiting
+    assert sum(b["start"] < a["exit"] - 0.4 for a, b in zip(gpu_jobs, gpu_jobs[1:])) >= len(gpu_jobs) // 2
 
 
 def test_a_staged_gpu_job_starts_off_the_timing_cores_and_asks_cuda_through_nvml(monkeypatch):

@@ -32,8 +32,8 @@ def test_a_forked_worker_has_the_jobs_environment_argv_working_directory_and_pro
     assert info["env"] == "sent with the request"
     assert info["torch_preloaded"] and not info["cuda_initialized"]
     assert info["pgid"] == os.getpgid(0)   # a kill of the job's group takes it
-    from abstraction_cost.run_guard import _children
-    assert worker.proc.pid in _children(os.getpid())   # and so does a job killing its descendants
+    from abstraction_cost.run_guard import descendants
+    assert worker.proc.pid in descendants(os.getpid())   # and so does a job killing its descendants
     assert worker.ask("hello", "echo")["line"] == "hello"
     worker.close()
     assert worker.proc.returncode == 0

@@ -53,6 +53,7 @@ PROBE_OPS = 300      # one block of the host probe's op per candidate CPU before
 
 _pinned: str = "not pinned"
 _cores: frozenset[int] | None = None   # where _set put this job
+_left: frozenset[int] = frozenset()   # a timing job's cores once it gives its slot back (leave_slot)
 _spare: frozenset[int] = frozenset()   # a timing job's cores for its workers' loads beyond its slot's (spread_loads)
 _turns_logged = False
 _turn_probes: list[float] = []   # the picked CPU's probe (µs per op) at each of this job's probed turns
@@ -127,13 +128,24 @@ def _set(cores: frozenset[int], what: str) -> None:
 def pin_timing(slot_index: int, slots: int, cpu_slot: bool = False, spread_loads: bool = False) -> None:
     """Pin this timing job (and the processes it starts) to its GPU slot's cores; with `spread_loads` its workers
     start and load on the cores no timing slot has as well (loading)."""
-    global _spare
+    global _spare, _left
     split = plan(_INITIAL, slots, cpu_slot=cpu_slot)
     if split is None or not 0 <= slot_index < slots:
         _note_unpinned(slots)
         return
     _set(split.timing[slot_index], f"timing slot {slot_index}")
     _spare = split.other if spread_loads else frozenset()
+    _left = split.other
+
+
+def leave_slot() -> None:
+    """A timing job that gave its GPU slot back (gpu_slots.release): it and the processes it started onto the
+    cores no timing slot has, so that its exit runs beside the next job timing on the slot, not on its cores."""
+    if not _left:
+        return
+    _set(_left, "no timing (slot given back)")
+    for tid in _tasks(os.getpid()):
+        _try_set(tid, _left)
 
 
 def _probe_op_us() -> float:

@@ -8,8 +8,9 @@ Two halves share the tables below:
   its own (affinity.pin_cpu) beside the GPU slots' jobs.
 - Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
   UUID (LOCK_DIR) and sets CUDA_VISIBLE_DEVICES to that GPU before CUDA is initialised. The kernel drops a flock
-  when its holder dies, so a killed job frees its GPU; the lock is held until the job's process exits (and by a
-  worker or C++ program it launches: `held_fds`).
+  when its holder dies, so a killed job frees its GPU; a worker or C++ program the job launches holds it too
+  (`held_fds`). The job gives it back as its script ends (`release`, once no process it started holds it), so
+  that the next job takes the GPU while this one exits, or else when its process exits.
 
 Staged starts: Snakemake runs up to STAGED_PER_SLOT timing jobs per GPU slot, so that while one job times on a
 GPU the next one starts. The invariant: a staged job holds neither the GPU nor a timing core until take(), so its
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from ..compile import inductor_env   # imports no torch
+from .. import run_guard   # imports no torch
 from ..programs import fork_server   # imports no torch
 from . import affinity
 
@@ -507,6 +509,49 @@ def _hold(slot: Slot, gpus: list[Gpu], config: Mapping, n: int) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu.uuid
     affinity.pin_timing(gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
                         spread_loads=config.get("gpus", {}).get("spread_loads", False))
+
+
+def release(log: logging.Logger | None = None) -> None:
+    """The last call of a timing script, its measuring done and its tables written: the job's GPU slot given back
+    and the job, with what it started, moved onto the cores of the jobs that time nothing, so that the next job
+    takes the slot while this one exits. On gpu-smoke the next job took the slot 0.7-2.1 s after a job's last line:
+    its interpreter, fork server, compile pool and CUDA context ending, the slot held and idle meanwhile. Its CUDA
+    context, synchronised, stays idle until the exit, as a comparison's loaded workers' contexts do while one of
+    them times. Nothing is given back while a process the job started still holds the slot's lock (a worker or
+    program still running may use the GPU); the exit frees it then."""
+    global _held
+    if _held is None:
+        return
+    lock = _lock_path(_held.gpu.uuid).resolve()
+    holders = [pid for pid in run_guard.descendants(os.getpid()) if _holds(pid, lock)]
+    if holders:
+        if log is not None:
+            log.warning("GPU slot kept until the job exits: processes %s it started still hold its lock", holders)
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    fcntl.flock(_held.fd, fcntl.LOCK_UN)
+    os.close(_held.fd)
+    if log is not None:
+        log.info("GPU slot: GPU %d given back", _held.gpu.index)
+    _held = None
+    affinity.leave_slot()
+
+
+def _holds(pid: int, path: Path) -> bool:
+    """Whether process `pid` has `path` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:   # ended, or not ours to read
+        return False
+    for fd in fds:
+        try:
+            if Path(os.readlink(f"/proc/{pid}/fd/{fd}")) == path:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def pin_untimed(snakemake) -> None:

@@ -10,7 +10,7 @@ CPU cores and pipes the job sent, and initialises CUDA itself. A staged timing j
 a GPU slot (measure/gpu_slots.py), so the slot's lock and cores come with each request, not from the server: the
 child keeps the job's lock descriptors open (a worker holds the GPU while it lives, as a C++ program the job
 launches does). It stays in the job's process group (a scheduler's or a test's kill of the group takes it), and a
-job that kills what it launched kills its descendants (run_guard._children).
+job that kills what it launched kills its descendants (run_guard.descendants).
 
 Protocol, over a SOCK_SEQPACKET socket pair (one message per send):
     job -> server   {"argv": ["-m", MODULE, ARG...], "env": {...}, "cwd": DIR, "cpus": [N, ...] | null} with three
