@@ -840,3 +840,36 @@ def test_slot_size_refuses_more_slots_than_the_box_has_gpus(tmp_path, monkeypatc
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--slots 2 needs that many GPUs; this box has 1" in done.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def _job_log(path, lines: list[tuple[float, str]]) -> None:
+    """A job's log: (seconds after 12:00:00, message) per line, stamped as setup_logging stamps them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"2026-11-29 12:{int(s) // 60:02d}:{s % 60:06.3f}".replace(".", ",") + f" INFO rule.x: {m}\n"
+                            for s, m in lines))
+
+
+def test_slot_handoffs_reads_each_jobs_end_on_its_slot_and_counts_only_staged_successors(tmp_path):
+    """Three jobs on GPU 0: the first gives its slot back at 10 s and the staged second takes it at 10.2 s; the
+    second, a job of before release(), ends with its last line at 20 s and the staged third takes the slot at 21.5 s;
+    a fourth starts only after the third ends (not staged: its wait is no handoff); a job on GPU 1 and a log of no
+    timing job are their own."""
+    logs = tmp_path / "logs"
+    _job_log(logs / "a.log", [(0, "start"), (1, "GPU slot: GPU 0 (GPU-x) after 0.0 s"), (9.9, "rows"),
+                              (10, "GPU slot: GPU 0 given back")])
+    _job_log(logs / "b.log", [(2, "start"), (10.2, "GPU slot: GPU 0 (GPU-x) after 8.2 s"), (20, "rows")])
+    _job_log(logs / "sub" / "c.log", [(5, "start"), (21.5, "GPU slot: GPU 0 (GPU-x) after 16.5 s"),
+                                      (30, "GPU slot: GPU 0 given back")])
+    _job_log(logs / "d.log", [(31, "start"), (33, "GPU slot: GPU 0 (GPU-x), free when the job started (...)"),
+                              (40, "GPU slot: GPU 0 given back")])
+    _job_log(logs / "e.log", [(3, "start"), (4, "GPU slot: GPU 1 (GPU-y) after 0.0 s"), (8, "rows")])
+    _job_log(logs / "concat.log", [(41, "wrote the table")])
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import slot_handoffs
+    out = tmp_path / "handoffs.json"
+    slot_handoffs.main([str(logs), "--out", str(out)])
+    (run,) = json.loads(out.read_text())["runs"]
+    assert (run["jobs"], run["given_back"], run["handoffs"]) == (5, 3, 2)
+    assert run["handoffs_s"] == [0.2, 1.5] and run["median_s"] == 0.85 and run["sum_s"] == 1.7
+    with pytest.raises(SystemExit):
+        slot_handoffs.main([str(tmp_path / "missing")])
