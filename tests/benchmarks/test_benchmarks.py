@@ -845,8 +845,8 @@ def test_slot_size_refuses_more_slots_than_the_box_has_gpus(tmp_path, monkeypatc
 def _job_log(path, lines: list[tuple[float, str]]) -> None:
     """A job's log: (seconds after 12:00:00, message) per line, stamped as setup_logging stamps them."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"2026-11-29 12:{int(s) // 60:02d}:{s % 60:06.3f}".replace(".", ",") + f" INFO rule.x: {m}\n"
-                            for s, m in lines))
+    stamp = lambda s: f"2026-11-29 12:{int(s) // 60:02d}:{s % 60:06.3f}".replace(".", ",")  # noqa: E731
+    path.write_text("".join(f"{stamp(s)} INFO rule.x: {m}\n" for s, m in lines))
 
 
 def test_slot_handoffs_reads_each_jobs_end_on_its_slot_and_counts_only_staged_successors(tmp_path):
