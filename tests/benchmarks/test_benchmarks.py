@@ -500,40 +500,29 @@ def test_run_time_says_whether_the_gpus_load_or_a_place_held_a_waiting_path(tmp_
     assert result["bound"]["gpu_busy_pct"] == (100.0 if bound == "gpu_load" else 20.0)
 
 
-def test_run_time_counts_a_staged_jobs_slot_time_from_when_it_took_the_slot(tmp_path):
-    """The second job starts (staged) while the first times, and takes the GPU when the first ends: its imports
-    before that are not the slot's start-up, and the slot's parts still add up to its held time."""
+@pytest.mark.parametrize("taken, start, end, slot_wait", [
+    (10, [2, 11], [9, 18], 6.0),   # the first job holds the slot to its end, 10 s (as before gpu_slots.release)
+    (8, [2, 9], [7, 18], 4.0),     # it gives the slot back at 8 s (gpu_slots.release) and exits at 10 s
+])
+def test_run_time_counts_a_staged_jobs_slot_time_from_its_take_to_the_next_take(tmp_path, taken, start, end,
+                                                                               slot_wait):
+    """The second job starts (staged) at 4 s while the first times, and takes the GPU at `taken`: its imports
+    before that are not the slot's start-up; where the first gave the slot back before its end, the second's take
+    ends the first's time on the slot (its exit is nobody's 'other'). Either way the slot's parts add up to its
+    held time."""
     import datetime as dt
     iso = lambda s: dt.datetime.fromtimestamp(T0 + s, dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: E731
     result = _run_time_of(tmp_path, [(1, "eval_backend", "numerics=fp32", 0, 10, "", "a"),
                                      (2, "eval_backend", "numerics=tf32", 4, 19, "", "b")],
                           {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
                            "gpu_uuid": ["GPU-a"] * 2, "job": ["numerics=fp32", "numerics=tf32"],
-                           "gpu_slot_taken_at": [iso(0), iso(10)], "start": [2, 11], "end": [9, 18]})
+                           "gpu_slot_taken_at": [iso(0), iso(taken)], "start": start, "end": end})
     (slot,) = result["slots"]
     assert slot["held_s"] == 19.0 and slot["jobs"] == 2
     assert _parts(slot) == {"measuring": 14.0, "start_up": 3.0, "builds": 0.0, "other": 2.0, "idle": 0.0}
-    assert slot["rules_s"] == {"eval_backend": 19.0}   # 10 s and 9 s on the slot, of 10 s and 15 s of job
-    # the critical path ends with the staged job, 6 of whose 15 s went to waiting for the first job's GPU
-    assert [(step["jobid"], step["slot_wait_s"]) for step in result["critical_path"]] == [(2, 6.0)]
-
-
-def test_run_time_ends_a_jobs_slot_time_where_the_next_job_took_the_slot_it_gave_back(tmp_path):
-    """The first job gives its slot back as its script ends (gpu_slots.release), at 8 s, and exits at 10 s; the
-    staged second job takes the slot at 8 s: the first's time on the slot ends there, so the slot's parts still add
-    up to its held time and the first job's exit is nobody's 'other'."""
-    import datetime as dt
-    iso = lambda s: dt.datetime.fromtimestamp(T0 + s, dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: E731
-    result = _run_time_of(tmp_path, [(1, "eval_backend", "numerics=fp32", 0, 10, "", "a"),
-                                     (2, "eval_backend", "numerics=tf32", 4, 19, "", "b")],
-                          {"run_id": ["r1", "r2"], "rule": ["eval_backend"] * 2, "device": ["cuda"] * 2,
-                           "gpu_uuid": ["GPU-a"] * 2, "job": ["numerics=fp32", "numerics=tf32"],
-                           "gpu_slot_taken_at": [iso(0), iso(8)], "start": [2, 9], "end": [7, 18]})
-    (slot,) = result["slots"]
-    assert slot["held_s"] == 19.0 and slot["jobs"] == 2
-    assert _parts(slot) == {"measuring": 14.0, "start_up": 3.0, "builds": 0.0, "other": 2.0, "idle": 0.0}
-    assert slot["rules_s"] == {"eval_backend": 19.0}   # 8 s and 11 s on the slot, of 10 s and 15 s of job
-    assert [(step["jobid"], step["slot_wait_s"]) for step in result["critical_path"]] == [(2, 4.0)]
+    assert slot["rules_s"] == {"eval_backend": 19.0}   # `taken` and 19 - `taken` s on the slot
+    # the critical path ends with the staged job, part of whose 15 s went to waiting for the first job's GPU
+    assert [(step["jobid"], step["slot_wait_s"]) for step in result["critical_path"]] == [(2, slot_wait)]
 
 
 def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
