@@ -276,7 +276,7 @@ def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, P
         found[job] = (slot, min(max(start, min(taken)), end) if taken else start, end, mine, bool(taken))
     placed = {}
     for slot in {f[0] for f in found.values()}:
-        lane = sorted((f[1], job) for job, f in found.items() if f[0] == slot)
+        lane = sorted(((f[1], job) for job, f in found.items() if f[0] == slot), key=lambda t: t[0])
         for i, (taken, job) in enumerate(lane):
             end, mine = found[job][2], found[job][3]
             after = lane[i + 1][1] if i + 1 < len(lane) else None

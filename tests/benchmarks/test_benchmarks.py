@@ -525,6 +525,19 @@ def test_run_time_counts_a_staged_jobs_slot_time_from_its_take_to_the_next_take(
     assert [(step["jobid"], step["slot_wait_s"]) for step in result["critical_path"]] == [(2, slot_wait)]
 
 
+def test_run_time_places_jobs_that_started_in_one_second_without_a_take_of_their_own():
+    """A run recorded before gpu_slot_taken_at: two timing jobs on the one slot started in the same second (the
+    log's stamps are whole seconds), so their slot times begin at once; each is placed, neither clipped."""
+    import datetime as dt
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import run_time
+    at = lambda s: dt.datetime.fromtimestamp(T0 + s)  # noqa: E731
+    a = run_time.Job("eval_backend", at(0), at(10), wildcards="numerics=fp32")
+    b = run_time.Job("eval_backend", at(0), at(20), wildcards="numerics=tf32")
+    placed = run_time.on_slots([a, b], [], ["GPU-a"])
+    assert {(p.taken - T0, p.given_back - T0) for p in placed.values()} == {(0.0, 10.0), (0.0, 20.0)}
+
+
 def test_run_time_gives_each_gpu_the_measured_runs_of_its_own_jobs(tmp_path):
     """Two eval jobs at once on two GPUs: each job's measured run is found by its wildcards, not by its times
     alone (the aoti job's run ends within a second of the eager job's end)."""

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from ..compile import inductor_env   # imports no torch
 from .. import run_guard   # imports no torch
+from ..compile import inductor_env   # imports no torch
 from ..programs import fork_server   # imports no torch
 from . import affinity
 
