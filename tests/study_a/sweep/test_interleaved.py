@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sys
 import tempfile
 import textwrap
@@ -29,13 +30,16 @@ from tests.fixtures.sweep_jobs import interleaved_job, make_pool
 
 # A worker speaking the protocol of native/common/sweep_serve.h: every call takes 1 ms; each command is appended to
 # LOG as "<name> <command>"; worker b reports 0.25 s per load; DIE_AT=K makes it exit 3 when told to load or prepare
-# cell K; a fourth argument makes it also append "<name> loaded K" just before it answers a load.
+# cell K; a fourth argument makes it also append "<name> loaded K" just before it answers a load. Worker a says
+# where its start went, as a Python worker does (sweep/worker.py's `up`).
 FAKE_WORKER = textwrap.dedent('''
-    import json, os, sys
+    import json, os, sys, time
+    entered = time.monotonic()
     name, log, die_at, marks = sys.argv[1], sys.argv[2], int(sys.argv[3]), len(sys.argv) > 4
     def say(record):
         print(json.dumps(record), flush=True)
-    say({"kind": "sweep_start", "cells": 0, "start_cell": 0})
+    up = {"entered_monotonic_s": entered, "inputs_s": 0.01, "cuda_s": 0.0, "model_s": 0.02}
+    say({"kind": "sweep_start", "cells": 0, "start_cell": 0, **({"up": up} if name == "a" else {})})
     cell = None
     for line in sys.stdin:
         op, _, arg = line.strip().partition(" ")
@@ -190,9 +194,14 @@ def test_the_invocation_log_names_the_slowest_loaders_by_their_own_load_times(fa
     cells = walk([1, 2], [8], ["float32-pageable"])
     with caplog.at_level("INFO", logger=sweep_conductor.__name__):
         conduct(["a", "b"], fake.command_for(), cells, _settings(), _protocol(), Store(None, ["a", "b"], len(cells)))
-    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("invocation 0: ") and " s: " in
-                r.getMessage())
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("invocation 0: ") and
+                " s: start-up " in r.getMessage())
     assert "loading by worker: b 0.5 s, a 0.0 s" in line, line
+    assert re.search(r"start-up by worker: [ab] \d+\.\d s, [ab] \d+\.\d s", line), line
+    # where the Python worker's start went: its launch to its main (the interpreter, imports), then its parts
+    start = next(r.getMessage() for r in caplog.records if "slowest start" in r.getMessage())
+    assert re.fullmatch(r"invocation 0: slowest start [ab] \d+\.\d s; slowest Python worker a \d+\.\d s: to its "
+                        r"main \d+\.\d s, inputs 0\.0 s, CUDA context 0\.0 s, model 0\.0 s", start), start
 
 
 def test_a_cell_too_large_to_share_the_device_is_measured_one_implementation_at_a_time(fake):
@@ -432,7 +441,8 @@ def test_a_bad_protocol_value_is_refused_naming_its_key(key, value, message):
         check(s)
 
 
-def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_injected_faults(tmp_path, monkeypatch):
+def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_injected_faults(tmp_path, monkeypatch,
+                                                                                             caplog):
     """Rule sweep's interleaved job on the CPU: eager (a Python worker) and libtorch (ac_libtorch --serve), an oom
     at cell 1 (batch 1, 8 px, uint8-pinned: batch 2 there is skipped), a crash at cell 2 (eager: an error row;
     libtorch: the program dies, its cell is an error row with its exit status, and it is started again) and a
@@ -453,7 +463,12 @@ def test_the_interleaved_job_measures_python_and_cpp_workers_in_turns_under_inje
     job = interleaved_job(config, inputs, "fp32", tmp_path)
     monkeypatch.setenv("AC_FAULT", "cell:oom@1,cell:crash@2,cell:wrong@5")
     started = time.time()
-    sweep_interleaved.run(job)
+    with caplog.at_level("INFO", logger=sweep_conductor.__name__):
+        sweep_interleaved.run(job)
+    # the Python worker's start, split where it went (no CUDA context on the CPU)
+    split = (r"slowest Python worker eager [\d.]+ s: to its main [\d.]+ s, inputs [\d.]+ s, CUDA context 0\.0 s, "
+             r"model [\d.]+ s")
+    assert any(re.search(split, r.getMessage()) for r in caplog.records)
     df = tables.read("sweep", job.output.table)
     by = {impl: df.filter(df["implementation"] == impl) for impl in ("eager", "libtorch")}
     for impl, frame in by.items():

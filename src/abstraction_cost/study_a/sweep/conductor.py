@@ -142,7 +142,7 @@ class Phases:
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
-        self.by_worker: dict[str, dict[str, float]] = {"loading": {}, "preparing": {}}
+        self.by_worker: dict[str, dict[str, float]] = {"start-up": {}, "loading": {}, "preparing": {}}
 
     def add(self, phase: str, seconds: float, worker: str | None = None) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
@@ -150,8 +150,8 @@ class Phases:
             self.worker(phase, worker, seconds)
 
     def worker(self, phase: str, worker: str, seconds: float) -> None:
-        """One worker's share of a phase; for `loading`, its own time (the workers load at once, so the phase's
-        wall time is about the slowest one's)."""
+        """One worker's share of a phase; for `start-up` and `loading`, its own time (the workers start and load
+        at once, so the phase's wall time is about the slowest one's)."""
         self.by_worker[phase][worker] = self.by_worker[phase].get(worker, 0.0) + seconds
 
     def summary(self) -> str:
@@ -176,8 +176,10 @@ class _Set:
             if i == inv and impl in self.trackers and index in by_index and record["status"] == "oom" and not str(
                     record.get("message")).startswith("skipped:"):
                 self.trackers[impl].add(by_index[index])
+        self.launched_at = {impl: time.monotonic() for impl in implementations}
         self.launched = {impl: self._launch(impl) for impl in implementations}
         self.workers: dict[str, Worker | None] = {}
+        self.up_s: dict[str, dict] = {}   # each worker's start: its seconds to sweep_start, a Python one's parts
 
     def _launch(self, impl: str) -> Worker:
         return Worker(impl, self.command_for(impl, self.trackers[impl].flag()))
@@ -185,7 +187,8 @@ class _Set:
     def _up(self, impl: str, worker: Worker) -> Worker | None:
         """The worker once it says it is up; None, with every cell of it failed, if it died before."""
         try:
-            worker.ask(None, "sweep_start")
+            record = worker.ask(None, "sweep_start")
+            self.up_s[impl] = start_parts(record, self.launched_at[impl])
             return worker
         except WorkerDied as died:  # it never reached the cells: each of them fails the same way
             for cell in self.due:
@@ -197,6 +200,7 @@ class _Set:
         self.workers = {impl: self._up(impl, worker) for impl, worker in self.launched.items()}
 
     def start(self, impl: str) -> Worker | None:
+        self.launched_at[impl] = time.monotonic()
         return self._up(impl, self._launch(impl))
 
     def todo(self, cell: Cell) -> list[str]:
@@ -242,6 +246,10 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
         phases.add("start-up", time.perf_counter() - started)
         log.info("%s: %d workers up in %.1f s", name,
                  sum(w is not None for s in sets for w in s.workers.values()), time.perf_counter() - started)
+        for s in sets:
+            for impl, parts in s.up_s.items():
+                phases.worker("start-up", impl, parts["up_s"])
+        log_slowest_start(name, [(impl, parts) for s in sets for impl, parts in s.up_s.items()])
         for cell in due:
             if protocol.together(cell):
                 # every invocation's workers hold the cell at once where the memory of one set may hold it as many
@@ -267,6 +275,33 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
             s.close()
         log.info("%s: %.1f s: %s", name, time.perf_counter() - started, phases.summary())
         worker_phases.add(phases.seconds.get("start-up", 0.0), phases.seconds.get("loading", 0.0))
+
+
+def start_parts(record: dict, launched_at: float) -> dict:
+    """A worker's start from its launch (time.monotonic()) to its sweep_start record: `up_s` in all; a Python
+    worker's record also splits it (worker.main's `up`): to its main (fork or interpreter, imports), its inputs, the
+    CUDA context, the model's build, and the rest (its cells and the first record)."""
+    parts = {"up_s": time.monotonic() - launched_at}
+    up = record.get("up")
+    if up:
+        parts["imports_s"] = up["entered_monotonic_s"] - launched_at
+        parts.update({k: up[k] for k in ("inputs_s", "cuda_s", "model_s")})
+    return parts
+
+
+def log_slowest_start(name: str, started: list[tuple[str, dict]]) -> None:
+    """The slowest worker's start, and where the slowest Python worker's went: what a start before the GPU slot was
+    taken could hide (the imports, the inputs) and what it could not (the CUDA context and the model on the GPU)."""
+    if not started:
+        return
+    impl, parts = max(started, key=lambda ip: ip[1]["up_s"])
+    line = f"{name}: slowest start {impl} {parts['up_s']:.1f} s"
+    python = [(i, p) for i, p in started if "imports_s" in p]
+    if python:
+        impl, p = max(python, key=lambda ip: ip[1]["up_s"])
+        line += (f"; slowest Python worker {impl} {p['up_s']:.1f} s: to its main {p['imports_s']:.1f} s, inputs "
+                 f"{p['inputs_s']:.1f} s, CUDA context {p['cuda_s']:.1f} s, model {p['model_s']:.1f} s")
+    log.info(line)
 
 
 def _load(groups: list[tuple[_Set, list[str]]], cell: Cell, phases: Phases,

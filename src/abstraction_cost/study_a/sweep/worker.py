@@ -240,9 +240,10 @@ class ServedCells:
                 "end_monotonic_s": time.monotonic()}
 
 
-def serve(cells: ServedCells, commands, answer) -> None:
-    """The command loop: one record per command line, `sweep_start` first and `sweep_done` at the end of input."""
-    answer({"kind": "sweep_start", "cells": len(cells.cells), "start_cell": 0})
+def serve(cells: ServedCells, commands, answer, up: dict | None = None) -> None:
+    """The command loop: one record per command line, `sweep_start` first (with `up`, where the worker's start
+    went) and `sweep_done` at the end of input."""
+    answer({"kind": "sweep_start", "cells": len(cells.cells), "start_cell": 0, **({"up": up} if up else {})})
     done = 0
     for line in commands:
         op, _, arg = line.strip().partition(" ")
@@ -269,19 +270,26 @@ def serve(cells: ServedCells, commands, answer) -> None:
 
 def main(spec_path: str) -> None:
     """The worker process: SPEC.json names the implementation, its inputs, the grid and the numerics."""
+    entered = time.monotonic()   # the conductor's clock too (CLOCK_MONOTONIC): its launch to here is the imports
     spec = json.loads(Path(spec_path).read_text())
     records = worker_records(f"{spec['implementation']} worker")
     devices.apply_numerics(spec["config"])
     device = torch.device(spec["device"])
     pool = Pool(spec["inputs"]["inputs"])
+    pooled = time.monotonic()
+    if device.type == "cuda":   # the driver and the device's context, which the model's build would start: timed apart
+        torch.cuda.synchronize(device)
+    context = time.monotonic()
     model = PythonModel(spec["implementation"], SimpleNamespace(**spec["inputs"]), pool.manifest["channels"],
                         spec["classes"], device, spec["numerics"], spec["compile_shapes"])
+    up = {"entered_monotonic_s": entered, "inputs_s": pooled - entered, "cuda_s": context - pooled,
+          "model_s": time.monotonic() - context}
     gc.collect()
     gc.freeze()  # the model's objects are never collected: later collections need not walk them
     cells = [Cell(*c) for c in spec["cells"]]
     served = ServedCells(model, cells, pool, device, spec["warmup"], spec["warmup_max"], spec.get("oom_at", ""),
                          spec.get("logits_dir"))
-    serve(served, sys.stdin, lambda record: records.write(json.dumps(record) + "\n"))
+    serve(served, sys.stdin, lambda record: records.write(json.dumps(record) + "\n"), up)
 
 
 if __name__ == "__main__":
