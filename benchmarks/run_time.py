@@ -49,7 +49,7 @@ import argparse
 import datetime as dt
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from abstraction_cost.measure.gpu_slots import is_timing_rule
@@ -263,7 +263,7 @@ def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, P
     (gpu_slots.stage), not from its start, and gives it back as its script ends (gpu_slots.release), before its
     process does: where the next job on its slot took the lock before this one ended, that is when this one gave
     it back. A timing job with no measured run on a box of several slots is left out: its GPU is not known."""
-    found = {}
+    placed, locked = {}, set()
     for job in (j for j in done if is_timing_rule(j.rule)):
         start, end = _utc(job.start), _utc(job.end)
         wildcards = _pairs(job.wildcards, ",")
@@ -273,16 +273,14 @@ def on_slots(done: list[Job], runs: list[dict], slots: list[str]) -> dict[Job, P
         if slot is None:
             continue
         taken = [r["taken"] for r in mine if r.get("taken") is not None]
-        found[job] = (slot, min(max(start, min(taken)), end) if taken else start, end, mine, bool(taken))
-    placed = {}
-    for slot in {f[0] for f in found.values()}:
-        lane = sorted(((f[1], job) for job, f in found.items() if f[0] == slot), key=lambda t: t[0])
-        for i, (taken, job) in enumerate(lane):
-            end, mine = found[job][2], found[job][3]
-            after = lane[i + 1][1] if i + 1 < len(lane) else None
-            if after is not None and found[after][4] and taken < found[after][1] < end:   # the next one's lock
-                end = found[after][1]
-            placed[job] = Placed(slot, taken, end, mine)
+        placed[job] = Placed(slot, min(max(start, min(taken)), end) if taken else start, end, mine)
+        if taken:
+            locked.add(job)
+    for slot in {p.slot for p in placed.values()}:
+        lane = sorted((j for j, p in placed.items() if p.slot == slot), key=lambda j: placed[j].taken)
+        for a, b in zip(lane, lane[1:]):   # b's lock taken before a's end: a gave the slot back then
+            if b in locked and placed[a].taken < placed[b].taken < placed[a].given_back:
+                placed[a] = replace(placed[a], given_back=placed[b].taken)
     return placed
 
 

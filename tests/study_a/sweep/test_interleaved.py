@@ -38,7 +38,8 @@ FAKE_WORKER = textwrap.dedent('''
     name, log, die_at, marks = sys.argv[1], sys.argv[2], int(sys.argv[3]), len(sys.argv) > 4
     def say(record):
         print(json.dumps(record), flush=True)
-    up = {"entered_monotonic_s": entered, "inputs_s": 0.01, "cuda_s": 0.0, "model_s": 0.02}
+    up = {"entered_monotonic_s": entered, "inputs_s": 0.01, "cuda_s": 0.0, "model_s": 0.02,
+          "ready_monotonic_s": time.monotonic()}
     say({"kind": "sweep_start", "cells": 0, "start_cell": 0, **({"up": up} if name == "a" else {})})
     cell = None
     for line in sys.stdin:
@@ -202,6 +203,17 @@ def test_the_invocation_log_names_the_slowest_loaders_by_their_own_load_times(fa
     start = next(r.getMessage() for r in caplog.records if "slowest start" in r.getMessage())
     assert re.fullmatch(r"invocation 0: slowest start [ab] \d+\.\d s; slowest Python worker a \d+\.\d s: to its "
                         r"main \d+\.\d s, inputs 0\.0 s, CUDA context 0\.0 s, model 0\.0 s", start), start
+
+
+def test_a_python_workers_start_is_its_own_stamps_not_when_the_conductor_read_it():
+    """The conductor reads the workers' first records one after another: a worker up at 1 s and read at 5 s, after a
+    slow one, started in 1 s; a worker without stamps (a C++ one) counts until it is read."""
+    now = time.monotonic()
+    up = {"entered_monotonic_s": now - 4.5, "inputs_s": 0.1, "cuda_s": 0.2, "model_s": 0.2,
+          "ready_monotonic_s": now - 4.0}
+    parts = sweep_conductor.start_parts({"kind": "sweep_start", "up": up}, now - 5.0)
+    assert parts == pytest.approx({"up_s": 1.0, "imports_s": 0.5, "inputs_s": 0.1, "cuda_s": 0.2, "model_s": 0.2})
+    assert sweep_conductor.start_parts({"kind": "sweep_start"}, now - 5.0)["up_s"] >= 5.0
 
 
 def test_a_cell_too_large_to_share_the_device_is_measured_one_implementation_at_a_time(fake):

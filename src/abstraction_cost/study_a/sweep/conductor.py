@@ -279,14 +279,14 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
 
 def start_parts(record: dict, launched_at: float) -> dict:
     """A worker's start from its launch (time.monotonic()) to its sweep_start record: `up_s` in all; a Python
-    worker's record also splits it (worker.main's `up`): to its main (fork or interpreter, imports), its inputs, the
-    CUDA context, the model's build, and the rest (its cells and the first record)."""
-    parts = {"up_s": time.monotonic() - launched_at}
+    worker's record splits it (worker.main's `up`: to its main, the fork or interpreter and imports; its inputs;
+    the CUDA context; the model's build) and says when it was up. The workers are read one after another, so a
+    worker without that stamp (a C++ one) is up when it is read: no sooner than the workers read before it."""
     up = record.get("up")
-    if up:
-        parts["imports_s"] = up["entered_monotonic_s"] - launched_at
-        parts.update({k: up[k] for k in ("inputs_s", "cuda_s", "model_s")})
-    return parts
+    if not up:
+        return {"up_s": time.monotonic() - launched_at}
+    return {"up_s": up["ready_monotonic_s"] - launched_at, "imports_s": up["entered_monotonic_s"] - launched_at,
+            **{k: up[k] for k in ("inputs_s", "cuda_s", "model_s")}}
 
 
 def log_slowest_start(name: str, started: list[tuple[str, dict]]) -> None:

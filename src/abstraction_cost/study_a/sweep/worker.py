@@ -242,8 +242,9 @@ class ServedCells:
 
 def serve(cells: ServedCells, commands, answer, up: dict | None = None) -> None:
     """The command loop: one record per command line, `sweep_start` first (with `up`, where the worker's start
-    went) and `sweep_done` at the end of input."""
-    answer({"kind": "sweep_start", "cells": len(cells.cells), "start_cell": 0, **({"up": up} if up else {})})
+    went, and when it was up) and `sweep_done` at the end of input."""
+    ready = {"up": {**up, "ready_monotonic_s": time.monotonic()}} if up else {}
+    answer({"kind": "sweep_start", "cells": len(cells.cells), "start_cell": 0, **ready})
     done = 0
     for line in commands:
         op, _, arg = line.strip().partition(" ")
