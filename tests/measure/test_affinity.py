@@ -316,3 +316,48 @@ def test_spread_loads_is_refused_unless_true_or_false_naming_its_key(smoke_confi
     smoke_config["gpus"] = {"spread_loads": "yes"}
     with pytest.raises(cfg.ConfigError, match=r"'gpus.spread_loads': 'yes' is not of type 'boolean'"):
         cfg.validate(smoke_config)
+
+
+def test_cores_lent_by_a_free_slot_are_taken_back_from_every_thread_and_lent_again(fake_cores, monkeypatch):
+    """gpus.lend_free_slots: a job that times nothing on the cores no slot has and a free slot's; taking back
+    leaves each thread its other cores (the cores no slot has where it had only the slot's), lending adds them."""
+    affinity.pin_other(2, lent=[1])
+    assert fake_cores[-1] == set(range(4, 16))
+    assert affinity.environment_columns("start")["cpu_affinity"].startswith("no timing; lent by free slots: 4-7")
+    masks = {11: set(range(4, 16)), 12: set(range(4, 16)), 13: set(range(4, 8)), 21: set(range(8, 16))}
+    monkeypatch.setattr(affinity, "_tasks", lambda pid: [t for t in masks if t // 10 == pid])
+    monkeypatch.setattr(affinity.os, "sched_getaffinity", lambda tid: set(masks[tid]))
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", lambda tid, cores: masks.__setitem__(tid, set(cores)))
+    affinity.take_back([1, 2], 1, 2)
+    assert masks == {11: set(range(8, 16)), 12: set(range(8, 16)), 13: set(range(8, 16)), 21: set(range(8, 16))}
+    affinity.lend([1], 1, 2)
+    assert masks == {11: set(range(4, 16)), 12: set(range(4, 16)), 13: set(range(4, 16)), 21: set(range(8, 16))}
+    affinity.take_back([1], 5, 2)   # no such slot: nothing moves
+    assert masks[11] == set(range(4, 16))
+
+
+def test_taking_back_moves_a_real_process_its_threads_and_its_children(monkeypatch):
+    """On this machine's CPUs: a slot of the last CPU lent to a process with a thread and a child process of its
+    own (a build's compiler, a compile pool); taken back, every one of them is off it."""
+    import subprocess
+    import sys
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    split = affinity.Split(timing=(frozenset(cpus[-1:]),), other=frozenset(cpus[:-1]))
+    monkeypatch.setattr(affinity, "plan", lambda *a, **k: split)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        child = int(worker.stdout.readline())
+        everything = lambda: [int(t) for p in (worker.pid, child) for t in os.listdir(f"/proc/{p}/task")]
+        assert len(everything()) >= 3 and all(os.sched_getaffinity(t) == set(cpus) for t in everything())
+        affinity.take_back([worker.pid, 2**22 + 1], 0, 1)   # a pid that has ended is passed over
+        assert all(os.sched_getaffinity(t) == set(cpus[:-1]) for t in everything())
+        affinity.lend([worker.pid], 0, 1)
+        assert all(os.sched_getaffinity(t) == set(cpus) for t in everything())
+    finally:
+        if child is not None:
+            os.kill(child, 9)
+        worker.kill()
+        worker.wait()

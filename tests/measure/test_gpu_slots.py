@@ -710,3 +710,57 @@ def test_a_job_that_measures_nothing_stages_without_cuda_or_a_fork_server(monkey
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["AC_FORK_SERVER"] == "0"
     assert gpu_slots.take(job("vision_model", {"device": "auto", **_sections(True)}, model="alexnet",
                               pair="gpu")) is None
+
+
+def test_a_free_slots_cores_are_lent_to_untimed_jobs_and_taken_back_before_a_job_times(monkeypatch, slot_state):
+    """gpus.lend_free_slots: a job that times nothing borrows the cores of the slots that no job holds or waits
+    for, none while a CPU timing job runs; a job that takes a slot takes its cores back from every borrower
+    (other processes) before it times, and lends them again as it gives the slot back where no job waits for it."""
+    fake_gpus(monkeypatch, 2)
+    pinned, moves = [], []
+    affinity = gpu_slots.affinity
+    monkeypatch.setattr(affinity, "pin_other", lambda n, cpu_slot=False, lent=(): pinned.append(list(lent)))
+    monkeypatch.setattr(affinity, "take_back", lambda pids, i, n, cpu_slot=False: moves.append(("back", pids, i)))
+    monkeypatch.setattr(affinity, "lend", lambda pids, i, n, cpu_slot=False: moves.append(("lend", pids, i)))
+    monkeypatch.setattr(affinity, "pin_timing", lambda *a, **k: None)
+    monkeypatch.setattr(affinity, "leave_slot", lambda: None)
+    monkeypatch.setattr(gpu_slots, "_places", [])
+    lending = {"device": "cuda", "gpus": {"lend_free_slots": True}}
+    gpu_slots.pin_untimed(job("package_aoti", {"device": "cuda", "gpus": {}}))   # the key off: none lent
+    gpu_slots.pin_untimed(job("package_aoti", lending))
+    assert pinned == [[], [0, 1]] and (slot_state / gpu_slots.BORROWERS / str(os.getpid())).exists()
+    others = []
+    try:
+        others.append(subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+                                       env={**os.environ, "PYTHONPATH": str(REPO / "src")}))
+        assert others[-1].stdout.readline().strip() == "0"   # slot 0 held
+        gpu_slots.pin_untimed(job("flops", lending))
+        assert pinned[-1] == [1]
+        others.append(in_line([1], slot_state, gpu_slots.WAITING))   # a job about to take slot 1
+        gpu_slots.pin_untimed(job("flops", lending))
+        assert pinned[-1] == []
+        others.pop().kill()
+        others.append(in_line([], slot_state, gpu_slots.CPU_TIMING))   # a CPU timing job on every core
+        gpu_slots.pin_untimed(job("flops", lending))
+        assert pinned[-1] == []
+        others.pop().kill()
+        borrower = in_line([], slot_state, gpu_slots.BORROWERS)
+        others.append(borrower)
+        slot = gpu_slots.take(job("sweep", lending, numerics="fp32"))
+        assert slot.gpu.index == 1 and moves == [("back", [borrower.pid], 1)]
+        gpu_slots.release()
+        assert moves[-1] == ("lend", [borrower.pid], 1)
+        gpu_slots.take(job("sweep", lending, numerics="fp32"))
+        others.append(in_line([1], slot_state, gpu_slots.WAITING))
+        gpu_slots.release()   # the next job takes it within a poll: not lent
+        assert [m[0] for m in moves] == ["back", "lend", "back"]
+        # a CPU timing job takes every slot's cores back as it starts, and keeps a place meanwhile
+        gpu_slots.stage(job("study_b_block_timing", lending, experiment="matmul", pair="cpu", mode="default"))
+        assert moves[-2:] == [("back", [borrower.pid], 0), ("back", [borrower.pid], 1)]
+        assert (slot_state / gpu_slots.CPU_TIMING / str(os.getpid())).exists()
+    finally:
+        for other in others:
+            other.kill()
+            other.wait()
+        for fd in gpu_slots._places:
+            os.close(fd)
