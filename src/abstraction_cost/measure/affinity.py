@@ -283,42 +283,13 @@ def _try_set(pid: int, cores) -> bool:
         return False
 
 
-def pin_other(slots: int, cpu_slot: bool = False, lent=()) -> None:
-    """Pin a job that times nothing to the cores no timing slot has, and to those of the GPU slots `lent` (free
-    now, gpu_slots.lend_free_slots: a timing job that takes one takes its cores back, take_back)."""
+def pin_other(slots: int, cpu_slot: bool = False) -> None:
+    """Pin a job that times nothing to the cores no timing slot has."""
     split = plan(_INITIAL, slots, cpu_slot=cpu_slot)
     if split is None:
         _note_unpinned(slots)
         return
-    borrowed = frozenset().union(*(split.timing[i] for i in lent))
-    _set(split.other | borrowed, "no timing" + (f"; lent by free slots: {_ranges(borrowed)}" if borrowed else ""))
-
-
-def take_back(pids, slot_index: int, slots: int, cpu_slot: bool = False) -> None:
-    """Every thread of `pids` and of what they started off GPU slot `slot_index`'s cores (lent to them while it was
-    free), onto the rest of its cores, or the cores no slot has where none are left."""
-    _move(pids, slot_index, slots, cpu_slot, lambda now, cores, other: (now - cores) or other)
-
-
-def lend(pids, slot_index: int, slots: int, cpu_slot: bool = False) -> None:
-    """Every thread of `pids` and of what they started onto GPU slot `slot_index`'s cores too (free again)."""
-    _move(pids, slot_index, slots, cpu_slot, lambda now, cores, other: now | cores)
-
-
-def _move(pids, slot_index: int, slots: int, cpu_slot: bool, new: Callable) -> None:
-    split = plan(_INITIAL, slots, cpu_slot=cpu_slot)
-    if split is None or not 0 <= slot_index < slots:
-        return
-    cores = split.timing[slot_index]
-    for _ in range(2):   # a process started during the first pass began with its parent's cores from before it
-        for pid in pids:
-            for tid in _tasks(pid):
-                try:
-                    now = os.sched_getaffinity(tid)
-                except OSError:   # ended
-                    continue
-                if new(now, cores, split.other) != now:
-                    _try_set(tid, new(now, cores, split.other))
+    _set(split.other, "no timing")
 
 
 def pin_cpu(slots: int) -> None:

@@ -104,8 +104,6 @@ class Slot:
 
 _held: Slot | None = None
 _in_line: int | None = None   # a long job's place in the line (join_line), until it has its GPU
-_lend_back: tuple[int, int, bool] | None = None   # the held slot's (index, slots, cpu_slot) where its cores are lent
-_places: list[int] = []   # this job's places as a borrower or a CPU timing job (kept until it exits)
 
 
 def _nvml_gpus() -> list[Gpu]:
@@ -273,9 +271,6 @@ def _try_lock(gpu: Gpu, owner: str) -> int | None:
 
 LINE = "first-in-line"   # the long jobs, from their start until they have a GPU (join_line)
 WAITING = "waiting"      # every job while it waits in acquire(): a job that starts then leaves a free GPU to it
-BORROWERS = "borrowers"  # the jobs that time nothing (pin_untimed), to which free slots' cores are lent
-CPU_TIMING = "cpu-timing"   # a CPU timing job that is not on a CPU slot of its own: no cores lent meanwhile
-LENDING_LOCK = "lending.lock"   # held while cores are lent or taken back, so that neither misses the other
 
 
 def _enter(folder: str, candidates: list[Gpu], owner: str) -> int:
@@ -299,10 +294,10 @@ def _leave(folder: str, fd: int) -> None:
     os.close(fd)
 
 
-def _live_places(folder: str) -> dict[int, str]:
-    """Other processes' places in LOCK_DIR/folder, by pid, with the first line each wrote (the GPUs it waits
-    for); a place whose process died is removed."""
-    where, places = LOCK_DIR / folder, {}
+def _waited_for(folder: str) -> set[str]:
+    """The UUIDs of the GPUs that other processes with a place in LOCK_DIR/folder wait for; a place whose process
+    died is removed."""
+    where, uuids = LOCK_DIR / folder, set()
     for path in (where.iterdir() if where.is_dir() else ()):
         if path.name.startswith(".") or path.name == str(os.getpid()):
             continue
@@ -312,62 +307,18 @@ def _live_places(folder: str) -> dict[int, str]:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:   # its process holds it: there
-            places[int(path.name)] = os.read(fd, 4096).decode(errors="replace").split("\n", 1)[0]
+        except BlockingIOError:   # its process holds it: waiting
+            uuids.update(os.read(fd, 4096).decode(errors="replace").split("\n", 1)[0].split())
         else:
             path.unlink(missing_ok=True)
         finally:
             os.close(fd)
-    return places
-
-
-def _waited_for(folder: str) -> set[str]:
-    """The UUIDs of the GPUs that other processes with a place in LOCK_DIR/folder wait for."""
-    return {uuid for first in _live_places(folder).values() for uuid in first.split()}
+    return uuids
 
 
 def _wanted(folder: str, candidates: list[Gpu]) -> bool:
     """Whether another process with a place in LOCK_DIR/folder waits for one of these GPUs."""
     return not _waited_for(folder).isdisjoint(g.uuid for g in candidates)
-
-
-@contextmanager
-def _lending() -> Iterator[None]:
-    """Cores lent or taken back one job at a time: a job that takes a slot takes back what was lent before, and a
-    borrower that starts meanwhile sees the slot held."""
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK_DIR / LENDING_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-    _share(LOCK_DIR / LENDING_LOCK, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _is_free(gpu: Gpu) -> bool:
-    """Whether no job holds this GPU's lock now (a shared try, dropped at once: a job taking it meanwhile retries
-    at its next poll)."""
-    try:
-        fd = os.open(_lock_path(gpu.uuid), os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _lendable(gpus: list[Gpu]) -> list[int]:
-    """The indices of the slots whose cores may be lent now: free, no job waiting to take them (it would within
-    POLL_S), and no CPU timing job running (it times on every core)."""
-    if _live_places(CPU_TIMING):
-        return []
-    waited = _waited_for(WAITING)
-    return [i for i, g in enumerate(gpus) if g.uuid not in waited and _is_free(g)]
 
 
 def join_line(candidates: list[Gpu], owner: str) -> None:
@@ -509,12 +460,6 @@ def stage(snakemake) -> None:
                 _hold(slot, gpus, config, n)
     elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
         affinity.pin_cpu(n)
-    elif n > 0:   # a CPU timing job on every core: none lent to a build from its start, what was lent taken back
-        with _lending():
-            _places.append(_enter(CPU_TIMING, [], _owner(rule, wildcards)))
-            borrowers = list(_live_places(BORROWERS))
-            for index in range(n):
-                affinity.take_back(borrowers, index, n)
 
 
 def _candidates(config: Mapping, rule: str, wildcards: Mapping, n: int) -> list[Gpu]:
@@ -557,16 +502,13 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
 def _hold(slot: Slot, gpus: list[Gpu], config: Mapping, n: int) -> None:
     """This job's slot: out of the line, CUDA pointed at its GPU, every thread on the slot's cores (`gpus`: the
     job's, seen before CUDA_VISIBLE_DEVICES narrows them)."""
-    global _held, _lend_back
+    global _held
     _held = slot
     _leave_line()
     if not slot.gpu.uuid.startswith("GPU-fake-"):
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu.uuid
-    index, cpu = gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, cpu_beside(config, n)
-    with _lending():   # before anything of this job times: its cores back from the jobs they were lent to
-        affinity.take_back(list(_live_places(BORROWERS)), index, n, cpu)
-    affinity.pin_timing(index, n, cpu, spread_loads=config.get("gpus", {}).get("spread_loads", False))
-    _lend_back = (index, n, cpu) if lends(config) else None
+    affinity.pin_timing(gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
+                        spread_loads=config.get("gpus", {}).get("spread_loads", False))
 
 
 def release(log: logging.Logger | None = None) -> None:
@@ -593,12 +535,8 @@ def release(log: logging.Logger | None = None) -> None:
     os.close(_held.fd)
     if log is not None:
         log.info("GPU slot: GPU %d given back", _held.gpu.index)
-    gpu, _held = _held.gpu, None
+    _held = None
     affinity.leave_slot()
-    if _lend_back is not None:   # where no job waits to take it, its cores to the builds running meanwhile
-        with _lending():
-            if _lendable([gpu]):
-                affinity.lend(list(_live_places(BORROWERS)), *_lend_back)
 
 
 def _holds(pid: int, path: Path) -> bool:
@@ -622,22 +560,9 @@ def pin_untimed(snakemake) -> None:
     config = snakemake.config
     if is_timing_rule(snakemake.rule) or config.get("device") == "cpu":
         return
-    gpus, n = _job_slots(config)
-    if n == 0:
-        return
-    if not lends(config):
+    _, n = _job_slots(config)
+    if n > 0:
         affinity.pin_other(n, cpu_beside(config, n))
-        return
-    with _lending():   # a borrower from here on: a slot taken later takes its cores back
-        _places.append(_enter(BORROWERS, [], snakemake.rule))
-        affinity.pin_other(n, cpu_beside(config, n), lent=_lendable(gpus[:n]))
-
-
-def lends(config: Mapping) -> bool:
-    """gpus.lend_free_slots: a GPU slot's cores, while no timing job holds or waits for it, are lent to the jobs
-    that time nothing (the C++ builds, compile warm-ups and packages the GPU waits for at a run's start), and
-    taken back by the timing job that takes the slot, before it times."""
-    return config.get("gpus", {}).get("lend_free_slots", False)
 
 
 def held() -> Slot | None:
