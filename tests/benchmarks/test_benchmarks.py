@@ -875,3 +875,23 @@ def test_slot_handoffs_reads_each_jobs_end_on_its_slot_and_counts_only_staged_su
     assert run["handoffs_s"] == [0.2, 1.5] and run["median_s"] == 0.85 and run["sum_s"] == 1.7
     with pytest.raises(SystemExit):
         slot_handoffs.main([str(tmp_path / "missing")])
+
+
+def test_cuda_contexts_refuses_without_a_gpu_and_summarises_a_round(tmp_path):
+    """On this machine it says it needs a CUDA GPU and writes nothing; its summary and CPU list on fake records.
+    It runs on the GPU machine (docs/results/2026-11-29-h200-worker-start-and-lent-cores.md)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import cuda_contexts
+    finally:
+        sys.path.pop(0)
+    import torch
+    if not torch.cuda.is_available():
+        out = tmp_path / "contexts.json"
+        done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "cuda_contexts.py"), "--out", str(out)],
+                              capture_output=True, text=True)
+        assert done.returncode != 0 and "torch sees no CUDA GPU here" in done.stderr and not out.exists()
+    assert cuda_contexts.cpu_list("0-3,8") == {0, 1, 2, 3, 8}
+    s = cuda_contexts.summary([{"context_s": 1.0, "first_alloc_s": 0.1, "late_s": 0.0},
+                               {"context_s": 3.0, "first_alloc_s": 0.2, "late_s": 0.5}])
+    assert (s["processes"], s["context_s_median"], s["context_s_max"], s["late_s_max"]) == (2, 2.0, 3.0, 0.5)
