@@ -35,7 +35,8 @@ added up) is the slot's held time, split into
     idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
 A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
 the measuring seconds over the held seconds of every GPU slot together (issue 28's measure of a run; the CPU slot
-beside GPUs is left out). A job's measured runs are found by rule, time and wildcards: the sweep's shards of one
+beside GPUs is left out); measuring_share_of_jobs, over the timing jobs' seconds on those slots (held less waiting and
+idle), is the most a better schedule of the same jobs could reach. A job's measured runs are found by rule, time and wildcards: the sweep's shards of one
 numerics run at once on different GPUs, and each environment row names its shard, so each slot gets its own shard's
 runs and its own shard's builds (by run_id). The log's stamps are the machine's local time, read as this machine's
 local time: run this where the run ran (or in its time zone).
@@ -336,6 +337,15 @@ def measuring_share(slots: list[dict]) -> float | None:
     return sum(s["measuring_s"] for s in gpus) / held if held else None
 
 
+def jobs_share(slots: list[dict]) -> float | None:
+    """Measuring seconds over the timing jobs' seconds on the same slots (held, less the waits while builds ran and
+    the idle time): the share no schedule can raise, since only the jobs' own start-ups, loading and other time are
+    left (the CPU lane beside GPUs left out, as in measuring_share)."""
+    gpus = [s for s in slots if s["slot"] != "cpu"] or slots
+    in_jobs = sum(s["measuring_s"] + s["start_up_s"] + s["loading_s"] + s["other_s"] for s in gpus)
+    return sum(s["measuring_s"] for s in gpus) / in_jobs if in_jobs else None
+
+
 def what_bounds(path: list[dict], slots: list[dict]) -> dict:
     """Whether the GPUs' load or the critical path's chain held the run. The path's waits (for its inputs' makers'
     successors to be scheduled, and inside a job for a slot) are the GPUs' load where the GPU slots were busy; where
@@ -389,6 +399,7 @@ def main() -> None:
     if runs is not None:
         result["slots"] = slot_breakdown(jobs, runs, placed)
         result["measuring_share"] = measuring_share(result["slots"])
+        result["measuring_share_of_jobs"] = jobs_share(result["slots"])
         result["bound"] = what_bounds(result["critical_path"], result["slots"])
         print(f"{'slot':24s} {'held s':>7s} {'jobs':>5s} " + " ".join(
             f"{k:>14s}" for k in ("measuring", "start-up", "builds", "other", "idle")))
@@ -405,7 +416,10 @@ def main() -> None:
                                                                         "idle")))
         if result["measuring_share"] is not None:
             gpus = any(s["slot"] != "cpu" for s in result["slots"])
-            print(f"measuring: {100 * result['measuring_share']:.0f}% of the held {'GPU ' if gpus else ''}slots' time")
+            of_jobs = result["measuring_share_of_jobs"]
+            print(f"measuring: {100 * result['measuring_share']:.0f}% of the held {'GPU ' if gpus else ''}slots' time"
+                  + ("" if of_jobs is None else f"; {100 * of_jobs:.0f}% of the timing jobs' time on them (with no "
+                     "wait and no idle: what no schedule of these jobs can raise)"))
         bound = result["bound"]
         busy = "" if bound["gpu_busy_pct"] is None else f"; the least busy slot {bound['gpu_busy_pct']:.0f}% busy"
         print(f"bound by {BOUND_TEXT[bound['by']]}: the path ran {bound['path_ran_s']:.0f} s and waited "

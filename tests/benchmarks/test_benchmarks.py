@@ -582,6 +582,19 @@ def test_measuring_share_is_the_gpus_share_and_leaves_out_the_cpu_lane_beside_th
     assert run_time.measuring_share(slots[2:]) == pytest.approx(0.1)
 
 
+def test_the_share_of_the_timing_jobs_time_leaves_out_the_slots_waits_and_idle_time():
+    """What no schedule can raise: measuring over the jobs' own time on the GPU slots (start-ups, loading, other),
+    the waits while builds ran and the idle time left out, and the CPU lane beside the GPUs too."""
+    run_time = _benchmark("run_time")
+    parts = ("held_s", "measuring_s", "start_up_s", "loading_s", "waiting_s", "other_s", "idle_s")
+    slots = [{"slot": "GPU-a", **dict(zip(parts, (100.0, 60.0, 10.0, 10.0, 12.0, 0.0, 8.0)))},
+             {"slot": "GPU-b", **dict(zip(parts, (100.0, 40.0, 5.0, 15.0, 0.0, 0.0, 40.0)))},
+             {"slot": "cpu", **dict(zip(parts, (100.0, 10.0, 0.0, 0.0, 0.0, 0.0, 90.0)))}]
+    assert run_time.measuring_share(slots) == pytest.approx(100.0 / 200.0)
+    assert run_time.jobs_share(slots) == pytest.approx(100.0 / 140.0)
+    assert run_time.jobs_share([{"slot": "GPU-a", **dict.fromkeys(parts, 0.0)}]) is None
+
+
 def _replayed(tmp_path, cpu_start: float, cpu_end: float, concat_start: float, *args: str) -> dict:
     """A build, two eval jobs at once on two GPUs, the CPU pair's vision job, their concatenation."""
     program, jobs = "native/build/ac_libtorch", ["e.parquet", "a.parquet", "c.parquet"]
