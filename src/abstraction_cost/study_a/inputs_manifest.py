@@ -1,15 +1,19 @@
 """The sweep inputs' manifest (transfer.py writes the inputs): read it, record a dataset that could not be obtained,
-and mark the sweep's rows when it was. Nothing here imports torch, so that the sweep's concat jobs do not load it."""
+and mark the sweep's rows when it was. Nothing here imports torch, so that the sweep's concat jobs do not load it,
+nor polars where a sweep worker reads the manifest (transfer.py): a job's workers all start at once on its slot's
+cores."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from ..data import prepared
+
+if TYPE_CHECKING:
+    import polars as pl
 
 MANIFEST = "manifest.json"
 
@@ -42,6 +46,7 @@ def with_missing_inputs(df: pl.DataFrame, inputs_dir: str | os.PathLike) -> pl.D
         return df
     except prepared.MissingDataset as err:
         missing = str(err)
+    import polars as pl
     marked = [prepared.also_missing(s, m, missing)
               if s == "not_run" or (s == "error" and (m or "").startswith(prepared.MissingDataset.__name__))
               else (s, m) for s, m in zip(df["status"], df["message"])]

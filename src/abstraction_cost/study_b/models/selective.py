@@ -20,14 +20,16 @@ where there is one.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import polars as pl
 import torch
 
 from . import vision as vm
 from .layers import chain
 from .oracles import COMPILED
+
+if TYPE_CHECKING:   # the job reads the oracles' table; its workers, started together, need not import polars
+    import polars as pl
 
 # variant -> (oracle row it takes the choice from, construction); eager and compiled take none
 VARIANTS = {"all_blocks": (None, "blocks"), "dp_blocks": ("dp", "blocks"), "dp_segments": ("dp", "segments"),
