@@ -36,10 +36,10 @@ added up) is the slot's held time, split into
 A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
 the measuring seconds over the held seconds of every GPU slot together (issue 28's measure of a run; the CPU slot
 beside GPUs is left out); measuring_share_of_jobs, over the timing jobs' seconds on those slots (held less waiting and
-idle), is the most a better schedule of the same jobs could reach. A job's measured runs are found by rule, time and wildcards: the sweep's shards of one
-numerics run at once on different GPUs, and each environment row names its shard, so each slot gets its own shard's
-runs and its own shard's builds (by run_id). The log's stamps are the machine's local time, read as this machine's
-local time: run this where the run ran (or in its time zone).
+idle), is the most any schedule of the same jobs could reach. A job's measured runs are found by rule, time and
+wildcards: the sweep's shards of one numerics run at once on different GPUs, and each environment row names its
+shard, so each slot gets its own shard's runs and its own shard's builds (by run_id). The log's stamps are the
+machine's local time, read as this machine's local time: run this where the run ran (or in its time zone).
 
     python benchmarks/run_time.py $(ls -t .snakemake/log/*.snakemake.log | head -1) --results results \
         --out run_time.json
@@ -339,8 +339,8 @@ def measuring_share(slots: list[dict]) -> float | None:
 
 def jobs_share(slots: list[dict]) -> float | None:
     """Measuring seconds over the timing jobs' seconds on the same slots (held, less the waits while builds ran and
-    the idle time): the share no schedule can raise, since only the jobs' own start-ups, loading and other time are
-    left (the CPU lane beside GPUs left out, as in measuring_share)."""
+    the idle time): the most any schedule of the same jobs could reach, since only the jobs' own start-ups, loading
+    and other time are left (the CPU lane beside GPUs left out, as in measuring_share)."""
     gpus = [s for s in slots if s["slot"] != "cpu"] or slots
     in_jobs = sum(s["measuring_s"] + s["start_up_s"] + s["loading_s"] + s["other_s"] for s in gpus)
     return sum(s["measuring_s"] for s in gpus) / in_jobs if in_jobs else None

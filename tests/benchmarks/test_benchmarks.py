@@ -893,11 +893,7 @@ def test_slot_handoffs_reads_each_jobs_end_on_its_slot_and_counts_only_staged_su
 def test_cuda_contexts_refuses_without_a_gpu_and_summarises_a_round(tmp_path):
     """On this machine it says it needs a CUDA GPU and writes nothing; its summary and CPU list on fake records.
     It runs on the GPU machine (docs/results/2026-11-29-h200-worker-start-and-lent-cores.md)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        import cuda_contexts
-    finally:
-        sys.path.pop(0)
+    cuda_contexts = _benchmark("cuda_contexts")
     import torch
     if not torch.cuda.is_available():
         out = tmp_path / "contexts.json"
