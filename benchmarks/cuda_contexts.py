@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from abstraction_cost.measure import affinity   # imports no torch
+
 SETTLE_S = 15.0   # from a round's start to its common moment: 24 interpreters importing torch on 8 CPUs fit in it
 
 
@@ -40,7 +42,7 @@ def child(at: float) -> None:
                       "late_s": max(0.0, late)}), flush=True)
 
 
-def one_round(k: int, cpus: set[int] | None) -> list[dict]:
+def one_round(k: int, cpus: frozenset[int] | None) -> list[dict]:
     at = time.monotonic() + SETTLE_S
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     procs = [subprocess.Popen([sys.executable, __file__, "--child", repr(at)], stdout=subprocess.PIPE, text=True,
@@ -61,19 +63,11 @@ def summary(records: list[dict]) -> dict:
             "late_s_max": max(r["late_s"] for r in records)}
 
 
-def cpu_list(text: str) -> set[int]:
-    """'0-7' or '0,2,4' -> the CPUs."""
-    cpus: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 8, 24, 1])
-    parser.add_argument("--cpus", type=cpu_list, help="the CPUs every process runs on (a timing slot's)")
+    parser.add_argument("--cpus", type=affinity.parse_cpu_list,
+                        help="the CPUs every process runs on (a timing slot's), as '0-7' or '0,2,4'")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -329,10 +329,14 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
     return list(per.values())
 
 
+def _gpu_lanes(slots: list[dict]) -> list[dict]:
+    """The GPU slots: the CPU lane beside GPUs (gpus.cpu_beside) is not GPU time; a CPU run's one slot is its own."""
+    return [s for s in slots if s["slot"] != "cpu"] or slots
+
+
 def measuring_share(slots: list[dict]) -> float | None:
-    """Measuring seconds over held seconds, every GPU slot together: the CPU lane beside GPUs (gpus.cpu_beside) is
-    not GPU time; a CPU run's one slot is its measure."""
-    gpus = [s for s in slots if s["slot"] != "cpu"] or slots
+    """Measuring seconds over held seconds, every GPU slot together (_gpu_lanes)."""
+    gpus = _gpu_lanes(slots)
     held = sum(s["held_s"] for s in gpus)
     return sum(s["measuring_s"] for s in gpus) / held if held else None
 
@@ -340,8 +344,8 @@ def measuring_share(slots: list[dict]) -> float | None:
 def jobs_share(slots: list[dict]) -> float | None:
     """Measuring seconds over the timing jobs' seconds on the same slots (held, less the waits while builds ran and
     the idle time): the most any schedule of the same jobs could reach, since only the jobs' own start-ups, loading
-    and other time are left (the CPU lane beside GPUs left out, as in measuring_share)."""
-    gpus = [s for s in slots if s["slot"] != "cpu"] or slots
+    and other time are left (_gpu_lanes)."""
+    gpus = _gpu_lanes(slots)
     in_jobs = sum(s["measuring_s"] + s["start_up_s"] + s["loading_s"] + s["other_s"] for s in gpus)
     return sum(s["measuring_s"] for s in gpus) / in_jobs if in_jobs else None
 
@@ -350,7 +354,7 @@ def what_bounds(path: list[dict], slots: list[dict]) -> dict:
     """Whether the GPUs' load or the critical path's chain held the run. The path's waits (for its inputs' makers'
     successors to be scheduled, and inside a job for a slot) are the GPUs' load where the GPU slots were busy; where
     they were not, a place or the cores held the path while a GPU stood idle."""
-    gpus = [s for s in slots if s["slot"] != "cpu"] or slots
+    gpus = _gpu_lanes(slots)
     busy = min(1.0 - s["idle_s"] / s["held_s"] for s in gpus) if gpus and all(s["held_s"] for s in gpus) else None
     ran = sum(step["seconds"] for step in path)
     waited = sum((step["waited_s"] or 0.0) + (step["slot_wait_s"] or 0.0) for step in path)

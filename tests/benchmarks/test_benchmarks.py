@@ -900,7 +900,8 @@ def test_cuda_contexts_refuses_without_a_gpu_and_summarises_a_round(tmp_path):
         done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "cuda_contexts.py"), "--out", str(out)],
                               capture_output=True, text=True)
         assert done.returncode != 0 and "torch sees no CUDA GPU here" in done.stderr and not out.exists()
-    assert cuda_contexts.cpu_list("0-3,8") == {0, 1, 2, 3, 8}
+    from abstraction_cost.measure import affinity   # its --cpus parser
+    assert affinity.parse_cpu_list("0-3,8") == {0, 1, 2, 3, 8}
     s = cuda_contexts.summary([{"context_s": 1.0, "first_alloc_s": 0.1, "late_s": 0.0},
                                {"context_s": 3.0, "first_alloc_s": 0.2, "late_s": 0.5}])
     assert (s["processes"], s["context_s_median"], s["context_s_max"], s["late_s_max"]) == (2, 2.0, 3.0, 0.5)

@@ -67,8 +67,8 @@ class Split:
     cpu: frozenset[int] = frozenset()    # the CPU slot, where one was asked for
 
 
-def _parse_list(text: str) -> frozenset[int]:
-    """The kernel's CPU list format: '0,8' or '0-1' or '0-1,4'."""
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """The kernel's CPU list format, as sysfs and taskset write it: '0,8' or '0-1' or '0-1,4'."""
     out = set()
     for part in text.strip().split(","):
         if part:
@@ -83,7 +83,7 @@ def siblings(cpus, root: Path | None = None) -> dict[int, frozenset[int]]:
     out = {}
     for cpu in cpus:
         try:
-            out[cpu] = _parse_list((root / f"cpu{cpu}/topology/thread_siblings_list").read_text()) | {cpu}
+            out[cpu] = parse_cpu_list((root / f"cpu{cpu}/topology/thread_siblings_list").read_text()) | {cpu}
         except (OSError, ValueError):
             out[cpu] = frozenset({cpu})
     return out
