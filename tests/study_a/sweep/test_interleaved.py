@@ -216,6 +216,22 @@ def test_a_python_workers_start_is_its_own_stamps_not_when_the_conductor_read_it
     assert sweep_conductor.start_parts({"kind": "sweep_start"}, now - 5.0)["up_s"] >= 5.0
 
 
+def test_a_python_workers_spec_is_not_written_again_while_a_worker_of_it_may_be_reading_it(tmp_path, monkeypatch):
+    """The invocations' workers of one implementation start together: the next one's command line writes no file the
+    first may be reading (a rewrite empties it first: a sweep worker on a GPU read it empty), and a worker started
+    again with cells to skip reads a spec of its own, not the one the others read."""
+    command = sweep_conductor.python_worker_command({"implementation": "eager", "cells": [[0, 1, 8]]}, tmp_path)
+    first = command("")
+    written = []
+    write_text = Path.write_text
+    monkeypatch.setattr(Path, "write_text", lambda self, *a, **k: written.append(self) or write_text(self, *a, **k))
+    assert command("") == first and command("") == first and written == []
+    again = command("1x8")
+    assert again != first and len(written) == 1
+    assert json.loads(Path(first[-1]).read_text())["oom_at"] == ""
+    assert json.loads(Path(again[-1]).read_text())["oom_at"] == "1x8"
+
+
 def test_a_cell_too_large_to_share_the_device_is_measured_one_implementation_at_a_time(fake):
     cells = walk([1, 64], [8], ["float32-pageable"])
     conduct(["a", "b"], fake.command_for(), cells, _settings(), _protocol(blocks=2, interleave_max_pixels=8 * 8 * 2),

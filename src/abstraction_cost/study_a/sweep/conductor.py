@@ -489,9 +489,15 @@ def block_rows(records: list[dict]) -> list[dict]:
 
 
 def python_worker_command(spec: dict, directory: Path) -> Callable[[str], list[str]]:
-    """A Python worker's command line; its spec (implementation, inputs, grid, numerics) is written once."""
+    """A Python worker's command line; its spec (implementation, inputs, grid, numerics, the cells to skip) is
+    written once per set of cells to skip, to a file of its own: the invocations' workers of one implementation
+    start together, and a spec written again for the next would be empty or another's while the first reads it."""
+    paths: dict[str, Path] = {}
+
     def command(oom_at: str) -> list[str]:
-        path = Path(directory) / f"{spec['implementation']}.spec.json"
-        path.write_text(json.dumps({**spec, "oom_at": oom_at}))
-        return [sys.executable, "-m", "abstraction_cost.study_a.sweep.worker", str(path)]
+        if oom_at not in paths:
+            path = Path(directory) / f"{spec['implementation']}.{len(paths)}.spec.json"
+            path.write_text(json.dumps({**spec, "oom_at": oom_at}))
+            paths[oom_at] = path
+        return [sys.executable, "-m", "abstraction_cost.study_a.sweep.worker", str(paths[oom_at])]
     return command
