@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .device_check import require
+from .device_check import require, unusable
 
 
 def select(config: dict) -> torch.device:
@@ -13,7 +13,9 @@ def select(config: dict) -> torch.device:
         return torch.device("cpu")
     if torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
-    require(config)
+    if wanted == "cuda":
+        require(config)   # NVML's or the build's reason, where it is one of those
+        raise unusable(torch)
     return torch.device("cpu")
 
 

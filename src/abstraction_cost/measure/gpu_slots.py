@@ -123,6 +123,19 @@ def _nvml_gpus() -> list[Gpu]:
     return gpus
 
 
+def driver_cuda_version() -> str | None:
+    """The newest CUDA the driver supports ('13.0'), from NVML; None without NVML, or with fake GPUs."""
+    if os.environ.get(FAKE_GPUS_ENV) is not None:
+        return None
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetCudaDriverVersion()
+    except Exception:  # no driver, no pynvml
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
 def visible_gpus() -> list[Gpu]:
     """The GPUs this process may use: NVML's (or ABSTRACTION_COST_FAKE_GPUS fake ones), narrowed to
     CUDA_VISIBLE_DEVICES where an outer scheduler (SLURM) set it before the job started."""
