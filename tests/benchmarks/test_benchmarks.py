@@ -905,3 +905,20 @@ def test_cuda_contexts_refuses_without_a_gpu_and_summarises_a_round(tmp_path):
     s = cuda_contexts.summary([{"context_s": 1.0, "first_alloc_s": 0.1, "late_s": 0.0},
                                {"context_s": 3.0, "first_alloc_s": 0.2, "late_s": 0.5}])
     assert (s["processes"], s["context_s_median"], s["context_s_max"], s["late_s_max"]) == (2, 2.0, 3.0, 0.5)
+
+
+def test_summary_intervals_times_rounds_in_fresh_interpreters_and_keeps_what_they_computed(tmp_path):
+    out = tmp_path / "intervals.json"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "summary_intervals.py"), "--shapes", "3x20",
+                           "--rounds", "2", "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(out.read_text())
+    assert found["summary"]["n"] == 2 and len(found["times_s"]) == 2 and found["device"] == "cpu"
+    (result,) = found["results"]
+    assert result["shape"] == [3, 20]
+    for key in ("interval", "speedup"):
+        estimate, low, high = result[key]
+        assert low <= estimate <= high
+    refused = subprocess.run([sys.executable, str(REPO / "benchmarks" / "summary_intervals.py"), "--results",
+                              str(tmp_path), "--out", str(out)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--results needs --config" in refused.stderr

@@ -75,3 +75,20 @@ def test_rejects_bad_settings():
 def test_union_length_counts_overlapping_intervals_once():
     assert st.union_length([(5, 7), (0, 2), (1, 3), (6, 6.5)]) == 5
     assert st.union_length([]) == 0
+
+
+def test_a_two_level_resample_draws_one_inner_statistic_per_drawn_invocation(monkeypatch):
+    """k invocations drawn per resample: k inner statistics per resample in all (each invocation's as often as it was
+    drawn), not k for every invocation; the t quantile is scipy.stats' t.ppf."""
+    asked = []
+    real = st._resampled_medians
+    monkeypatch.setattr(st, "_resampled_medians", lambda a, m, rng: asked.append(m) or real(a, m, rng))
+    groups = [[1.0, 1.1, 0.9, 1.05], [1.2, 1.3, 1.25], [0.95, 1.0], [1.1, 1.0, 1.05]]
+    interval = st.hierarchical_interval(groups, resamples=500)
+    assert sum(asked) == 500 * len(groups) and len(asked) <= len(groups)
+    assert interval.low <= interval.estimate <= interval.high
+    from scipy.stats import t
+    logs = np.log([1.0, 1.2, 1.1])
+    half = t.ppf(0.975, 2) * logs.std(ddof=1) / np.sqrt(3)
+    assert st.invocation_t_interval([1.0, 1.2, 1.1]) == pytest.approx((np.exp(logs.mean() - half),
+                                                                               np.exp(logs.mean() + half)))

@@ -20,7 +20,7 @@ the host, which every implementation met in the same turn, cancels out of the ra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -111,6 +111,20 @@ def _quantiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(np.quantile(values, q)), float(np.quantile(values, 1 - q))
 
 
+def _two_level(k: int, resamples: int, rng: np.random.Generator,
+               inner: Callable[[int, int], np.ndarray]) -> np.ndarray:
+    """Each resample's median over k invocations drawn with replacement, each draw's statistic resampled within its
+    invocation afresh: inner(i, m) gives m such statistics of invocation i, one per time it was drawn (drawing them
+    for every invocation at every draw took k times the work for the same distribution)."""
+    pick = rng.integers(0, k, size=(resamples, k))
+    drawn = np.empty((resamples, k))
+    for i in range(k):
+        at = pick == i
+        if at.any():
+            drawn[at] = inner(i, int(at.sum()))
+    return np.median(drawn, axis=1)
+
+
 def hierarchical_interval(groups: Sequence[Sequence[float]], *, resamples: int = DEFAULT_RESAMPLES,
                           confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> Interval:
     """The median over invocations of each invocation's median, and its two-level bootstrap interval: each
@@ -119,10 +133,7 @@ def hierarchical_interval(groups: Sequence[Sequence[float]], *, resamples: int =
     gs = _groups(groups, "hierarchical_interval")
     rng = np.random.default_rng(seed)
     k = len(gs)
-    # per invocation, k independent within-invocation resamples for every outer resample: (k, resamples, k)
-    inner = np.stack([np.stack([_resampled_medians(g, resamples, rng) for _ in range(k)], axis=1) for g in gs])
-    pick = rng.integers(0, k, size=(resamples, k))
-    stats = np.median(inner[pick, np.arange(resamples)[:, None], np.arange(k)[None, :]], axis=1)
+    stats = _two_level(k, resamples, rng, lambda i, m: _resampled_medians(gs[i], m, rng))
     medians = np.array([np.median(g) for g in gs])
     low, high = _quantiles(stats, confidence)
     if k > 1:
@@ -133,12 +144,12 @@ def hierarchical_interval(groups: Sequence[Sequence[float]], *, resamples: int =
 
 def invocation_t_interval(medians: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
     """The t-interval of the invocations' medians, on the log scale (times are positive, their spread relative)."""
-    from scipy.stats import t
+    from scipy.special import stdtrit   # the t quantile: scipy.stats, for t.ppf, took a second to import
     logs = np.log(np.asarray(medians, dtype=np.float64))
     k = logs.size
     if k < 2:
         raise ValueError("invocation_t_interval: need at least two invocations")
-    half = t.ppf((1 + confidence) / 2, k - 1) * logs.std(ddof=1) / np.sqrt(k)
+    half = stdtrit(k - 1, (1 + confidence) / 2) * logs.std(ddof=1) / np.sqrt(k)
     return float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
 
 
@@ -168,13 +179,11 @@ def paired_speedup(baseline: Sequence[Sequence[float]], treatment: Sequence[Sequ
         raise ValueError("paired_speedup: times must be positive")
     rng = np.random.default_rng(seed)
     k = len(bs)
-    ratios = np.empty((k, resamples, k))
-    for i, (b, t) in enumerate(zip(bs, ts)):
-        for j in range(k):
-            idx = rng.integers(0, b.size, size=(resamples, b.size))
-            ratios[i, :, j] = np.median(b[idx], axis=1) / np.median(t[idx], axis=1)
-    pick = rng.integers(0, k, size=(resamples, k))
-    stats = np.median(ratios[pick, np.arange(resamples)[:, None], np.arange(k)[None, :]], axis=1)
+
+    def ratios(i: int, m: int) -> np.ndarray:   # m resamples of invocation i's turns, a turn's two times together
+        idx = rng.integers(0, bs[i].size, size=(m, bs[i].size))
+        return np.median(bs[i][idx], axis=1) / np.median(ts[i][idx], axis=1)
+    stats = _two_level(k, resamples, rng, ratios)
     ratios_per_invocation = [float(np.median(b) / np.median(t)) for b, t in zip(bs, ts)]
     low, high = _quantiles(stats, confidence)
     if k > 1:
