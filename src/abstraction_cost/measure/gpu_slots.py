@@ -54,7 +54,7 @@ from typing import Iterator, Mapping
 from .. import run_guard   # imports no torch
 from ..compile import inductor_env   # imports no torch
 from ..programs import fork_server   # imports no torch
-from . import affinity
+from . import affinity, worker_starts
 
 LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstraction-cost-gpu-locks"))
 FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
@@ -522,6 +522,7 @@ def _hold(slot: Slot, gpus: list[Gpu], config: Mapping, n: int) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu.uuid
     affinity.pin_timing(gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
                         spread_loads=config.get("gpus", {}).get("spread_loads", False))
+    worker_starts.configure(config.get("gpus", {}).get("starts_one_at_a_time", False), LOCK_DIR)
 
 
 def release(log: logging.Logger | None = None) -> None:
