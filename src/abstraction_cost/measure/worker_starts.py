@@ -4,7 +4,8 @@ Processes that make their CUDA contexts at once on one host do not overlap that 
 k at once all take about k × 0.16 s on one H200), on different GPUs too: on two H200s, where the sweep's 30 workers
 and a backend comparison's 24 started together on the two GPUs (both jobs had waited for the AOTInductor builds),
 each job's were up in 16-20 s against 6-8 s alone (docs/results/2026-11-29-h200x2-gpu-smoke-same-vm.md). Taking
-turns, the first job's workers are up in their own time and the second's in both: neither later than together.
+turns, the first job's workers should be up in their own time and the second's in about both jobs' time: neither
+later than together. Not yet measured (benchmarks/overlays/starts_one_at_a_time.yaml).
 
 A turn is a flock on `starting` in gpu_slots' lock folder, held from the launch of a job's workers until they are
 all up; the kernel drops it with the process. Only a job holding a GPU slot takes turns (gpu_slots configures it as
