@@ -142,7 +142,7 @@ def test_with_starts_one_at_a_time_a_jobs_workers_start_once_another_jobs_are_up
     try:
         other = worker_starts.Turn()   # another job starting: a flock of another open file, so it excludes this one
         released = []
-        threading.Thread(target=lambda: (time.sleep(0.6), released.append(time.monotonic()), other.release())).start()
+        threading.Thread(target=lambda: (time.sleep(1.0), released.append(time.monotonic()), other.release())).start()
         cells, launched = walk([1], [8], ["float32-pageable"]), []
 
         def command_for(impl, oom_at):
