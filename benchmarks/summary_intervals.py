@@ -20,6 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dag_start import git_revision  # noqa: E402   (beside it)
+
 REPO = Path(__file__).resolve().parents[1]
 
 # One round in a fresh interpreter: argv[1] is a JSON job; prints {"seconds": ..., "results": ...}.
@@ -61,11 +64,6 @@ def one_round(repo: Path, job: dict) -> dict:
     if run.returncode != 0:
         raise SystemExit(f"a round failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-def git_revision(repo: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or None
 
 
 def main() -> None:

@@ -728,4 +728,4 @@ def test_a_gpu_job_takes_turns_starting_workers_only_with_starts_one_at_a_time(m
         turn.release()
         os.close(slot.fd)
         monkeypatch.setattr(gpu_slots, "_held", None)
-    worker_starts.configure(False, gpu_slots.LOCK_DIR)
+    worker_starts.configure(False)

@@ -264,13 +264,19 @@ def _share(path: Path, mode: int) -> None:
         pass
 
 
-def _try_lock(gpu: Gpu, owner: str) -> int | None:
+def open_lock(name: str) -> int:
+    """A descriptor of LOCK_DIR/name, a file every user's jobs may lock (made, with the folder, where missing)."""
     if not LOCK_DIR.is_dir():
         LOCK_DIR.mkdir(parents=True, exist_ok=True)
         _share(LOCK_DIR, 0o1777)
-    path = _lock_path(gpu.uuid)
+    path = LOCK_DIR / name
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     _share(path, 0o666)
+    return fd
+
+
+def _try_lock(gpu: Gpu, owner: str) -> int | None:
+    fd = open_lock(_lock_path(gpu.uuid).name)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -522,7 +528,7 @@ def _hold(slot: Slot, gpus: list[Gpu], config: Mapping, n: int) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu.uuid
     affinity.pin_timing(gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
                         spread_loads=config.get("gpus", {}).get("spread_loads", False))
-    worker_starts.configure(config.get("gpus", {}).get("starts_one_at_a_time", False), LOCK_DIR)
+    worker_starts.configure(config.get("gpus", {}).get("starts_one_at_a_time", False))
 
 
 def release(log: logging.Logger | None = None) -> None:

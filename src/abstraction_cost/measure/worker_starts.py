@@ -1,15 +1,15 @@
 """One timing job's workers start at a time on this host (gpus.starts_one_at_a_time, default false).
 
-Processes that make their CUDA contexts at once on one host do not overlap that work (benchmarks/cuda_contexts.py:
-k at once all take about k × 0.16 s on one H200), on different GPUs too: on two H200s, where the sweep's 30 workers
-and a backend comparison's 24 started together on the two GPUs (both jobs had waited for the AOTInductor builds),
-each job's were up in 16-20 s against 6-8 s alone (docs/results/2026-11-29-h200x2-gpu-smoke-same-vm.md). Taking
-turns, the first job's workers should be up in their own time and the second's in about both jobs' time: neither
-later than together. Not yet measured (benchmarks/overlays/starts_one_at_a_time.yaml).
+Invariant: with the key on, a GPU job launches its workers only while it holds the host's turn, and gives the turn
+back once they are all up, before its first cell; with it off, no job waits. Why: processes that make their CUDA
+contexts at once on one host do not overlap that work, on different GPUs too (benchmarks/cuda_contexts.py; the
+collisions of two jobs' starts on two GPUs are in docs/results/). Taking turns, the first job's workers should be
+up in their own time and the second's in about both jobs' time: neither later than together. Not yet measured
+(benchmarks/overlays/starts_one_at_a_time.yaml).
 
-A turn is a flock on `starting` in gpu_slots' lock folder, held from the launch of a job's workers until they are
-all up; the kernel drops it with the process. Only a job holding a GPU slot takes turns (gpu_slots configures it as
-the job takes its slot): a CPU job's workers make no context.
+A turn is a flock on `starting` in gpu_slots' lock folder (gpu_slots.open_lock: every user may lock it), held from
+the launch of a job's workers until they are all up; the kernel drops it with the process. Only a job holding a
+GPU slot takes turns (gpu_slots configures it as the job takes its slot): a CPU job's workers make no context.
 """
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ import fcntl
 import logging
 import os
 import time
-from pathlib import Path
 
-_folder: Path | None = None   # where the turn's lock is; None: turns off
+LOCK_NAME = "starting"
+_on = False
 
 
-def configure(on: bool, folder: Path) -> None:
-    """Whether this job's worker starts take turns, on a lock in `folder` (gpu_slots, as a GPU job takes its slot)."""
-    global _folder
-    _folder = folder if on else None
+def configure(on: bool) -> None:
+    """Whether this job's worker starts take turns (gpu_slots, as a GPU job takes its slot)."""
+    global _on
+    _on = on
 
 
 class Turn:
@@ -35,10 +35,10 @@ class Turn:
     def __init__(self, log: logging.Logger | None = None):
         self._fd: int | None = None
         self.waited_s = 0.0
-        if _folder is None:
+        if not _on:
             return
-        _folder.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(_folder / "starting", os.O_RDWR | os.O_CREAT, 0o666)
+        from . import gpu_slots   # here: gpu_slots imports this module
+        self._fd = gpu_slots.open_lock(LOCK_NAME)
         asked = time.monotonic()
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         self.waited_s = time.monotonic() - asked

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from abstraction_cost.measure import statistics, worker_starts
+from abstraction_cost.measure import gpu_slots, statistics, worker_starts
 from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import conductor as sweep_conductor, interleaved as sweep_interleaved
 from abstraction_cost.study_a.sweep.cells import (PROTOCOL_DEFAULTS, Protocol, SweepConfigError, SweepSettings,
@@ -135,10 +135,12 @@ def test_workers_start_and_load_on_the_spare_cores_too_and_warm_up_and_turn_on_t
     assert seen["cell"] == seen["time"] == {str(sorted(job))}
 
 
-def test_with_starts_one_at_a_time_a_jobs_workers_start_once_another_jobs_are_up(fake, tmp_path, caplog):
+def test_with_starts_one_at_a_time_a_jobs_workers_start_once_another_jobs_are_up(fake, tmp_path, caplog,
+                                                                                  monkeypatch):
     """gpus.starts_one_at_a_time: while another job's workers start (it holds the host's turn), this job launches
     none; it takes the turn once it is free, and gives it back once its own workers are up, before its cells."""
-    worker_starts.configure(True, tmp_path / "locks")
+    monkeypatch.setattr(gpu_slots, "LOCK_DIR", tmp_path / "locks")
+    worker_starts.configure(True)
     try:
         other = worker_starts.Turn()   # another job starting: a flock of another open file, so it excludes this one
         released = []
@@ -159,7 +161,7 @@ def test_with_starts_one_at_a_time_a_jobs_workers_start_once_another_jobs_are_up
         assert after.waited_s < 0.2
         after.release()
     finally:
-        worker_starts.configure(False, tmp_path / "locks")
+        worker_starts.configure(False)
 
 
 def test_a_worker_that_times_algorithms_as_it_loads_loads_alone_after_the_others(fake):
