@@ -41,11 +41,9 @@ def test_bad_values_name_their_keys(smoke_config):
     bad = copy.deepcopy(smoke_config)
     bad["study_a"]["sweep"]["compile_warm_up"] = "yes"
     bad.setdefault("gpus", {})["take_free_slot_at_start"] = 1
-    bad["gpus"]["starts_one_at_a_time"] = "on"
     message = _error(bad)
     assert "'study_a.sweep.compile_warm_up': 'yes' is not of type 'boolean'" in message
     assert "'gpus.take_free_slot_at_start': 1 is not of type 'boolean'" in message
-    assert "'gpus.starts_one_at_a_time': 'on' is not of type 'boolean'" in message
 
 
 def test_missing_section_is_named(smoke_config):
@@ -142,8 +140,7 @@ def test_the_benchmark_overlays_on_gpu_smoke_make_a_sweep_with_nothing_to_build(
                           str(overlays / "prepare_together_off.yaml"), str(overlays / "warm_up_nice.yaml"),
                           str(overlays / "blocks_min_seconds_off.yaml"), str(overlays / "spread_loads_on.yaml"),
                           str(overlays / "sweep_compile_warm_up_off.yaml"),
-                          str(overlays / "take_free_slot_at_start.yaml"),
-                          str(overlays / "starts_one_at_a_time.yaml")],
+                          str(overlays / "take_free_slot_at_start.yaml")],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     rules = set(re.findall(r"^(?:local)?rule (\w+):$", run.stdout, flags=re.M))

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from abstraction_cost.measure import gpu_slots, worker_starts
+from abstraction_cost.measure import gpu_slots
 from tests.fixtures.repository import REPO
 
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -710,22 +710,3 @@ def test_a_job_that_measures_nothing_stages_without_cuda_or_a_fork_server(monkey
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["AC_FORK_SERVER"] == "0"
     assert gpu_slots.take(job("vision_model", {"device": "auto", **_sections(True)}, model="alexnet",
                               pair="gpu")) is None
-
-
-def test_a_gpu_job_takes_turns_starting_workers_only_with_starts_one_at_a_time(monkeypatch, slot_state):
-    """gpus.starts_one_at_a_time: the job that takes a GPU slot takes turns with the other jobs' worker starts, on a
-    lock in the slots' folder; without the key its starts take no turn."""
-    fake_gpus(monkeypatch, 1)
-    monkeypatch.setattr(gpu_slots.affinity, "pin_timing", lambda *args, **kw: None)
-    for on in (True, False):
-        config = {"device": "auto", "gpus": {"starts_one_at_a_time": on}}
-        eval_job = job("eval_backend", config, numerics="fp32")
-        slot = gpu_slots.take(eval_job)
-        assert slot is not None
-        turn = worker_starts.Turn()
-        assert turn.held == on
-        assert (gpu_slots.LOCK_DIR / "starting").exists()   # (the first, with the key on, made it)
-        turn.release()
-        os.close(slot.fd)
-        monkeypatch.setattr(gpu_slots, "_held", None)
-    worker_starts.configure(False)

@@ -54,7 +54,7 @@ from typing import Iterator, Mapping
 from .. import run_guard   # imports no torch
 from ..compile import inductor_env   # imports no torch
 from ..programs import fork_server   # imports no torch
-from . import affinity, worker_starts
+from . import affinity
 
 LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstraction-cost-gpu-locks"))
 FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
@@ -264,19 +264,13 @@ def _share(path: Path, mode: int) -> None:
         pass
 
 
-def open_lock(name: str) -> int:
-    """A descriptor of LOCK_DIR/name, a file every user's jobs may lock (made, with the folder, where missing)."""
+def _try_lock(gpu: Gpu, owner: str) -> int | None:
     if not LOCK_DIR.is_dir():
         LOCK_DIR.mkdir(parents=True, exist_ok=True)
         _share(LOCK_DIR, 0o1777)
-    path = LOCK_DIR / name
+    path = _lock_path(gpu.uuid)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     _share(path, 0o666)
-    return fd
-
-
-def _try_lock(gpu: Gpu, owner: str) -> int | None:
-    fd = open_lock(_lock_path(gpu.uuid).name)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -528,7 +522,6 @@ def _hold(slot: Slot, gpus: list[Gpu], config: Mapping, n: int) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu.uuid
     affinity.pin_timing(gpus[:n].index(slot.gpu) if slot.gpu in gpus[:n] else -1, n, cpu_beside(config, n),
                         spread_loads=config.get("gpus", {}).get("spread_loads", False))
-    worker_starts.configure(config.get("gpus", {}).get("starts_one_at_a_time", False))
 
 
 def release(log: logging.Logger | None = None) -> None:

@@ -9,7 +9,6 @@ import re
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from abstraction_cost.measure import gpu_slots, statistics, worker_starts
+from abstraction_cost.measure import statistics
 from abstraction_cost.programs import native
 from abstraction_cost.study_a.sweep import conductor as sweep_conductor, interleaved as sweep_interleaved
 from abstraction_cost.study_a.sweep.cells import (PROTOCOL_DEFAULTS, Protocol, SweepConfigError, SweepSettings,
@@ -133,35 +132,6 @@ def test_workers_start_and_load_on_the_spare_cores_too_and_warm_up_and_turn_on_t
     seen = cores_by_command(fake.log.read_text().splitlines())
     assert seen["load"] == {str(sorted(job | spare))}
     assert seen["cell"] == seen["time"] == {str(sorted(job))}
-
-
-def test_with_starts_one_at_a_time_a_jobs_workers_start_once_another_jobs_are_up(fake, tmp_path, caplog,
-                                                                                  monkeypatch):
-    """gpus.starts_one_at_a_time: while another job's workers start (it holds the host's turn), this job launches
-    none; it takes the turn once it is free, and gives it back once its own workers are up, before its cells."""
-    monkeypatch.setattr(gpu_slots, "LOCK_DIR", tmp_path / "locks")
-    worker_starts.configure(True)
-    try:
-        other = worker_starts.Turn()   # another job starting: a flock of another open file, so it excludes this one
-        released = []
-        threading.Thread(target=lambda: (time.sleep(1.0), released.append(time.monotonic()), other.release())).start()
-        cells, launched = walk([1], [8], ["float32-pageable"]), []
-
-        def command_for(impl, oom_at):
-            launched.append(time.monotonic())
-            return fake.command_for()(impl, oom_at)
-        with caplog.at_level("INFO"):
-            records = conduct(["a", "b"], command_for, cells, _settings(), _protocol(blocks=2, profile_calls=0),
-                              Store(None, ["a", "b"], len(cells)))
-        assert [r["status"] for r in records] == ["ok"] * 2
-        waited = [r.getMessage() for r in caplog.records if "for another job's workers to start" in r.getMessage()]
-        assert len(waited) == 1 and float(re.search(r"waited (\d+\.\d) s", waited[0])[1]) >= 0.4, waited
-        assert len(launched) == 2 and min(launched) >= released[0]   # none launched while the other job started
-        after = worker_starts.Turn()   # the job gave its turn back
-        assert after.waited_s < 0.2
-        after.release()
-    finally:
-        worker_starts.configure(False)
 
 
 def test_a_worker_that_times_algorithms_as_it_loads_loads_alone_after_the_others(fake):

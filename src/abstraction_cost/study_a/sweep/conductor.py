@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...faults import kill_job
-from ...measure import affinity, profiled, worker_phases, worker_starts
+from ...measure import affinity, profiled, worker_phases
 from ...measure.statistics import hierarchical_interval, median, relative_half_width
 from ...programs.workers import Worker, WorkerDied
 from .cells import Cell, OomTracker, Protocol, SweepSettings, kills
@@ -238,14 +238,12 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
     phases, name = Phases(), _named(list(plan))
     by_index = {c.index: c for c in cells}   # a shard's cells keep the whole grid's indices (sweep_shards.py)
     started = time.perf_counter()
-    turn = worker_starts.Turn(log)   # gpus.starts_one_at_a_time: no other job's workers start meanwhile
     sets: list[_Set] = []
     try:
         sets.extend(_Set(inv, impls, command_for, by_index, due, store) for inv, impls in plan.items())  # launched
         with affinity.loading([w.proc.pid for s in sets for w in s.launched.values()]):
             for s in sets:   # before any is waited for: their start-ups overlap
                 s.up()
-        turn.release()
         phases.add("start-up", time.perf_counter() - started)
         log.info("%s: %d workers up in %.1f s", name,
                  sum(w is not None for s in sets for w in s.workers.values()), time.perf_counter() - started)
@@ -274,7 +272,6 @@ def _invocations(plan: dict[int, list[str]], command_for: CommandFor, cells: lis
                 _profile_walk(s.inv, s.workers, s.start, due, protocol, store)
                 phases.add("profiled pass", time.perf_counter() - profiling)
     finally:
-        turn.release()
         for s in sets:
             s.close()
         log.info("%s: %.1f s: %s", name, time.perf_counter() - started, phases.summary())
