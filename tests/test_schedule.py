@@ -77,9 +77,13 @@ def amount(job: dict, resource: str) -> int:
     return int(job["resources"].get(resource, 0))
 
 
+def gpu_config():
+    return yaml.safe_load((REPO / "config" / "gpu-smoke.yaml").read_text())
+
+
 @pytest.fixture(scope="module")
 def gpu_dag(tmp_path_factory):
-    config = yaml.safe_load((REPO / "config" / "gpu-smoke.yaml").read_text())
+    config = gpu_config()
     assert config["device"] == "cuda" and not config["study_b"]["fresh_compile_cache"]
     return dry_run(config, tmp_path_factory.mktemp("gpu-dag"))
 
@@ -181,14 +185,18 @@ def test_warm_ups_and_summaries_go_first_and_long_jobs_before_other_timing_jobs(
 
 
 def test_a_long_job_has_a_place_the_short_ones_cannot_take(gpu_dag):
-    """gpu_slots.FIRST_IN_LINE: the long jobs ask for no `short_timing`, every other GPU timing job for one, of a
+    """gpu_slots.is_long: the long jobs ask for no `short_timing`, every other GPU timing job for one, of a
     total one place per GPU and one more short of `gpu`'s: however many short jobs are ready first, and with a long
     job timing on every GPU, a long one can start (and then takes the next free GPU before the short ones:
     tests/measure/test_gpu_slots.py)."""
     timing = [j for j in gpu_dag if j["rule"] in STUDY_A_TIMING | STUDY_B_TIMING and amount(j, "gpu") == 1]
     assert {j["rule"] for j in timing} >= set(gpu_slots.FIRST_IN_LINE)
+    long = {(j["rule"], j["wildcards"].get("numerics")) for j in timing
+            if gpu_slots.is_long(j["rule"], j["wildcards"], gpu_config())}
+    # the rules of FIRST_IN_LINE, and the comparison whose every worker times algorithms as it loads
+    assert long == {("vision_model", None), ("sweep", "fp32"), ("eval_backend", "cudnn-benchmark")}
     for job in timing:
-        assert amount(job, "short_timing") == (0 if job["rule"] in gpu_slots.FIRST_IN_LINE else 1), job
+        assert amount(job, "short_timing") == (0 if (job["rule"], job["wildcards"].get("numerics")) in long else 1), job
     assert gpu_slots.timing_total(GPUS) - gpu_slots.short_total(GPUS) == gpu_slots.long_places(GPUS) == GPUS + 1
 
 

@@ -1,4 +1,5 @@
 """GPU slots (measure/gpu_slots.py, workflow/rules/gpu_slots.smk): on fake GPUs on the CPU, and on NVML's real ones."""
+import copy
 import json
 import logging
 import os
@@ -39,6 +40,30 @@ def fake_gpus(monkeypatch, n):
 
 def job(rule, config, **wildcards):
     return SimpleNamespace(rule=rule, config=config, wildcards=SimpleNamespace(items=lambda: wildcards.items()))
+
+
+# What a backend comparison's job reads to know whether it is long (gpu_slots.is_long)
+COMPARISON = {"backend_flags": {"tf32": False, "cudnn_benchmark": False},
+              "study_a": {"backends": {"implementations": ["eager", "libtorch", "cudnn"]},
+                          "cudnn": {"algo": "heuristic"}}}
+
+
+@pytest.mark.parametrize("rule, wildcards, change, long", [
+    ("sweep", {"numerics": "fp32", "shard": "0"}, {}, True),
+    ("vision_model", {"pair": "gpu", "model": "alexnet"}, {}, True),
+    ("train_eager", {"dataset": "synthetic-voc2012"}, {}, False),
+    ("eval_backend", {"numerics": "fp32"}, {}, False),
+    ("eval_backend", {"numerics": "tf32"}, {}, False),
+    ("eval_backend", {"numerics": "cudnn-benchmark"}, {}, True),   # every worker searches as it loads, one at a time
+    ("eval_backend", {"numerics": "fp32"}, {"cudnn_benchmark": True}, True),   # the flag on for every numerics
+    ("eval_backend", {"numerics": "fp32"}, {"algo": "find"}, False),   # cudnnFind: the cuDNN worker alone searches
+])
+def test_a_long_job_is_one_of_the_rules_first_in_line_or_a_comparison_whose_every_worker_loads_alone(
+        rule, wildcards, change, long):
+    config = copy.deepcopy(COMPARISON)
+    config["backend_flags"]["cudnn_benchmark"] = change.get("cudnn_benchmark", False)
+    config["study_a"]["cudnn"]["algo"] = change.get("algo", "heuristic")
+    assert gpu_slots.is_long(rule, wildcards, config) is long
 
 
 def test_visible_gpus_are_narrowed_by_an_outer_cuda_visible_devices(monkeypatch):
@@ -231,7 +256,7 @@ def test_a_job_gives_its_slot_back_as_its_script_ends_unless_a_process_it_starte
     gpu_slots.release()   # no slot: nothing to give back
     assert left == []
     gpu = gpu_slots.visible_gpus()[0]
-    gpu_slots.take(job("eval_backend", {"device": "cuda"}, numerics="fp32"))
+    gpu_slots.take(job("eval_backend", {"device": "cuda", **COMPARISON}, numerics="fp32"))
     program = subprocess.Popen(["sleep", "30"], pass_fds=gpu_slots.held_fds())
     try:
         gpu_slots.release(logging.getLogger("job"))
@@ -329,9 +354,9 @@ def test_with_take_free_slot_at_start_a_job_takes_a_free_gpu_as_it_starts_and_im
     monkeypatch.setattr(gpu_slots.affinity, "pin_other", lambda *args: pinned.append("other"))
     monkeypatch.setattr(gpu_slots.affinity, "pin_timing", lambda index, *args, **kw: pinned.append(index))
     gpus = gpu_slots.visible_gpus()
-    on = {"device": "auto", "gpus": {"take_free_slot_at_start": True}}
+    on = {"device": "auto", "gpus": {"take_free_slot_at_start": True}, **COMPARISON}
     eval_job = job("eval_backend", on, numerics="fp32")
-    gpu_slots.stage(job("eval_backend", {"device": "auto"}, numerics="fp32"))   # the key off
+    gpu_slots.stage(job("eval_backend", {"device": "auto", **COMPARISON}, numerics="fp32"))   # the key off
     assert gpu_slots.held() is None and pinned == ["other"]
     gpu_slots.stage(eval_job)
     slot = gpu_slots.held()
@@ -560,7 +585,8 @@ while time.time() - start < 60 and not (
     time.sleep(0.1)
 open("timed", "a").close()
 time.sleep(0.5)
-json.dump({"rule": snakemake.rule, "start": start, "end": time.time()}, open(snakemake.output[0], "w"))
+json.dump({"rule": snakemake.rule, "numerics": snakemake.wildcards.get("numerics"), "start": start, "end": time.time()},
+          open(snakemake.output[0], "w"))
 """
 
 
@@ -587,13 +613,17 @@ rule vision_model:
 def timing_order(tmp_path, monkeypatch, long_outputs: str, long_input: str) -> list[str]:
     """On one fake GPU, three short jobs (eval_backend) and the long ones (vision_model) of `long_outputs`, whose
     inputs are `long_input` (Snakemake code): the rules in the order they took the GPU."""
+    return [j["rule"] for j in timed_jobs(tmp_path, monkeypatch, {"device": "auto"},
+                                          LINE_RULES.format(long_outputs=long_outputs, long_input=long_input))]
+
+
+def timed_jobs(tmp_path, monkeypatch, config: dict, rules: str) -> list[dict]:
+    """The jobs of `rules` (LINE_SCRIPT's) on one fake GPU, in the order they took it."""
     fake_gpus(monkeypatch, 1)
-    slot_workflow(tmp_path, {"device": "auto"}, script=LINE_SCRIPT,
-                  rules=LINE_RULES.format(long_outputs=long_outputs, long_input=long_input))
+    slot_workflow(tmp_path, config, script=LINE_SCRIPT, rules=rules)
     done = run_snakemake(tmp_path, monkeypatch)
     assert done.returncode == 0, done.stderr[-3000:]
-    return [j["rule"] for j in sorted((json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")),
-                                      key=lambda j: j["start"])]
+    return sorted((json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")), key=lambda j: j["start"])
 
 
 def test_a_long_job_ready_after_short_ones_takes_the_gpu_before_the_staged_short_job(tmp_path, monkeypatch):
@@ -612,6 +642,29 @@ def test_a_long_job_ready_while_a_long_one_times_and_short_ones_wait_takes_the_g
     order = timing_order(tmp_path, monkeypatch, 'expand("out/gpu-{m}.json", m=("first", "second"))',
                          'lambda w: ["out/package"] if w.model == "second" else []')
     assert order[:2] == ["vision_model", "vision_model"], order
+
+
+COMPARISON_RULES = """
+rule all:
+    input: expand("out/eval-{numerics}.json", numerics=("fp32", "tf32", "bf16-autocast", "cudnn-benchmark"))
+rule eval_backend:
+    input: lambda w: ["out/package"] if w.numerics == "cudnn-benchmark" else []
+    output: "out/eval-{numerics}.json"
+    resources: **timing_job("eval_backend")
+    script: "job.py"
+rule package:
+    output: "out/package"
+    shell: "sleep 3; touch {output}"   # the other comparisons are ready without it, so they start first
+"""
+
+
+def test_a_comparison_whose_every_worker_loads_alone_takes_the_gpu_before_the_short_ones_waiting(
+        tmp_path, monkeypatch):
+    """Invariant: the comparison that loads its workers one at a time (cudnn-benchmark: gpu_slots.is_long) does not
+    wait behind the other numerics' comparisons, which time in the order they look for a free GPU (two GPUs ran it
+    last while one stood idle: docs/results/). Three comparisons ready at once, it after its input: it times second."""
+    jobs = timed_jobs(tmp_path, monkeypatch, {"device": "auto", **COMPARISON}, COMPARISON_RULES)
+    assert [j["numerics"] for j in jobs][1] == "cudnn-benchmark", jobs
 
 
 @pytest.mark.parametrize("gpus, args", [({"slots": 1}, []), ({}, ["--resources", "gpu=1"])],

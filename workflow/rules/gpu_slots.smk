@@ -2,7 +2,7 @@
 # each on a GPU of its own. Snakemake counts (resource `gpu`, total 3N + 1 for N found by NVML, limited by config
 # gpus.slots): beside each timing job the next one starts (staged: its imports on the cores of the jobs that time
 # nothing), and its script takes its GPU's lock and sets CUDA_VISIBLE_DEVICES (gpu_slots.take) before CUDA starts,
-# waiting while the lock is held. The N + 1 places beyond 2N are long jobs' (gpu_slots.FIRST_IN_LINE): the others
+# waiting while the lock is held. The N + 1 places beyond 2N are long jobs' (gpu_slots.is_long): the others
 # also ask for `short_timing` (total 2N), and wait while a long job waits for their GPU. A CPU timing job asks for every
 # slot of `timing`, so it keeps the CPU to itself, and every unit of `compile`, of which a compile warm-up takes one,
 # so that no compile runs beside it; with gpus.cpu_beside it asks instead for the one unit of `cpu_slot` and times on
@@ -100,7 +100,8 @@ def timing_job(rule):
     return dict(
         gpu=gpu,
         timing=lambda wildcards: every_timing_slot() if alone(wildcards) else gpu(wildcards),
-        short_timing=lambda wildcards: gpu(wildcards) if rule not in gpu_slots.FIRST_IN_LINE else 0,
+        short_timing=lambda wildcards: 0 if gpu_slots.is_long(rule, dict(wildcards.items()), DEVICE_CONFIG)
+        else gpu(wildcards),
         compile=lambda wildcards: every_compile_unit() if alone(wildcards) else 0,
         cpu_slot=lambda wildcards: int(on_cpu(wildcards) and CPU_BESIDE),
         slurm_extra=lambda wildcards: "--exclusive" if on_cpu(wildcards) else "",

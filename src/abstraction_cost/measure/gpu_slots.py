@@ -3,7 +3,7 @@
 Two halves share the tables below:
 - Snakemake (workflow/rules/gpu_slots.smk) counts: every timing job on the GPU asks for `gpu=1` of a total of
   `timing_total(slots(config))`, two per GPU (one timing, the next one staged, below) and `long_places` more for
-  long jobs (FIRST_IN_LINE), which the others may not take (`short_total`); a CPU timing job asks for every unit,
+  long jobs (is_long), which the others may not take (`short_total`); a CPU timing job asks for every unit,
   so it runs alone, or with gpus.cpu_beside (`cpu_beside`) for the one unit of `cpu_slot` and times on cores of
   its own (affinity.pin_cpu) beside the GPU slots' jobs.
 - Inside a job, `take(snakemake, log)` chooses which GPU: it holds an exclusive flock on one lock file per GPU
@@ -26,13 +26,16 @@ stage() and imports on its quiet cores. The invariant: a job takes a slot early 
 meanwhile, so the slot's wait for that job's imports (at a run's start, after a build) shrinks and no ready job
 waits longer (docs/results/ has what the wait was).
 
-Long jobs first: a long job (FIRST_IN_LINE: the sweep's and Study B's vision jobs, the run's longest chains) joins
-a line when it starts (a flocked file in LOCK_DIR/first-in-line naming the GPUs it waits for), and a short job
-waiting for one of those GPUs leaves it to the long one; with places of their own in Snakemake's total, one per GPU
-and one more, a long job starts even while short jobs and a long job on every GPU hold the others. Otherwise a long
-job ready a moment after a few short ones queued behind them all: 19-35 s on gpu-smoke's critical path on two GPUs
-(docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md), and with one long place, 30 s behind a short job while a
-long one timed (docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md).
+Long jobs first: a long job (is_long: the sweep's and Study B's vision jobs, the run's longest chains, and a backend
+comparison whose workers each load alone) joins a line when it starts (a flocked file in LOCK_DIR/first-in-line
+naming the GPUs it waits for), and a short job waiting for one of those GPUs leaves it to the long one; with places
+of their own in Snakemake's total, one per GPU and one more, a long job starts even while short jobs and a long job
+on every GPU hold the others. Otherwise a long job ready a moment after a few short ones queued behind them all:
+19-35 s on gpu-smoke's critical path on two GPUs (docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md), and with one
+long place, 30 s behind a short job while a long one timed (docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md).
+Among short jobs waiting, which takes a free GPU is the order in which they look, so a comparison that loads its
+workers one at a time is long too: left to that order it can go last, one GPU timing it while the other stands idle
+(docs/results/).
 
 This module does not import torch: it must run before CUDA is initialised.
 """
@@ -51,10 +54,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from .. import run_guard   # imports no torch
+from .. import implementations, run_guard   # import no torch
 from ..compile import inductor_env   # imports no torch
 from ..programs import fork_server   # imports no torch
-from . import affinity
+from . import affinity, numerics
 
 LOCK_DIR = Path(os.environ.get("ABSTRACTION_COST_GPU_LOCK_DIR", "/tmp/abstraction-cost-gpu-locks"))
 FAKE_GPUS_ENV = "ABSTRACTION_COST_FAKE_GPUS"  # tests: N fake GPUs instead of NVML's
@@ -443,6 +446,19 @@ def one_thread_where_none_claimed(environ=os.environ) -> None:
             environ[var] = str(inductor_env.JOB_THREADS)
 
 
+def is_long(rule: str, wildcards: Mapping, config: Mapping) -> bool:
+    """Whether a GPU timing job is one of a run's longest, so in the line from its start: a rule of FIRST_IN_LINE,
+    or a backend comparison (its numerics' config) whose every worker times algorithms as it loads (cuDNN's
+    benchmark mode: implementations.times_algorithms). The conductor loads such workers one at a time, so the
+    job's loading is their sum, not the slowest one's."""
+    if rule in FIRST_IN_LINE:
+        return True
+    if rule != "eval_backend" or "numerics" not in wildcards:
+        return False
+    job = numerics.job_config(config, wildcards["numerics"], "study_a.backends.numerics")
+    return all(implementations.times_algorithms(impl, job) for impl in config["study_a"]["backends"]["implementations"])
+
+
 def stage(snakemake) -> None:
     """The first call of a timing script, before torch is imported: a job that will take a GPU slot starts
     (imports, its fork server) on the cores of the jobs that time nothing, while another job may be timing on the
@@ -461,14 +477,14 @@ def stage(snakemake) -> None:
         os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         affinity.pin_other(n, cpu_beside(config, n))
         candidates = _candidates(config, rule, wildcards, n)
-        if rule in FIRST_IN_LINE:   # in line from its start: its imports take seconds that a short job would use
+        if is_long(rule, wildcards, config):   # in line from its start: its imports take seconds a short job would use
             join_line(candidates, _owner(rule, wildcards))
         if config.get("gpus", {}).get("take_free_slot_at_start", False):
             # a free GPU that no job waits for (acquire) nor a long job in line: its imports on the slot's quiet
             # cores instead
             waited = _waited_for(WAITING)   # one look at the folder, not one per GPU
             unwanted = [g for g in candidates if g.uuid not in waited]
-            slot = try_acquire(unwanted, _owner(rule, wildcards), after_long=rule not in FIRST_IN_LINE)
+            slot = try_acquire(unwanted, _owner(rule, wildcards), after_long=not is_long(rule, wildcards, config))
             if slot is not None:
                 _hold(slot, gpus, config, n)
     elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
@@ -506,7 +522,7 @@ def take(snakemake, log: logging.Logger | None = None) -> Slot | None:
                      _held.taken_at)
         return _held
     _hold(acquire(_candidates(config, rule, wildcards, n), _owner(rule, wildcards), log,
-                  after_long=rule not in FIRST_IN_LINE), gpus, config, n)
+                  after_long=not is_long(rule, wildcards, config)), gpus, config, n)
     if log is not None:
         log.info("GPU slot: GPU %d (%s) after %.1f s", _held.gpu.index, _held.gpu.uuid, _held.wait_s)
     return _held
