@@ -32,7 +32,10 @@ added up) is the slot's held time, split into
                  TorchScript artifacts)
     other        the rest of the timing jobs' time: between and after their measured runs (checks, writing tables),
                  until each gives its slot back (gpu_slots.release, or its end)
-    idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits)
+    idle         no timing job on the slot and no build running (data preparation, summaries, the report, waits),
+                 split into before the slot's first timing job, between them and after its last (idle_start_s,
+                 idle_gaps_s, idle_end_s): the summaries and the report after the last GPU job are every slot's
+                 tail, and what one slot's tail has beyond another's is the schedule's imbalance
 A slot is a GPU (its UUID in the environment rows), or `cpu` for a run that times on the CPU. measuring_share is
 the measuring seconds over the held seconds of every GPU slot together (issue 28's measure of a run; the CPU slot
 beside GPUs is left out); measuring_share_of_jobs, over the timing jobs' seconds on those slots (held less waiting and
@@ -49,6 +52,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -322,6 +326,13 @@ def slot_breakdown(jobs: dict[tuple[str, int], Job], runs: list[dict], placed: d
         free = _minus(spans, occupied[slot])
         waiting = union_length([p for a, b in building for p in _clip(free, a, b)])
         s["waiting_s"] = waiting
+        # where the slot stood idle: before its first timing job, between them, after its last (the schedule's tail)
+        idle, mine = _minus(free, building), occupied[slot]
+        first = min((a for a, _ in mine), default=math.inf)
+        last = max((b for _, b in mine), default=math.inf)
+        s["idle_start_s"] = union_length(_clip(idle, -math.inf, first))
+        s["idle_gaps_s"] = union_length(_clip(idle, first, last))
+        s["idle_end_s"] = union_length(_clip(idle, last, math.inf))
         s["builds_s"] = s["loading_s"] + waiting
         s["idle_s"] = max(0.0, held - s["measuring_s"] - s["start_up_s"] - s["builds_s"] - s["other_s"])
         for k in ("measuring", "start_up", "builds", "other", "idle"):
@@ -414,6 +425,9 @@ def main() -> None:
             print(f"{s['slot'][:24]:24s} builds: the workers' loading {s['loading_s']:.0f} s (" + ", ".join(
                 f"{rule} {sec:.0f} s" for rule, sec in sorted(s["loading_rules_s"].items(), key=lambda kv: -kv[1])
                 if sec) + f"), waiting while builds ran {s['waiting_s']:.0f} s")
+        for s in result["slots"]:
+            print(f"{s['slot'][:24]:24s} idle: {s['idle_start_s']:.0f} s before its first timing job, "
+                  f"{s['idle_gaps_s']:.0f} s between them, {s['idle_end_s']:.0f} s after its last")
         for s in result["slots"]:
             print(f"{s['slot'][:24]:24s} {s['held_s']:7.0f} {s['jobs']:5d} " + " ".join(
                 f"{s[k + '_s']:6.0f} s {s[k + '_pct']:4.0f}%" for k in ("measuring", "start_up", "builds", "other",

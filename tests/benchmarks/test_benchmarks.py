@@ -427,6 +427,8 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
     (slot,) = result["slots"]
     assert slot["slot"] == "cpu" and slot["held_s"] == 42.0 and slot["jobs"] == 2
     assert _parts(slot) == {"measuring": 15.0, "start_up": 5.0, "builds": 14.0, "other": 4.0, "idle": 4.0}
+    # idle between the two timing jobs (20-22 s) and after the last, while the concatenation ran (40-42 s)
+    assert (slot["idle_start_s"], slot["idle_gaps_s"], slot["idle_end_s"]) == (0.0, 2.0, 2.0)
     # the builds: the sweep's compiled builds inside its run, and the slot waiting while build_native ran
     assert (slot["loading_s"], slot["loading_rules_s"], slot["waiting_s"]) == (4.0, {"eval_backend": 0.0,
                                                                                        "sweep": 4.0}, 10.0)
