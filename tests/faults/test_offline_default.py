@@ -4,6 +4,7 @@ rules. Every step that needs a dataset is `missing` naming it and why, every GPU
 apply; the report lists the failed downloads with the command that retries them. Also: the workflow from another
 directory (`-s PATH/Snakefile`, `-d DIR`) finds its default config."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,10 +29,14 @@ TWO_TIMING_JOBS_AT_ONCE = ("--resources", "timing=2", "compile=4")
 
 
 def _snakemake(work: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Snakemake on `work`, with the C++ programs built in it: the repository's native/build is every run's, and a
+    run beside this one that planned the builds before they existed runs them too, after this run's; Snakemake then
+    touches the programs, and this run's rerun would redo every job that ran them."""
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
                "--workflow-profile", str(REPO / "profiles" / "default"), "--cores", "2", *TWO_TIMING_JOBS_AT_ONCE,
                *args]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd)
+    env = {**os.environ, "ABSTRACTION_COST_NATIVE_BUILD": str(work / "native-build")}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env)
     result.output = result.stdout + result.stderr
     return result
 

@@ -11,7 +11,6 @@ more row with status error (or oom) and the program's own message, the signal, o
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -148,19 +147,15 @@ def build(program: str, logger: logging.Logger = log, jobs: int = 2, source_dir:
           build_dir: Path = BUILD_DIR) -> Path:
     """Configure and build one program (incrementally); every line CMake and the compiler print goes to logger.
     One build of a build tree at a time (a lock file in it): a second process waits, then finds the work done,
-    where two CMake runs in one tree would break each other's configuration. A build that relinks the program to
-    the same bytes keeps its time: a second configure of a fresh tree relinks, and a newer program would make
-    every job that ran it look out of date to Snakemake (two runs building at once from one clone)."""
+    where two CMake runs in one tree would break each other's configuration."""
     import torch  # as in cmake_configure_command
     project, _ = PROGRAMS[program]
     source, build_path = Path(source_dir) / project, Path(build_dir) / project
-    exe = program_path(program, build_dir)
     build_path.mkdir(parents=True, exist_ok=True)
     tail: deque = deque(maxlen=400)
     logger.info("torch %s (CUDA %s), cmake prefix %s", torch.__version__, torch.version.cuda,
                 torch.utils.cmake_prefix_path)
     with _one_build_at_a_time(build_path, logger):
-        before = _stamp(exe)
         for step, command in (("configure", cmake_configure_command(source, build_path)),
                               ("build", ["cmake", "--build", str(build_path), "--parallel", str(max(jobs, 1))])):
             started = time.monotonic()
@@ -170,19 +165,10 @@ def build(program: str, logger: logging.Logger = log, jobs: int = 2, source_dir:
                 raise BuildError(f"{program}: cmake {step} failed (exit {code}; full output above):\n"
                                  f"{_compiler_message(tail)}")
             tail.clear()
-        if not exe.is_file():
-            raise BuildError(f"{program}: the build succeeded but {exe} is not there")
-        if before is not None and _stamp(exe)[0] == before[0] and exe.stat().st_mtime_ns != before[1]:
-            os.utime(exe, ns=(exe.stat().st_atime_ns, before[1]))
-            logger.info("%s: relinked to the same bytes; its time kept", exe)
-    return exe
-
-
-def _stamp(exe: Path) -> tuple[str, int] | None:
-    """The program's content hash and modification time (ns), or None where it is not built."""
+    exe = program_path(program, build_dir)
     if not exe.is_file():
-        return None
-    return hashlib.sha256(exe.read_bytes()).hexdigest(), exe.stat().st_mtime_ns
+        raise BuildError(f"{program}: the build succeeded but {exe} is not there")
+    return exe
 
 
 @contextmanager
