@@ -30,12 +30,12 @@ Long jobs first: a long job (is_long: the sweep's and Study B's vision jobs, the
 comparison whose workers each load alone) joins a line when it starts (a flocked file in LOCK_DIR/first-in-line
 naming the GPUs it waits for), and a short job waiting for one of those GPUs leaves it to the long one; with places
 of their own in Snakemake's total, one per GPU and one more, a long job starts even while short jobs and a long job
-on every GPU hold the others. Otherwise a long job ready a moment after a few short ones queued behind them all:
-19-35 s on gpu-smoke's critical path on two GPUs (docs/results/2026-11-27-h200x2-gpu-smoke-scaling.md), and with one
-long place, 30 s behind a short job while a long one timed (docs/results/2026-11-27-h200x2-gpu-smoke-long-places.md).
-Among short jobs waiting, which takes a free GPU is the order in which they look, so a comparison that loads its
-workers one at a time is long too: left to that order it can go last, one GPU timing it while the other stands idle
-(docs/results/).
+on every GPU hold the others. The invariant: no long job waits for a GPU behind a short job that became ready
+before it, nor for a place while short jobs hold theirs (without the line a long job ready a moment after a few
+short ones queued behind them all, on the run's critical path; with one long place it waited behind a short job
+while a long one timed: docs/results/ has both waits). Among short jobs waiting, which takes a free GPU is the
+order in which they look, so a comparison that loads its workers one at a time is long too: left to that order it
+can go last, one GPU timing it while the other stands idle (docs/results/).
 
 This module does not import torch: it must run before CUDA is initialised.
 """
@@ -476,15 +476,15 @@ def stage(snakemake) -> None:
         # CUDA_VISIBLE_DEVICES once, when it starts: an import that asks must not fix the GPUs before take()
         os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         affinity.pin_other(n, cpu_beside(config, n))
-        candidates = _candidates(config, rule, wildcards, n)
-        if is_long(rule, wildcards, config):   # in line from its start: its imports take seconds a short job would use
+        candidates, long = _candidates(config, rule, wildcards, n), is_long(rule, wildcards, config)
+        if long:   # in line from its start: its imports take seconds that a short job would use
             join_line(candidates, _owner(rule, wildcards))
         if config.get("gpus", {}).get("take_free_slot_at_start", False):
             # a free GPU that no job waits for (acquire) nor a long job in line: its imports on the slot's quiet
             # cores instead
             waited = _waited_for(WAITING)   # one look at the folder, not one per GPU
             unwanted = [g for g in candidates if g.uuid not in waited]
-            slot = try_acquire(unwanted, _owner(rule, wildcards), after_long=not is_long(rule, wildcards, config))
+            slot = try_acquire(unwanted, _owner(rule, wildcards), after_long=not long)
             if slot is not None:
                 _hold(slot, gpus, config, n)
     elif cpu_beside(config, n):   # its resources gave it the CPU slot (gpu_slots.smk): its cores from the start
