@@ -17,6 +17,11 @@ started (staged, gpu_slots.take). `bound` says what held the run: the chain (its
 the GPUs' load (it waited more, and every GPU slot was busy at least BUSY_BOUND of the run: a faster run needs
 less GPU work, not another order), or places and cores (it waited more while a GPU slot stood idle).
 
+The gate: of the builds that made a timing job's input, the one that ended last (on a GPU box, the AOTInductor
+packages the sweep and the backend comparison read), and, with --results, the timing jobs' time on their slots
+after its end, split evenly over the GPU slots, against how long after it the last timing job ended: where the two
+are close, the schedule after the gate was tight and only an earlier gate or less work after it shortens the run.
+
 Per GPU slot, with --results (the run's results/ folder): the run's span (first start to last end of each log,
 added up) is the slot's held time, split into
     measuring    inside the measured runs of the timing jobs on that slot (their environment rows' started_at
@@ -186,6 +191,31 @@ def critical_path(jobs: dict[tuple[str, int], Job], placed: dict | None = None) 
                       "slot_wait_s": round(taken[job] - _utc(job.start), 1) if job in taken else None})
         job = before
     return chain[::-1]
+
+
+def gate(jobs: dict[tuple[str, int], Job], placed: dict | None = None) -> dict | None:
+    """The last build a timing job read (of the builds that made a timing job's input, the one that ended last), and
+    what the timing jobs did from its end on: their time on their slots after it (a staged job's from its take, a
+    job that straddles it from then), that time split evenly over the GPU slots they used, and how long after it the
+    last one ended. Where that last end follows the gate by about the even split, the gate, not the order, sets the
+    wall; None where no timing job read a build."""
+    done = {k: j for k, j in jobs.items() if j.end is not None}
+    timing = [j for j in done.values() if is_timing_rule(j.rule)]
+    made: dict[Job, list[Job]] = {}
+    for log in {k[0] for k in done}:
+        made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
+    read = [m for j in timing for m in made.get(j, []) if m.rule in BUILD_RULES]
+    if not read:
+        return None
+    build = max(read, key=lambda j: (j.end, j.start))
+    at = _utc(build.end)
+    # on the slots only where the places are known (--results): a staged job's log span includes its wait
+    after = sum(max(0.0, p.given_back - max(p.taken, at)) for p in (placed or {}).values()) if placed else None
+    lanes = len({p.slot for p in placed.values() if p.slot != "cpu"}) if placed else 0
+    first = min(_utc(j.start) for j in done.values())
+    return {"build": build.name, "rule": build.rule, "end": build.end.isoformat(), "end_s": at - first,
+            "slot_s_after": after, "slots": lanes or None, "even_s": after / lanes if lanes else None,
+            "last_timing_end_s": max(_utc(j.end) for j in timing) - at}
 
 
 # ------------------------------------------------------------------------------------- per GPU slot
@@ -411,6 +441,14 @@ def main() -> None:
         if step["slot_wait_s"]:
             waited += f", then {step['slot_wait_s']:.0f} s of it for a GPU slot"
         print(f"  {step['start'][11:]} {step['seconds']:6.0f} s  {step['job']}{waited}")
+    result["gate"] = gated = gate(jobs, placed)
+    if gated is not None:
+        held = "" if gated["slot_s_after"] is None else (
+            f" after it the timing jobs held their slots {gated['slot_s_after']:.0f} s"
+            + ("" if gated["even_s"] is None else f" ({gated['even_s']:.0f} s each on {gated['slots']} GPU slot{'s' * (gated['slots'] != 1)})")
+            + ", and")
+        print(f"gate: {gated['build']}, the last build a timing job read, ended {gated['end_s']:.0f} s after the "
+              f"first start;{held} the last timing job ended {gated['last_timing_end_s']:.0f} s after it")
     if runs is not None:
         result["slots"] = slot_breakdown(jobs, runs, placed)
         result["measuring_share"] = measuring_share(result["slots"])

@@ -437,6 +437,34 @@ def test_run_time_splits_each_slots_held_time_and_finds_the_critical_path(tmp_pa
     assert result["critical_path_s"] == 30.0
 
 
+def test_run_time_finds_the_gate_the_last_build_a_timing_job_read_and_the_slots_work_after_it(tmp_path):
+    """Two GPUs: a training job times from 0 to 12 s on GPU-a while the package builds (0-20 s); the comparison
+    (20-30 s, GPU-a) and the sweep (22-40 s, GPU-b, staged from 18 s: its slot taken at 22 s) read the package.
+    A C++ build ending later (35 s) is read by no timing job, so it gates nothing. The gate is the package: after it
+    the slots held 10 + 18 s, 14 s each, and the last timing job ended 20 s after it. A run with no build that a
+    timing job read has no gate."""
+    import datetime as dt
+    iso = lambda s: dt.datetime.fromtimestamp(T0 + s, dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: E731
+    package = "results/study_a/backends/aoti"
+    result = _run_time_of(tmp_path, [(1, "package_aoti", "", 0, 20, "", package),
+                                     (2, "train_eager", "seed=0", 0, 12, "", "t"),
+                                     (3, "build_native_cudnn", "", 0, 35, "", "native/build/ac_cudnn"),
+                                     (4, "eval_backend", "numerics=fp32", 20, 30, package, "e"),
+                                     (5, "sweep", "numerics=fp32, shard=0", 18, 40, package, "s")],
+                          {"run_id": ["t1", "e1", "s1"], "rule": ["train_eager", "eval_backend", "sweep"],
+                           "device": ["cuda"] * 3, "gpu_uuid": ["GPU-a", "GPU-a", "GPU-b"],
+                           "job": ["seed=0", "numerics=fp32", "numerics=fp32,shard=0"],
+                           "gpu_slot_taken_at": [iso(0), iso(20), iso(22)], "start": [1, 21, 23], "end": [11, 29, 39]})
+    gated = result["gate"]
+    assert (gated["rule"], gated["end_s"], gated["slots"]) == ("package_aoti", 20.0, 2)
+    assert (gated["slot_s_after"], gated["even_s"], gated["last_timing_end_s"]) == (28.0, 14.0, 20.0)
+    (tmp_path / "no_build").mkdir()
+    alone = _run_time_of(tmp_path / "no_build", [(1, "train_eager", "seed=0", 0, 12, "", "t")],
+                         {"run_id": ["t1"], "rule": ["train_eager"], "device": ["cuda"], "gpu_uuid": ["GPU-a"],
+                          "job": ["seed=0"], "start": [1], "end": [11]})
+    assert alone["gate"] is None
+
+
 def test_every_rule_run_time_counts_as_a_build_is_a_rule_of_the_workflow():
     """A renamed build or warm-up rule would drop out of the slots' waiting time into their idle time."""
     import re
