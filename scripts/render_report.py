@@ -4,5 +4,6 @@ from abstraction_cost.workflow import setup_logging
 
 log = setup_logging(snakemake)
 used = render.render(snakemake.input.qmd, snakemake.output[0], snakemake.params.tables,
-                     renderer=snakemake.params.renderer, datasets=snakemake.params.datasets)
+                     renderer=snakemake.params.renderer, datasets=snakemake.params.datasets,
+                     bundle=snakemake.input.bundle)
 log.info("report rendered by %s from %d tables", used, len(snakemake.params.tables))

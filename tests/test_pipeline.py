@@ -60,6 +60,29 @@ def test_report_is_one_self_contained_file(smoke_run):
 
 
 @pytest.mark.slow
+def test_report_time_makes_the_report_again_on_a_finished_run_with_its_charts_built_beforehand(smoke_run, tmp_path):
+    """benchmarks/report_time.py on a copy of the smoke run: rule report alone, its job's seconds from its log, the
+    charts' JavaScript built first by rule report_bundle (as a run builds it at its start), the page written again.
+    A folder that is no finished run is refused, naming it."""
+    import shutil
+    shutil.copytree(smoke_run / "results", tmp_path / "results")
+    (tmp_path / "results" / "report.html").unlink()
+    out = tmp_path / "report_time.json"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "report_time.py"), "--workdir", str(tmp_path),
+                           "--config", "config/smoke.yaml", "--rounds", "1", "--out", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (runs,) = json.loads(out.read_text())["runs"].values()
+    assert 0 < runs["job_s"][0] < runs["invocation_s"][0]
+    assert (tmp_path / "results" / "report.html").is_file() and (tmp_path / "results" / "report_bundle.json").is_file()
+    log = (tmp_path / "logs" / "report" / "report.log").read_text()
+    assert "report rendered by" in log
+    refused = subprocess.run([sys.executable, str(REPO / "benchmarks" / "report_time.py"), "--workdir",
+                              str(tmp_path / "logs")], capture_output=True, text=True)
+    assert refused.returncode != 0 and f"{tmp_path / 'logs'} has no results/ folder" in refused.stderr
+
+
+@pytest.mark.slow
 def test_compile_cache_compiles_every_study_b_graph_before_the_jobs(smoke_run):
     study_b = smoke_run / "results" / "study_b"
     # one warm-up per timing job that compiles anything (none for the gpu pair and reduce-overhead on the CPU)

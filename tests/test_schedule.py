@@ -23,7 +23,7 @@ STUDY_B_TIMING = set(gpu_slots.PAIR_RULES)
 SUMMARIES = {"concat_training", "concat_backend_eval", "compare_backends", "concat_sweep", "sweep_h2d",
              "concat_sweep_kernels", "concat_sweep_blocks", "sweep_speedups", "concat_study_b_blocks",
              "study_b_block_speedups", "study_b_resnet50_conv_speedups", "concat_vision_table", "vision_summaries",
-             "environment", "summarise_training", "report", "precision", "energy", "compile_breakeven",
+             "environment", "summarise_training", "report_bundle", "report", "precision", "energy", "compile_breakeven",
              "vision_oracle_curve", "conv_predictor", "concat_sweep_profile", "concat_backend_profile", "decomposition",
              "roofline"}
 

@@ -21,8 +21,8 @@ LOCAL_RULES = {"download_dataset", "init_weights", "sample_order", "concat_train
                "concat_backend_eval", "compare_backends", "concat_sweep", "sweep_h2d", "concat_sweep_kernels",
                "concat_sweep_blocks", "sweep_speedups", "concat_study_b_blocks", "study_b_block_speedups",
                "study_b_resnet50_conv_speedups", "concat_vision_table", "vision_summaries", "environment",
-               "summarise_training", "report", "all", "study_b_blocks", "vision_models", "precision", "energy",
-               "compile_breakeven", "vision_oracle_curve", "conv_predictor", "concat_sweep_profile",
+               "summarise_training", "report_bundle", "report", "all", "study_b_blocks", "vision_models", "precision",
+               "energy", "compile_breakeven", "vision_oracle_curve", "conv_predictor", "concat_sweep_profile",
                "concat_backend_profile", "decomposition",
                "roofline"}
 

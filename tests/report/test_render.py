@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from abstraction_cost.report import render
+from abstraction_cost.report import page, render
 from abstraction_cost.report.page import TABLES_ENV
 
 
@@ -194,9 +194,13 @@ def test_quarto_beside_the_interpreter_is_found(tmp_path, monkeypatch):
     assert render.find_quarto() is None
 
 
-def test_environment_passes_absolute_table_paths_and_the_package(tmp_path):
+def test_environment_passes_absolute_table_paths_and_the_package(tmp_path, monkeypatch):
+    monkeypatch.delenv(page.BUNDLE_ENV, raising=False)
     env = render.environment({"training": "results/training.parquet"})
     assert json.loads(env[TABLES_ENV]) == {"training": str(Path("results/training.parquet").resolve())}
+    assert page.BUNDLE_ENV not in env   # no bundle built beside the run: the page builds its own
+    bundled = render.environment({}, bundle="results/report_bundle.json")
+    assert bundled[page.BUNDLE_ENV] == str(Path("results/report_bundle.json").resolve())
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(render.SRC)
     assert (render.SRC / "abstraction_cost" / "report" / "render.py").is_file()
 

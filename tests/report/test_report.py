@@ -261,6 +261,29 @@ def test_javascript_is_inline_and_needs_no_network():
     assert not re.search(r"<(script|link)[^>]+(src|href)=", js)
 
 
+def test_the_page_inlines_the_bundle_built_beside_the_run_and_builds_its_own_where_another_vl_convert_built_it(
+        tmp_path, monkeypatch):
+    """Rule report_bundle writes the charts' JavaScript as the run starts; the page inlines that file's bundle
+    without building one (vl-convert's 1-2 s stay out of the report's job). A file another vl-convert built is
+    rebuilt here; a file that is no bundle is an error naming the variable and the file."""
+    import vl_convert
+    bundle = tmp_path / "report_bundle.json"
+    page.write_bundle(bundle)
+    built = json.loads(bundle.read_text())
+    assert built["bundle"] in page.javascript_html()   # built here: the same bundle
+    monkeypatch.setenv(page.BUNDLE_ENV, str(bundle))
+    bundle.write_text(json.dumps({**built, "bundle": "/* from the rule */"}))
+    monkeypatch.setattr(vl_convert, "javascript_bundle", lambda *a, **k: pytest.fail("built again"))
+    assert '<script type="module">/* from the rule */</script>' in page.javascript_html()
+    bundle.write_text(json.dumps({**built, "vl_convert": "0.0.1", "bundle": "/* stale */"}))
+    monkeypatch.setattr(vl_convert, "javascript_bundle", lambda *a, **k: "/* built here */")
+    assert "/* built here */" in page.javascript_html() and "stale" not in page.javascript_html()
+    bundle.write_text("{}")
+    with pytest.raises(ValueError, match=f"{page.BUNDLE_ENV} names {bundle}"):
+        page.javascript_html()
+    assert not list(tmp_path.glob(".*tmp*"))   # written whole: no temporary file left beside it
+
+
 def test_table_html_escapes_formats_and_keeps_raw_columns():
     df = pl.DataFrame({"name": ["<b>x</b>"], "time_ms": [1.23456], "which": ["<br>"]})
     text = page.table_html(df, formats={"time_ms": "{:.2f}"}, caption="c", raw_html=("which",))

@@ -13,10 +13,13 @@ network; each chart is a <div class="ac-chart"> and a short script that draws it
     df = page.load("training_summary")
     page.show(chart) / page.show_table(df, formats={...}) / page.note("...")
 
-The datasets the run read reach it the same way (DATASETS_ENV, {dataset: prepared folder}): `datasets()`.
+The datasets the run read reach it the same way (DATASETS_ENV, {dataset: prepared folder}): `datasets()`; the
+charts' JavaScript too, built at the run's start by rule `report_bundle` (BUNDLE_ENV), since vl-convert's 1-2 s
+would otherwise fall in the report's job, after every other.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import itertools
 import json
@@ -33,6 +36,7 @@ from .. import tables
 
 TABLES_ENV = "ABSTRACTION_COST_TABLES"
 DATASETS_ENV = "ABSTRACTION_COST_DATASETS"  # {dataset: prepared folder}, JSON, of the datasets the run read
+BUNDLE_ENV = "ABSTRACTION_COST_VEGA_BUNDLE"  # the charts' JavaScript, built beside the run (write_bundle)
 
 # Every table the page asked for, and why those whose file exists could not be read as their schema.
 _requested: set[str] = set()
@@ -153,16 +157,54 @@ def _vega_lite_version() -> str | None:
     return wanted if wanted in vl_convert.get_vegalite_versions() else None
 
 
-def javascript_html() -> str:
-    """The vega / vega-lite / vega-embed bundle (about 0.9 MB) as inline scripts: once per page."""
+def _bundle_key() -> dict:
+    """What a bundle is built from: vl-convert, the vega-lite version, the snippet it ends with."""
     import vl_convert
 
-    bundle = vl_convert.javascript_bundle(_BUNDLE_SNIPPET, vl_version=_vega_lite_version())
+    return {"vl_convert": vl_convert.__version__, "vega_lite": _vega_lite_version(),
+            "snippet": hashlib.sha256(_BUNDLE_SNIPPET.encode()).hexdigest()[:16]}
+
+
+def build_bundle() -> dict:
+    """The vega / vega-lite / vega-embed JavaScript (about 0.9 MB; vl-convert takes 1-2 s), with _bundle_key."""
+    import vl_convert
+
+    key = _bundle_key()
+    bundle = vl_convert.javascript_bundle(_BUNDLE_SNIPPET, vl_version=key["vega_lite"])
     if "</script" in bundle.lower():  # would end the inline script early; escaping could break its regexes
         raise RuntimeError(f"vl-convert {vl_convert.__version__}: its JavaScript bundle holds '</script' "
                            "and cannot be inlined")
+    return {**key, "bundle": bundle}
+
+
+def write_bundle(path: str | os.PathLike) -> None:
+    """build_bundle() as JSON at path, written whole or not at all."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(build_bundle()))
+    os.replace(tmp, path)
+
+
+def _bundle() -> str:
+    """The bundle the pipeline built beside the run (BUNDLE_ENV: rule report_bundle, so that the report, the last
+    job of every run, does not build it) where the same vl-convert and snippet built it; else built here."""
+    path = os.environ.get(BUNDLE_ENV)
+    if path:
+        try:
+            built = json.loads(Path(path).read_text())
+            if {k: built[k] for k in _bundle_key()} == _bundle_key():
+                return built["bundle"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"environment variable {BUNDLE_ENV} names {path}, which is no bundle that "
+                             f"page.write_bundle wrote: {type(err).__name__}: {err}") from None
+    return build_bundle()["bundle"]
+
+
+def javascript_html() -> str:
+    """The vega / vega-lite / vega-embed bundle as inline scripts: once per page."""
     return (f"<style>{CSS}</style>\n<script>{_DRAW_FUNCTION}</script>\n"
-            f"<script type=\"module\">{bundle}</script>")
+            f"<script type=\"module\">{_bundle()}</script>")
 
 
 def _json_in_script(value) -> str:

@@ -26,7 +26,7 @@ from typing import Mapping
 
 import yaml
 
-from .page import DATASETS_ENV, TABLES_ENV
+from .page import BUNDLE_ENV, DATASETS_ENV, TABLES_ENV
 
 log = logging.getLogger(__name__)
 
@@ -262,12 +262,15 @@ def render_quarto(qmd: Path, out: Path, env: Mapping[str, str], quarto: str, tim
 
 
 def environment(tables: Mapping[str, str | os.PathLike],
-                datasets: Mapping[str, str | os.PathLike] | None = None) -> dict[str, str]:
-    """This process's environment plus the table registry, the prepared datasets' folders, the package on
-    PYTHONPATH and Quarto's Python."""
+                datasets: Mapping[str, str | os.PathLike] | None = None,
+                bundle: str | os.PathLike | None = None) -> dict[str, str]:
+    """This process's environment plus the table registry, the prepared datasets' folders, the charts' JavaScript
+    where it was built beside the run (page.write_bundle), the package on PYTHONPATH and Quarto's Python."""
     env = dict(os.environ)
     env[TABLES_ENV] = json.dumps({name: str(Path(p).resolve()) for name, p in tables.items()})
     env[DATASETS_ENV] = json.dumps({name: str(Path(p).resolve()) for name, p in (datasets or {}).items()})
+    if bundle is not None:
+        env[BUNDLE_ENV] = str(Path(bundle).resolve())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
     env["QUARTO_PYTHON"] = sys.executable
     return env
@@ -275,16 +278,17 @@ def environment(tables: Mapping[str, str | os.PathLike],
 
 def render(qmd: str | os.PathLike, out: str | os.PathLike, tables: Mapping[str, str | os.PathLike],
            renderer: str = "auto", timeout_s: int = 1800,
-           datasets: Mapping[str, str | os.PathLike] | None = None) -> str:
+           datasets: Mapping[str, str | os.PathLike] | None = None, bundle: str | os.PathLike | None = None) -> str:
     """Render qmd to the self-contained HTML file out; returns the renderer that ran. datasets: {name: prepared
-    folder} of the datasets the run used (a failed download is listed with how to retry)."""
+    folder} of the datasets the run used (a failed download is listed with how to retry); bundle: the charts'
+    JavaScript built beside the run (page.write_bundle; else the page builds it)."""
     qmd, out = Path(qmd).resolve(), Path(out).resolve()
     if not qmd.is_file():
         raise RenderError(f"report source {qmd} not found")
     quarto = find_quarto()
     chosen, why = choose(renderer, quarto or "")
     log.info("rendering %s with the %s renderer: %s", qmd, chosen, why)
-    env = environment(tables, datasets)
+    env = environment(tables, datasets, bundle)
     if chosen == "quarto":
         render_quarto(qmd, out, env, quarto, timeout_s)
     else:
