@@ -443,10 +443,11 @@ def main() -> None:
         print(f"  {step['start'][11:]} {step['seconds']:6.0f} s  {step['job']}{waited}")
     result["gate"] = gated = gate(jobs, placed)
     if gated is not None:
+        lanes = gated["slots"]
+        even = "" if gated["even_s"] is None else f" ({gated['even_s']:.0f} s each on {lanes} GPU slot" + (
+            "s)" if lanes != 1 else ")")
         held = "" if gated["slot_s_after"] is None else (
-            f" after it the timing jobs held their slots {gated['slot_s_after']:.0f} s"
-            + ("" if gated["even_s"] is None else f" ({gated['even_s']:.0f} s each on {gated['slots']} GPU slot{'s' * (gated['slots'] != 1)})")
-            + ", and")
+            f" after it the timing jobs held their slots {gated['slot_s_after']:.0f} s{even}, and")
         print(f"gate: {gated['build']}, the last build a timing job read, ended {gated['end_s']:.0f} s after the "
               f"first start;{held} the last timing job ended {gated['last_timing_end_s']:.0f} s after it")
     if runs is not None:

@@ -191,9 +191,10 @@ def _bundle() -> str:
     job of every run, does not build it) where the same vl-convert and snippet built it; else built here."""
     path = os.environ.get(BUNDLE_ENV)
     if path:
+        key = _bundle_key()
         try:
             built = json.loads(Path(path).read_text())
-            if {k: built[k] for k in _bundle_key()} == _bundle_key():
+            if {k: built[k] for k in key} == key:
                 return built["bundle"]
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ValueError(f"environment variable {BUNDLE_ENV} names {path}, which is no bundle that "
