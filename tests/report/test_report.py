@@ -267,6 +267,7 @@ def test_the_page_inlines_the_bundle_built_beside_the_run_and_builds_its_own_whe
     without building one (vl-convert's 1-2 s stay out of the report's job). A file another vl-convert built is
     rebuilt here; a file that is no bundle is an error naming the variable and the file."""
     import vl_convert
+    monkeypatch.delenv(page.BUNDLE_ENV, raising=False)
     bundle = tmp_path / "report_bundle.json"
     page.write_bundle(bundle)
     built = json.loads(bundle.read_text())
