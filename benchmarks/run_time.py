@@ -169,6 +169,14 @@ def inputs_made_by(jobs: list[Job]) -> dict[Job, list[Job]]:
     return {j: [maker[f] for f in j.inputs if f in maker and maker[f] is not j] for j in jobs}
 
 
+def makers(done: dict[tuple[str, int], Job]) -> dict[Job, list[Job]]:
+    """Each finished job's inputs' makers, each log's jobs among themselves (job ids are per log)."""
+    made: dict[Job, list[Job]] = {}
+    for log in {k[0] for k in done}:
+        made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
+    return made
+
+
 def critical_path(jobs: dict[tuple[str, int], Job], placed: dict | None = None) -> list[dict]:
     """The chain that ended last, first step first: from the job that ended last, back through the job of the
     same log that made its latest-made input; with the timing jobs' places (on_slots), each timing step's wait for
@@ -177,9 +185,7 @@ def critical_path(jobs: dict[tuple[str, int], Job], placed: dict | None = None) 
     if not done:
         return []
     taken = {j: p.taken for j, p in (placed or {}).items()}
-    made: dict[Job, list[Job]] = {}
-    for log in {k[0] for k in done}:
-        made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
+    made = makers(done)
     job = max(done.values(), key=lambda j: (j.end, j.start))
     chain = []
     while job is not None:
@@ -201,16 +207,14 @@ def gate(jobs: dict[tuple[str, int], Job], placed: dict | None = None) -> dict |
     wall; None where no timing job read a build."""
     done = {k: j for k, j in jobs.items() if j.end is not None}
     timing = [j for j in done.values() if is_timing_rule(j.rule)]
-    made: dict[Job, list[Job]] = {}
-    for log in {k[0] for k in done}:
-        made |= inputs_made_by([j for k, j in done.items() if k[0] == log])
-    read = [m for j in timing for m in made.get(j, []) if m.rule in BUILD_RULES]
+    made = makers(done)
+    read = [m for j in timing for m in made[j] if m.rule in BUILD_RULES]
     if not read:
         return None
     build = max(read, key=lambda j: (j.end, j.start))
     at = _utc(build.end)
     # on the slots only where the places are known (--results): a staged job's log span includes its wait
-    after = sum(max(0.0, p.given_back - max(p.taken, at)) for p in (placed or {}).values()) if placed else None
+    after = sum(max(0.0, p.given_back - max(p.taken, at)) for p in placed.values()) if placed else None
     lanes = len({p.slot for p in placed.values() if p.slot != "cpu"}) if placed else 0
     first = min(_utc(j.start) for j in done.values())
     return {"build": build.name, "rule": build.rule, "end": build.end.isoformat(), "end_s": at - first,

@@ -2,7 +2,6 @@
 submits to a real one): a GPU config's timing jobs one GPU each, a CPU config no GPU anywhere (the profile's
 overrides included), jobs of seconds on the login node, and the job counts docs/running.md states
 (`device: auto` on a cluster: tests/faults/test_cluster_device.py)."""
-import os
 import re
 import subprocess
 import sys
@@ -13,6 +12,8 @@ import pytest
 import yaml
 
 from abstraction_cost.measure import gpu_slots
+
+from tests.fixtures.repository import own_native_build
 
 REPO = Path(__file__).resolve().parents[1]
 TIMING_RULES = set(gpu_slots.DEVICE_RULES) | set(gpu_slots.PAIR_RULES)
@@ -41,7 +42,7 @@ def slurm_dry_run(config: Path, workdir: Path, **env: str) -> subprocess.Complet
                            "--workflow-profile", str(REPO / "profiles" / "slurm"), "--configfile", str(config)],
                           capture_output=True, text=True, timeout=600,
                           # a build folder of its own: the C++ builds are counted whether or not this checkout built them
-                          env={**os.environ, "ABSTRACTION_COST_NATIVE_BUILD": str(workdir / "native-build"), **env})
+                          env={**own_native_build(workdir), **env})
 
 
 def jobs_of(dry_run: str) -> list[dict]:

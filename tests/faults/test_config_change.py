@@ -4,7 +4,6 @@ jobs read as a param (common.smk's reads), and params are a rerun trigger. A smo
 dry run must rerun exactly the jobs that read it and the jobs downstream of them."""
 import copy
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.fixtures.repository import own_native_build
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,8 +34,7 @@ CHANGES = [
 
 
 def snakemake(work: Path, config: Path, *args: str) -> str:
-    # the C++ programs are made in the test's folder, not the repository's build
-    env = {**os.environ, "ABSTRACTION_COST_NATIVE_BUILD": str(work / "native-build")}
+    env = own_native_build(work)
     run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work),
                           "--workflow-profile", "none", "--configfile", str(config), "--cores", "2", *args],
                          capture_output=True, text=True, timeout=600, env=env)

@@ -4,7 +4,6 @@ rules. Every step that needs a dataset is `missing` naming it and why, every GPU
 apply; the report lists the failed downloads with the command that retries them. Also: the workflow from another
 directory (`-s PATH/Snakefile`, `-d DIR`) finds its default config."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from abstraction_cost import tables
 from abstraction_cost.data import prepared
 from abstraction_cost.study_a import inputs_manifest, transfer
 from tests.fixtures import loopback, offline_default
+from tests.fixtures.repository import own_native_build
 
 from .conftest import REPO
 
@@ -35,7 +35,7 @@ def _snakemake(work: Path, *args: str, cwd: Path | None = None) -> subprocess.Co
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
                "--workflow-profile", str(REPO / "profiles" / "default"), "--cores", "2", *TWO_TIMING_JOBS_AT_ONCE,
                *args]
-    env = {**os.environ, "ABSTRACTION_COST_NATIVE_BUILD": str(work / "native-build")}
+    env = own_native_build(work)
     result = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env)
     result.output = result.stdout + result.stderr
     return result

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[3]
 SOURCE_DIR = REPO / "native"
 # one build for every run, whatever its working directory; tests that must not touch it name another
-BUILD_DIR = Path(os.environ.get("ABSTRACTION_COST_NATIVE_BUILD", SOURCE_DIR / "build"))
+BUILD_ENV = "ABSTRACTION_COST_NATIVE_BUILD"  # another build folder (the tests: runs beside each other)
+BUILD_DIR = Path(os.environ.get(BUILD_ENV, SOURCE_DIR / "build"))
 # program name -> (CMake project under native/, executable); the build dir of each is native/build/<project>
 PROGRAMS = {"libtorch": ("libtorch", "ac_libtorch"), "cudnn": ("cudnn", "ac_cudnn")}
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cu", ".cuh", ".txt", ".cmake")
